@@ -1,0 +1,1 @@
+"""Core: models, errors, chunking, text loading, embedders, configuration. Imports nothing above it."""
