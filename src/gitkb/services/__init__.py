@@ -1,0 +1,1 @@
+"""Services: the business logic every interface calls."""

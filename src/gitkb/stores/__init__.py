@@ -1,0 +1,1 @@
+"""Stores: the catalog (truth), keyword and vector indexes (derived), git repositories."""
