@@ -23,7 +23,8 @@ Rules (stable; the ingest layer and sync rely on them):
   only; an excluded file target raises ``InvalidArgument`` (nothing is
   indexed) instead of being skipped silently.
 * Excluded directories are pruned without being read and reported as one
-  ``SkippedFile(category="excluded")`` whose path ends with ``/``.
+  ``SkippedFile(category="excluded")``. A ``SkippedFile`` path that names a
+  directory always ends with ``/``.
 * ``include`` (gitignore-style, relative to the walked directory) narrows the
   walk to matching files; files it leaves out are omitted silently (they were
   never asked for). Empty ``include`` means every file.
@@ -332,7 +333,8 @@ class _DirWalker:
                 real = os.path.realpath(entry.path) if is_link else ""
                 if is_link:
                     if not _inside(real, self.root_real):
-                        yield self._skip(rel, "excluded", f"symlink leads outside {self.root}: {real}")
+                        shown = rel + "/" if os.path.isdir(real) else rel
+                        yield self._skip(shown, "excluded", f"symlink leads outside {self.root}: {real}")
                         continue
                     if not os.path.exists(real):
                         yield self._skip(rel, "excluded", f"broken symlink to {real}")
