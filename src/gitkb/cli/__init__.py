@@ -1,0 +1,1 @@
+"""The click CLI: options in, one Workspace call, output out. No business logic here."""

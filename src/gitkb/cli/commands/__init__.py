@@ -1,0 +1,12 @@
+"""One module per command group; ``register_all`` adds them to the root group."""
+
+from __future__ import annotations
+
+import click
+
+
+def register_all(group: click.Group) -> None:
+    from gitkb.cli.commands import add, docs, index, search
+
+    for mod in (index, add, docs, search):
+        mod.register(group)

@@ -1,0 +1,83 @@
+"""gitkb add INDEX PATH · gitkb add-text INDEX TEXT|-"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.output import is_tty
+
+
+def _chunk_options(f: Any) -> Any:
+    f = click.option("--chunk-size", type=int)(f)
+    f = click.option("--chunk-overlap", type=int)(f)
+    f = click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))(f)
+    f = click.option("--tenant")(f)
+    f = click.option("--tier", type=click.Choice(["hot", "warm", "cold"]))(f)
+    f = click.option("--ttl-seconds", type=int)(f)
+    return f
+
+
+def _render_add(data: dict[str, Any]) -> None:
+    click.echo(data.get("Message", ""))
+    for s in data.get("skipped", []):
+        if s.get("category") != "excluded":
+            click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
+
+
+@click.command("add")
+@click.argument("index")
+@click.argument("path", type=click.Path())
+@click.option("--base-path", type=click.Path(), help="Store paths relative to this folder.")
+@_chunk_options
+def add(index: str, path: str, base_path: str | None, **opts: Any) -> None:
+    """Add a file or a directory (recursively) to INDEX."""
+    bar: Any = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if not is_tty():
+            return
+        if bar is None:
+            bar = click.progressbar(length=total, label="adding", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    def call(ws: Any) -> dict[str, Any]:
+        try:
+            return ws.document_index(  # type: ignore[no-any-return]
+                "ADD_DOCUMENTS", index_name=index, filepath=path, base_path=base_path, progress=progress, **opts
+            )
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
+
+    run(call, _render_add)
+
+
+@click.command("add-text")
+@click.argument("index")
+@click.argument("text")
+@click.option("--metadata", help="A JSON object stored with the text.")
+@click.option("--filepath", help="Store the text under this path (default texts/<hash>.txt).")
+@_chunk_options
+def add_text(index: str, text: str, metadata: str | None, filepath: str | None, **opts: Any) -> None:
+    """Add raw TEXT (or '-' to read standard input) to INDEX."""
+    if text == "-":
+        text = sys.stdin.read()
+    meta = None
+    if metadata:
+        try:
+            meta = json.loads(metadata)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--metadata") from exc
+    run(lambda ws: ws.document_index("ADD_TEXT", index_name=index, text=text, metadata=meta, filepath=filepath, **opts))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(add)
+    group.add_command(add_text)

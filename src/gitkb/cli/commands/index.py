@@ -1,0 +1,88 @@
+"""gitkb index create|list|rename|delete|stats"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.output import table
+
+
+@click.group("index")
+def index_group() -> None:
+    """Create, list, rename and delete indexes."""
+
+
+@index_group.command("create")
+@click.argument("name")
+@click.option("--chunk-size", type=int, help="Chunk size in word pieces.")
+@click.option("--chunk-overlap", type=int, help="Overlap between chunks in word pieces.")
+@click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))
+@click.option("--no-embeddings", is_flag=True, help="Keyword-only: never embed.")
+def create(name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_embeddings: bool) -> None:
+    """Create index NAME."""
+    params: dict[str, Any] = {
+        "index_name": name,
+        "chunk_size": chunk_size,
+        "chunk_overlap": chunk_overlap,
+        "chunk_strategy": chunk_strategy,
+    }
+    if no_embeddings:
+        params["embeddings"] = False
+    run(lambda ws: ws.document_index("CREATE_INDEX", **params))
+
+
+def _render_list(data: dict[str, Any]) -> None:
+    details = data.get("IndexDetails", {})
+    rows = [
+        (n, d.get("file_count"), d.get("chunk_count"), "yes" if d.get("embeddings") else "no", d.get("index_id"))
+        for n, d in details.items()
+    ]
+    if not rows:
+        click.echo("No indexes yet. Create one with: gitkb index create NAME")
+        return
+    click.echo(table(rows, ["name", "files", "chunks", "embeddings", "id"]))
+
+
+@index_group.command("list")
+def list_() -> None:
+    """List indexes with their statistics."""
+    run(lambda ws: ws.document_index("LIST_INDICES"), _render_list)
+
+
+@index_group.command("rename")
+@click.argument("name")
+@click.argument("new_name")
+def rename(name: str, new_name: str) -> None:
+    """Rename index NAME to NEW_NAME (no re-ingest)."""
+    run(lambda ws: ws.document_index("RENAME_INDEX", index_name=name, new_index_name=new_name))
+
+
+@index_group.command("delete")
+@click.argument("name")
+def delete(name: str) -> None:
+    """Delete index NAME with its documents and derived entries."""
+    run(lambda ws: ws.document_index("DELETE_INDEX", index_name=name))
+
+
+def _render_stats(data: dict[str, Any]) -> None:
+    rows = []
+    for n, s in data.get("Stats", {}).items():
+        cfg = s.get("chunk_config") or {}
+        rows.append(
+            (n, s.get("file_count"), s.get("chunk_count"), s.get("needs_reindex"),
+             f"{cfg.get('chunk_strategy')}/{cfg.get('chunk_size')}/{cfg.get('chunk_overlap')}")
+        )
+    click.echo(table(rows, ["name", "files", "chunks", "needs_reindex", "chunking"]) if rows else "No indexes yet.")
+
+
+@index_group.command("stats")
+def stats() -> None:
+    """Per-index file counts, chunk configuration and reindex needs."""
+    run(lambda ws: ws.document_index("GET_INDICES_STATS"), _render_stats)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(index_group)

@@ -1,0 +1,48 @@
+"""Short excerpts of a chunk around the words of a query (pure)."""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+STOP = frozenset(
+    "a an and are as at be by for from has have how i in is it its of on or that the this to was were what "
+    "when where which who why will with do does can you your".split()
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """Lower-cased query words without stop words, cut to a crude stem (first 5 letters)."""
+    out = []
+    for w in _WORD.findall(query.lower()):
+        if w in STOP or len(w) < 2:
+            continue
+        out.append(w[:5] if len(w) > 5 else w)
+    return list(dict.fromkeys(out))
+
+
+def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
+    """The window of ``text`` (about ``max_chars``) holding the most query words, whitespace collapsed."""
+    terms = query_terms(query)
+    if len(text) <= max_chars:
+        return " ".join(text.split())
+    best_start, best_score = 0, -1
+    if terms:
+        positions = [
+            m.start() for m in _WORD.finditer(text.lower()) if any(m.group().startswith(t) for t in terms)
+        ]
+        j = 0
+        for i, p in enumerate(positions):
+            while positions[j] < p - max_chars // 2:
+                j += 1
+            score = i - j + 1
+            if score > best_score:
+                best_score, best_start = score, positions[j]
+    start = max(0, best_start - max_chars // 6) if best_score > 0 else 0
+    # align to a word boundary
+    if start > 0:
+        sp = text.rfind(" ", 0, start)
+        start = sp + 1 if sp >= 0 and start - sp < 30 else start
+    piece = text[start : start + max_chars]
+    snippet = " ".join(piece.split())
+    return ("… " if start > 0 else "") + snippet + (" …" if start + max_chars < len(text) else "")

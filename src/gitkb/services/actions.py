@@ -1,0 +1,81 @@
+"""The action API: one entry point, ``document_index(action, **params)``.
+
+A table maps each action to the service function and the parameters it
+accepts; unknown actions and unknown parameters are refused before anything
+runs. Interfaces (library, CLI, HTTP, MCP) all come through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.services import documents, indexes, ingest, search
+from gitkb.services.context import Context
+
+ActionFn = Callable[..., dict[str, Any]]
+
+_CHUNK = ("chunk_size", "chunk_overlap", "chunk_strategy")
+_PLACE = ("tenant", "tier", "ttl_seconds")
+
+ACTIONS: dict[str, tuple[ActionFn, tuple[str, ...]]] = {
+    "CREATE_INDEX": (indexes.create_index, ("index_name", *_CHUNK, "embeddings", "settings")),
+    "RENAME_INDEX": (indexes.rename_index, ("index_name", "new_index_name")),
+    "DELETE_INDEX": (indexes.delete_index, ("index_name",)),
+    "LIST_INDICES": (lambda ctx: indexes.list_indices(ctx), ()),
+    "GET_INDICES_STATS": (lambda ctx: indexes.indices_stats(ctx), ()),
+    "ADD_DOCUMENTS": (ingest.add_documents, ("index_name", "filepath", *_CHUNK, "base_path", *_PLACE, "progress")),
+    "ADD_TEXT": (ingest.add_text, ("index_name", "text", "metadata", "filepath", *_CHUNK, *_PLACE)),
+    "LIST_DOCUMENTS": (
+        documents.list_documents,
+        ("index_name", "path_filter", "query", "show_files_only", "start", "count"),
+    ),
+    "GET_DOCUMENT": (
+        documents.get_document,
+        ("index_name", "file_id", "filepath", "pagination_mode", "start", "count"),
+    ),
+    "DELETE_DOCUMENT": (documents.delete_document, ("index_name", "file_id", "filepath")),
+    "RENAME_DOCUMENT": (documents.rename_document, ("index_name", "filepath", "new_filename")),
+    "SEARCH": (search.search, ("query", "index_name", "indexes", "top_n", "mode", "tenant")),
+}
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "CREATE_INDEX": ("index_name",),
+    "RENAME_INDEX": ("index_name", "new_index_name"),
+    "DELETE_INDEX": ("index_name",),
+    "ADD_DOCUMENTS": ("index_name", "filepath"),
+    "ADD_TEXT": ("index_name", "text"),
+    "LIST_DOCUMENTS": ("index_name",),
+    "GET_DOCUMENT": ("index_name",),
+    "DELETE_DOCUMENT": ("index_name",),
+    "RENAME_DOCUMENT": ("index_name", "filepath", "new_filename"),
+    "SEARCH": ("query",),
+}
+
+
+def register(name: str, fn: ActionFn, params: tuple[str, ...], required: tuple[str, ...] = ()) -> None:
+    """Later services (ASK, RECHUNK, ...) add their actions here at import time."""
+    ACTIONS[name] = (fn, params)
+    if required:
+        REQUIRED[name] = required
+
+
+def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(action, str) or action.upper() not in ACTIONS:
+        raise InvalidArgument(
+            f"unknown action {action!r}; valid actions: {', '.join(sorted(ACTIONS))}",
+        )
+    name = action.upper()
+    fn, allowed = ACTIONS[name]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise InvalidArgument(
+            f"{name} does not take {', '.join(unknown)}; it takes: {', '.join(a for a in allowed if a != 'progress') or 'nothing'}"
+        )
+    missing = [p for p in REQUIRED.get(name, ()) if params.get(p) in (None, "")]
+    if missing:
+        raise InvalidArgument(f"{name} needs {', '.join(missing)}")
+    clean = {k: v for k, v in params.items() if v is not None}
+    result = fn(ctx, **clean)
+    return {"Success": True, "action": name, **result}

@@ -1,0 +1,79 @@
+"""Derived indexes catch up with the catalog's change log.
+
+The keyword index reads change-log entries after its watermark, applies them
+idempotently (every cid touched is deleted, then re-added from the catalog if
+the chunk still exists), commits, then stores the new watermark. A crash
+between the tantivy commit and the watermark only means re-applying.
+"""
+
+from __future__ import annotations
+
+
+from gitkb.services.context import Context
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.keywords import KeywordDoc
+
+KEYWORDS = "keywords"
+BATCH = 5000
+
+
+def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
+    parts = [doc_title or ""] + [h for h in heading_path if h and h != doc_title]
+    return " / ".join(p for p in parts if p)
+
+
+def catch_up_keywords(ctx: Context) -> int:
+    """Apply every pending change to the keyword index; returns entries applied."""
+    applied = 0
+    with ctx.keyword_lock:
+        conn = ctx.catalog.conn
+        wm = changes.watermark(conn, KEYWORDS)
+        while True:
+            batch = changes.since(conn, wm, BATCH)
+            if not batch:
+                break
+            drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
+            cids = sorted({c.cid for c in batch if c.cid is not None})
+            live = chunks_by_cids(conn, cids)
+            adds = [
+                KeywordDoc(
+                    cid=cid,
+                    index_id=chunk.index_id,
+                    tenant=doc.tenant,
+                    title=keyword_title(doc.title, chunk.heading_path),
+                    text=chunk.text,
+                )
+                for cid, (chunk, doc) in live.items()
+            ]
+            ctx.keywords.apply(removes=cids, adds=adds, drop_indexes=drops)
+            ctx.keywords.commit()
+            wm = batch[-1].seq
+            with ctx.catalog.write() as w:
+                changes.set_watermark(w, KEYWORDS, wm)
+            applied += len(batch)
+    return applied
+
+
+def rebuild_keywords(ctx: Context) -> int:
+    """Drop the keyword index and rebuild it from the catalog."""
+    with ctx.keyword_lock:
+        ctx.keywords.clear()
+        conn = ctx.catalog.conn
+        head = changes.head(conn)
+        cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+        for i in range(0, len(cids), BATCH):
+            live = chunks_by_cids(conn, cids[i : i + BATCH])
+            ctx.keywords.apply(
+                removes=[],
+                adds=[
+                    KeywordDoc(c.cid, c.index_id, d.tenant, keyword_title(d.title, c.heading_path), c.text)
+                    for c, d in live.values()
+                ],
+            )
+        ctx.keywords.commit()
+        with ctx.catalog.write() as w:
+            changes.set_watermark(w, KEYWORDS, head)
+    return len(cids)
+
+

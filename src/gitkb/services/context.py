@@ -1,0 +1,36 @@
+"""The services' shared state: settings and opened stores of one workspace.
+
+Built once by an entry point (``Workspace``, the server) and passed to every
+service function. Heavy stores (vectors, embedder) open lazily.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gitkb.core.config import Settings
+from gitkb.stores.catalog import Catalog
+from gitkb.stores.keywords import KeywordIndex
+
+
+class Context:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self.catalog = Catalog(settings.catalog_path)
+        self.keywords = KeywordIndex(settings.keywords_path)
+        # Serialises index writes inside this process (the cross-process writer
+        # lease is held by whoever runs jobs; see services.jobs).
+        self.write_lock = threading.RLock()
+        self.keyword_lock = threading.Lock()
+        self.extras: dict[str, Any] = {}
+
+    def close(self) -> None:
+        for v in list(self.extras.values()):
+            close = getattr(v, "close", None)
+            if callable(close):
+                close()
+        self.extras.clear()
+        self.keywords.close()
+        self.catalog.close()

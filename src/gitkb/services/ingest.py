@@ -1,0 +1,265 @@
+"""ADD_DOCUMENTS and ADD_TEXT: walk, load, chunk, write, catch the keyword index up.
+
+Everything that can be checked before writing is checked first, so bad input
+writes nothing. Files are written in batches of ``WRITE_BATCH`` documents,
+each one SQLite transaction (document + chunks + change-log entries).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitkb.core import ids
+from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.errors import InvalidArgument, NotFound
+from gitkb.core.loading import LoadError, load_bytes
+from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, LoadedText, SkippedFile
+from gitkb.core.walking import WalkEntry, walk
+from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.context import Context
+from gitkb.services.indexes import get_index
+from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog.indexes import IndexRow
+
+WRITE_BATCH = 256
+TIERS = ("hot", "warm", "cold")
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    chunks_written: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {c: 0 for c in SKIP_CATEGORIES}
+        for s in self.skipped:
+            counts[s.category] = counts.get(s.category, 0) + 1
+        return {
+            "added": self.added,
+            "modified": self.modified,
+            "unchanged": self.unchanged,
+            "skipped": [s.as_dict() for s in self.skipped],
+            "counts": {
+                "added": len(self.added),
+                "modified": len(self.modified),
+                "unchanged": len(self.unchanged),
+                "skipped": len(self.skipped),
+                **{f"skipped_{k}": v for k, v in counts.items()},
+            },
+            "chunks_written": self.chunks_written,
+        }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where new documents go and what they carry besides their text."""
+
+    tenant: str | None = None
+    tier: str | None = None
+    expires_at: float | None = None
+
+
+def placement(tenant: Any = None, tier: Any = None, ttl_seconds: Any = None) -> Placement:
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+        raise InvalidArgument("tenant must be a non-empty string when given")
+    if tier is not None and tier not in TIERS:
+        raise InvalidArgument(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
+    expires = None
+    if ttl_seconds is not None:
+        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or ttl_seconds <= 0:
+            raise InvalidArgument(f"ttl_seconds must be a positive number of seconds, got {ttl_seconds!r}")
+        expires = time.time() + float(ttl_seconds)
+    return Placement(tenant.strip() if isinstance(tenant, str) else None, tier, expires)
+
+
+def chunk_config_for(row: IndexRow, size: Any, overlap: Any, strategy: Any) -> tuple[ChunkConfig, list[str]]:
+    for name, v in (("chunk_size", size), ("chunk_overlap", overlap)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise InvalidArgument(f"{name} must be an integer, got {v!r}")
+    if strategy is not None and not isinstance(strategy, str):
+        raise InvalidArgument(f"chunk_strategy must be a string, got {strategy!r}")
+    return resolve_config(strategy, size, overlap, defaults=row.chunk_defaults)
+
+
+def add_documents(
+    ctx: Context,
+    index_name: Any,
+    filepath: Any,
+    *,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    base_path: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    row = get_index(ctx, index_name)
+    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
+    place = placement(tenant, tier, ttl_seconds)
+    if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
+        raise InvalidArgument("filepath is required: a file or directory to add")
+    target = Path(filepath).expanduser()
+    if not target.exists():
+        raise NotFound(f"path {str(filepath)!r} does not exist", next_steps=["check the path; it is read by this process"])
+    base = Path(base_path).expanduser() if base_path else None
+    required = list(row.settings.get("required_frontmatter", []))
+    entries = list(walk(target.absolute(), base=base.absolute() if base else None, max_bytes=ctx.settings.max_file_bytes))
+    report = IngestReport(warnings=list(warnings))
+    with ctx.write_lock:
+        known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
+        files = [e for e in entries if isinstance(e, WalkEntry)]
+        report.skipped.extend(e for e in entries if isinstance(e, SkippedFile))
+        total = len(files)
+        done = 0
+        for start in range(0, total, WRITE_BATCH):
+            batch = files[start : start + WRITE_BATCH]
+            pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]] = []
+            for entry in batch:
+                try:
+                    st = entry.abs_path.stat()
+                    data = entry.abs_path.read_bytes()
+                except OSError as exc:
+                    report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
+                    continue
+                h = ids.bytes_hash(data)
+                prev = known.get(entry.rel_path)
+                if prev is not None and prev[0] == h and prev[3] == doc_rows.config_key(cfg):
+                    report.unchanged.append(entry.rel_path)
+                    continue
+                try:
+                    loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
+                except LoadError as exc:
+                    report.skipped.append(SkippedFile(entry.rel_path, exc.category, exc.detail))
+                    continue
+                pending.append((entry, data, h, st, loaded))
+            _write_files(ctx, row, cfg, place, pending, report)
+            done += len(batch)
+            if progress:
+                progress(done, total)
+        catch_up_keywords(ctx)
+    out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
+    if report.warnings:
+        out["Warnings"] = report.warnings
+    return out
+
+
+def _write_files(
+    ctx: Context,
+    row: IndexRow,
+    cfg: ChunkConfig,
+    place: Placement,
+    pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]],
+    report: IngestReport,
+) -> None:
+    if not pending:
+        return
+    spans = chunk_many([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
+    with ctx.catalog.write() as conn:
+        for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
+            status, _ = doc_rows.upsert(
+                conn,
+                doc_rows.NewDocument(
+                    index_id=row.id,
+                    path=entry.rel_path,
+                    text=loaded.text,
+                    content_hash=h,
+                    size=len(data),
+                    kind=loaded.kind,
+                    origin="file",
+                    chunks=chunks,
+                    chunk_config=cfg,
+                    title=loaded.title,
+                    origin_path=str(entry.abs_path),
+                    source_uri=entry.abs_path.as_uri(),
+                    mtime=st.st_mtime,
+                    metadata=loaded.metadata,
+                    tenant=place.tenant,
+                    tier=place.tier,
+                    expires_at=place.expires_at,
+                ),
+            )
+            (report.added if status == "added" else report.modified).append(entry.rel_path)
+            report.chunks_written += len(chunks)
+
+
+def add_text(
+    ctx: Context,
+    index_name: Any,
+    text: Any,
+    *,
+    metadata: Any = None,
+    filepath: Any = None,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+) -> dict[str, Any]:
+    row = get_index(ctx, index_name)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgument("text must be a non-empty string")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise InvalidArgument("metadata must be a JSON object, e.g. {\"title\": \"On-call handbook\"}")
+    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
+    place = placement(tenant, tier, ttl_seconds)
+    h = ids.content_hash(text)
+    if filepath is not None:
+        from gitkb.core.names import normalize_stored_path
+
+        path = normalize_stored_path(filepath)
+    else:
+        path = f"texts/{h[:16]}.txt"
+    title = metadata.get("title") if isinstance(metadata.get("title"), str) else None
+    if title is None:
+        first = text.strip().splitlines()[0].lstrip("# ").strip()
+        title = first[:80]
+    with ctx.write_lock:
+        prev = doc_rows.get_by_path(ctx.catalog.conn, row.id, path)
+        if prev is not None and prev.content_hash == h and prev.chunk_config == cfg and prev.metadata == metadata:
+            return {"Message": "Text unchanged", "index_name": row.name, "filepath": path, "file_id": prev.id,
+                    "status": "unchanged", "chunks_written": 0}
+        [chunks] = chunk_many([(text, cfg, False)])
+        with ctx.catalog.write() as conn:
+            status, doc = doc_rows.upsert(
+                conn,
+                doc_rows.NewDocument(
+                    index_id=row.id, path=path, text=text, content_hash=h, size=len(text.encode("utf-8")),
+                    kind="text", origin="text", chunks=chunks, chunk_config=cfg, title=title,
+                    metadata=metadata, tenant=place.tenant, tier=place.tier, expires_at=place.expires_at,
+                ),
+            )
+        catch_up_keywords(ctx)
+    out: dict[str, Any] = {
+        "Message": f"Text {status} as {path!r} with {len(chunks)} chunk(s)",
+        "index_name": row.name,
+        "filepath": path,
+        "file_id": doc.id,
+        "status": status,
+        "chunks_written": len(chunks),
+        "chunk_config": cfg.as_dict(),
+    }
+    if warnings:
+        out["Warnings"] = warnings
+    return out
+
+
+def _summary(r: IngestReport) -> str:
+    return (
+        f"{len(r.added)} added, {len(r.modified)} modified, {len(r.unchanged)} unchanged, "
+        f"{len(r.skipped)} skipped; {r.chunks_written} chunks written"
+    )

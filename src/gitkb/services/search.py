@@ -1,0 +1,143 @@
+"""SEARCH: keyword (tantivy BM25) over one index, several, or all.
+
+Every hit is resolved against the catalog (a chunk deleted but not yet removed
+from a derived index is never returned) and comes back as a citation.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.core.snippets import make_snippet
+from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.context import Context
+from gitkb.services.indexes import get_index
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
+from gitkb.stores.catalog.indexes import IndexRow
+
+MAX_TOP_N = 100
+MAX_QUERY_CHARS = 4000
+
+
+def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -> list[IndexRow]:
+    names: list[Any] = []
+    if index_name not in (None, ""):
+        names.append(index_name)
+    if indexes not in (None, ""):
+        if isinstance(indexes, str):
+            names.append(indexes)
+        elif isinstance(indexes, list | tuple):
+            names.extend(indexes)
+        else:
+            raise InvalidArgument("indexes must be a list of index names")
+    if not names:
+        return index_rows.list_all(ctx.catalog.conn)
+    seen: dict[str, IndexRow] = {}
+    for n in names:
+        row = get_index(ctx, n)
+        seen[row.id] = row
+    return list(seen.values())
+
+
+def validate_query(query: Any) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    return query.strip()
+
+
+def validate_top_n(top_n: Any, *, default: int = 10, name: str = "top_n") -> int:
+    if top_n is None:
+        return default
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        raise InvalidArgument(f"{name} must be an integer between 1 and {MAX_TOP_N}, got {top_n!r}")
+    if not 1 <= top_n <= MAX_TOP_N:
+        raise InvalidArgument(f"{name} must be between 1 and {MAX_TOP_N}, got {top_n}")
+    return top_n
+
+
+def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, score: float) -> dict[str, Any]:
+    return {
+        "id": chunk.id,
+        "score": score,
+        "snippet": make_snippet(chunk.text, query),
+        "index_name": index_name,
+        "index_id": chunk.index_id,
+        "filepath": doc.path,
+        "file_id": doc.id,
+        "document_title": doc.title,
+        "heading_path": list(chunk.heading_path),
+        "source_uri": doc.source_uri,
+        "location": {
+            "line_start": chunk.line_start,
+            "line_end": chunk.line_end,
+            "char_start": chunk.char_start,
+            "char_end": chunk.char_end,
+        },
+    }
+
+
+def keyword_hits(
+    ctx: Context, query: str, rows: list[IndexRow], limit: int, *, tenant: str | None = None
+) -> list[tuple[ChunkRow, DocumentRow, float]]:
+    """Live, unexpired keyword hits, best first."""
+    if changes.pending(ctx.catalog.conn, "keywords") > 0 and ctx.write_lock.acquire(blocking=False):
+        try:  # another process wrote; catch up if nobody else is writing here
+            catch_up_keywords(ctx)
+        finally:
+            ctx.write_lock.release()
+    ids = [r.id for r in rows]
+    raw = ctx.keywords.search(query, index_ids=ids, limit=limit * 2 + 10, tenant=tenant)
+    live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
+    now = time.time()
+    out = []
+    for cid, score in raw:
+        hit = live.get(cid)
+        if hit is None:
+            continue
+        chunk, doc = hit
+        if doc.expires_at is not None and doc.expires_at <= now:
+            continue
+        out.append((chunk, doc, score))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def search(
+    ctx: Context,
+    query: Any,
+    *,
+    index_name: Any = None,
+    indexes: Any = None,
+    top_n: Any = 10,
+    mode: Any = None,
+    tenant: Any = None,
+) -> dict[str, Any]:
+    q = validate_query(query)
+    n = validate_top_n(top_n)
+    if mode not in (None, "keyword"):
+        raise InvalidArgument(f"mode must be 'keyword' (semantic and hybrid need embeddings), got {mode!r}")
+    rows = resolve_indexes(ctx, index_name, indexes)
+    names = {r.id: r.name for r in rows}
+    t0 = time.perf_counter()
+    hits = keyword_hits(ctx, q, rows, n, tenant=tenant)
+    results = []
+    for chunk, doc, score in hits:
+        c = citation(chunk, doc, names[chunk.index_id], q, score)
+        c["retrievers"] = ["keyword"]
+        results.append(c)
+    return {
+        "query": q,
+        "mode": "keyword",
+        "indexes": [r.name for r in rows],
+        "Results": results,
+        "count": len(results),
+        "took_ms": round((time.perf_counter() - t0) * 1000, 2),
+        "Message": f"{len(results)} result(s)",
+    }

@@ -1,0 +1,95 @@
+"""The append-only change log and the watermarks of the derived indexes.
+
+Ops: ``add`` (chunk ``cid`` now exists with this text), ``remove`` (chunk
+``cid`` is gone), ``drop_index`` (every chunk of ``index_id`` is gone). A derived
+index applies entries after its watermark, idempotently by ``cid``, then
+stores the new watermark.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    op: str
+    cid: int | None
+    index_id: str | None
+    document_rowid: int | None
+
+
+def log_adds(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) -> None:
+    """rows: (cid, index_id, document_rowid)."""
+    now = time.time()
+    conn.executemany(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at) VALUES ('add', ?, ?, ?, ?)",
+        [(cid, ix, d, now) for cid, ix, d in rows],
+    )
+
+
+def log_removes_for_document(conn: sqlite3.Connection, document_rowid: int, cids: Iterable[int] | None = None) -> None:
+    now = time.time()
+    if cids is None:
+        conn.execute(
+            "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+            " SELECT 'remove', rowid, index_id, document_rowid, ? FROM chunks WHERE document_rowid = ?",
+            (now, document_rowid),
+        )
+    else:
+        conn.executemany(
+            "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+            " SELECT 'remove', rowid, index_id, document_rowid, ? FROM chunks WHERE rowid = ?",
+            [(now, c) for c in cids],
+        )
+
+
+def log_drop_index(conn: sqlite3.Connection, index_id: str) -> None:
+    conn.execute(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at) VALUES ('drop_index', NULL, ?, NULL, ?)",
+        (index_id, time.time()),
+    )
+
+
+def head(conn: sqlite3.Connection) -> int:
+    r = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
+    return int(r[0])
+
+
+def since(conn: sqlite3.Connection, seq: int, limit: int) -> list[Change]:
+    return [
+        Change(r["seq"], r["op"], r["cid"], r["index_id"], r["document_rowid"])
+        for r in conn.execute(
+            "SELECT seq, op, cid, index_id, document_rowid FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
+        )
+    ]
+
+
+def watermark(conn: sqlite3.Connection, name: str) -> int:
+    r = conn.execute("SELECT seq FROM watermarks WHERE name = ?", (name,)).fetchone()
+    return int(r[0]) if r else 0
+
+
+def set_watermark(conn: sqlite3.Connection, name: str, seq: int) -> None:
+    conn.execute(
+        "INSERT INTO watermarks(name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
+        (name, seq),
+    )
+
+
+def dirty_documents(conn: sqlite3.Connection, name: str) -> int:
+    """Documents whose latest change the derived index ``name`` has not applied yet."""
+    wm = watermark(conn, name)
+    r = conn.execute(
+        "SELECT COUNT(DISTINCT COALESCE(document_rowid, -seq)) FROM changes WHERE seq > ?", (wm,)
+    ).fetchone()
+    return int(r[0])
+
+
+def pending(conn: sqlite3.Connection, name: str) -> int:
+    return head(conn) - watermark(conn, name)

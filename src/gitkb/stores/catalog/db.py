@@ -1,0 +1,91 @@
+"""SQLite connection management: WAL, foreign keys, one connection per thread,
+one in-process write lock, ``BEGIN IMMEDIATE`` write transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gitkb.core.errors import StoreUnavailable
+from gitkb.stores.catalog.migrations import migrate
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+class Catalog:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self.write() as conn:
+            migrate(conn)
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:  # pragma: no cover - depends on the filesystem
+            raise StoreUnavailable(f"cannot open the catalog at {self.path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (autocommit; use ``write()`` for transactions)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``), serialised inside the process."""
+        with self._write_lock:
+            conn = self.conn
+            if conn.in_transaction:  # nested: join the outer transaction
+                yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads."""
+        conn = self.conn
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:  # pragma: no cover
+                pass
+        self._local = threading.local()

@@ -1,0 +1,362 @@
+"""Document and chunk rows, and the one write path that keeps chunk ids stable."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gitkb.core import ids
+from gitkb.core.models import ChunkConfig, ChunkSpan
+from gitkb.stores.catalog import changes
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    rowid: int
+    id: str
+    index_id: str
+    path: str
+    title: str | None
+    kind: str
+    origin: str
+    origin_path: str | None
+    source_uri: str | None
+    content_hash: str
+    size: int
+    mtime: float | None
+    metadata: dict[str, Any]
+    chunk_config: ChunkConfig | None
+    tenant: str | None
+    tier: str | None
+    expires_at: float | None
+    created_at: float
+    updated_at: float
+
+
+DOC_COLUMNS = (
+    "rowid, id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash, size, mtime,"
+    " metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at, created_at, updated_at"
+)
+
+
+def doc_from_row(r: sqlite3.Row) -> DocumentRow:
+    cfg = None
+    if r["chunk_strategy"] is not None:
+        cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
+    return DocumentRow(
+        rowid=r["rowid"],
+        id=r["id"],
+        index_id=r["index_id"],
+        path=r["path"],
+        title=r["title"],
+        kind=r["kind"],
+        origin=r["origin"],
+        origin_path=r["origin_path"],
+        source_uri=r["source_uri"],
+        content_hash=r["content_hash"],
+        size=r["size"],
+        mtime=r["mtime"],
+        metadata=json.loads(r["metadata"] or "{}"),
+        chunk_config=cfg,
+        tenant=r["tenant"],
+        tier=r["tier"],
+        expires_at=r["expires_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+    )
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """Everything the write path needs for one document."""
+
+    index_id: str
+    path: str
+    text: str
+    content_hash: str
+    size: int
+    kind: str
+    origin: str  # "file" | "text" | "git"
+    chunks: Sequence[ChunkSpan]
+    chunk_config: ChunkConfig
+    title: str | None = None
+    origin_path: str | None = None
+    source_uri: str | None = None
+    mtime: float | None = None
+    metadata: dict[str, Any] | None = None
+    tenant: str | None = None
+    tier: str | None = None
+    expires_at: float | None = None
+    document_id: str | None = None  # force an id (sync renames, rechunk copies)
+
+
+def get_by_path(conn: sqlite3.Connection, index_id: str, path: str) -> DocumentRow | None:
+    r = conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND path = ?", (index_id, path)
+    ).fetchone()
+    return doc_from_row(r) if r else None
+
+
+def get_by_id(conn: sqlite3.Connection, index_id: str, document_id: str) -> DocumentRow | None:
+    r = conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND id = ?", (index_id, document_id)
+    ).fetchone()
+    return doc_from_row(r) if r else None
+
+
+def get_text(conn: sqlite3.Connection, rowid: int) -> str:
+    r = conn.execute("SELECT text FROM documents WHERE rowid = ?", (rowid,)).fetchone()
+    return str(r[0]) if r else ""
+
+
+def hashes_by_path(conn: sqlite3.Connection, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
+    """path -> (content_hash, size, mtime, chunk_strategy/size/overlap key) for cheap unchanged checks."""
+    out = {}
+    for r in conn.execute(
+        "SELECT path, content_hash, size, mtime, chunk_strategy, chunk_size, chunk_overlap FROM documents"
+        " WHERE index_id = ?",
+        (index_id,),
+    ):
+        key = f"{r['chunk_strategy']}/{r['chunk_size']}/{r['chunk_overlap']}"
+        out[r["path"]] = (r["content_hash"], r["size"], r["mtime"], key)
+    return out
+
+
+def config_key(cfg: ChunkConfig) -> str:
+    return f"{cfg.strategy}/{cfg.size}/{cfg.overlap}"
+
+
+def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow]:
+    """Write one document and its chunks; returns ("added"|"modified", row).
+
+    Chunks whose id survives (same document id, same text, same occurrence)
+    keep their row, so derived indexes don't redo them; only removed chunks
+    are logged as ``remove`` and new ones as ``add``.
+    """
+    now = time.time()
+    existing = get_by_path(conn, doc.index_id, doc.path)
+    meta = json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)
+    cfg = doc.chunk_config
+    if existing is None:
+        doc_id = doc.document_id or ids.new_document_id()
+        cur = conn.execute(
+            "INSERT INTO documents(id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash,"
+            " size, mtime, text, metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at,"
+            " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc_id, doc.index_id, doc.path, doc.title, doc.kind, doc.origin, doc.origin_path,
+                doc.source_uri, doc.content_hash, doc.size, doc.mtime, doc.text, meta, cfg.strategy,
+                cfg.size, cfg.overlap, doc.tenant, doc.tier, doc.expires_at, now, now,
+            ),
+        )
+        rowid = int(cur.lastrowid or 0)
+        status = "added"
+    else:
+        doc_id = existing.id
+        rowid = existing.rowid
+        conn.execute(
+            "UPDATE documents SET title=?, kind=?, origin=?, origin_path=?, source_uri=?, content_hash=?, size=?,"
+            " mtime=?, text=?, metadata=?, chunk_strategy=?, chunk_size=?, chunk_overlap=?, tenant=?, tier=?,"
+            " expires_at=?, updated_at=? WHERE rowid=?",
+            (
+                doc.title, doc.kind, doc.origin, doc.origin_path, doc.source_uri, doc.content_hash, doc.size,
+                doc.mtime, doc.text, meta, cfg.strategy, cfg.size, cfg.overlap, doc.tenant, doc.tier,
+                doc.expires_at, now, rowid,
+            ),
+        )
+        status = "modified"
+    replace_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks)
+    row = get_by_path(conn, doc.index_id, doc.path)
+    assert row is not None
+    return status, row
+
+
+def replace_chunks(
+    conn: sqlite3.Connection, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
+) -> tuple[int, int]:
+    """Make the document's chunks exactly ``spans``; returns (added, removed)."""
+    hashes = [ids.content_hash(s.text) for s in spans]
+    new_ids = ids.chunk_ids_for(document_id, hashes)
+    old = {
+        r["id"]: (r["rowid"], r["heading_path"])
+        for r in conn.execute("SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,))
+    }
+    keep = set(new_ids) & set(old)
+    gone = [old[i][0] for i in old if i not in keep]
+    if gone:
+        changes.log_removes_for_document(conn, document_rowid, gone)
+        conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(g,) for g in gone])
+    added_rows: list[tuple[int, str, int]] = []
+    for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True)):
+        heading = json.dumps(list(span.heading_path), ensure_ascii=False)
+        if cid in keep:
+            rowid, old_heading = old[cid]
+            conn.execute(
+                "UPDATE chunks SET ordinal=?, char_start=?, char_end=?, line_start=?, line_end=?, heading_path=?"
+                " WHERE rowid=?",
+                (ordinal, span.char_start, span.char_end, span.line_start, span.line_end, heading, rowid),
+            )
+            if heading != old_heading:
+                added_rows.append((rowid, index_id, document_rowid))
+            continue
+        cur = conn.execute(
+            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
+            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                cid, document_rowid, index_id, ordinal, span.text, h, span.char_start, span.char_end,
+                span.line_start, span.line_end, heading, span.token_count,
+            ),
+        )
+        added_rows.append((int(cur.lastrowid or 0), index_id, document_rowid))
+    if added_rows:
+        changes.log_adds(conn, added_rows)
+    return len(added_rows), len(gone)
+
+
+def delete(conn: sqlite3.Connection, document_rowid: int) -> None:
+    changes.log_removes_for_document(conn, document_rowid)
+    conn.execute("DELETE FROM documents WHERE rowid = ?", (document_rowid,))
+
+
+def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: str | None = None) -> None:
+    if title is None:
+        conn.execute("UPDATE documents SET path = ?, updated_at = ? WHERE rowid = ?", (new_path, time.time(), document_rowid))
+    else:
+        conn.execute(
+            "UPDATE documents SET path = ?, title = ?, updated_at = ? WHERE rowid = ?",
+            (new_path, title, time.time(), document_rowid),
+        )
+
+
+def count(conn: sqlite3.Connection, index_id: str, *, path_prefix: str | None = None, query: str | None = None) -> int:
+    where, args = _filters(index_id, path_prefix, query)
+    return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}", args).fetchone()[0])
+
+
+def page(
+    conn: sqlite3.Connection,
+    index_id: str,
+    *,
+    start: int,
+    count: int,
+    path_prefix: str | None = None,
+    query: str | None = None,
+) -> list[DocumentRow]:
+    where, args = _filters(index_id, path_prefix, query)
+    rows = conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE {where} ORDER BY path LIMIT ? OFFSET ?",
+        (*args, count, start),
+    )
+    return [doc_from_row(r) for r in rows]
+
+
+def _filters(index_id: str, path_filter: str | None, query: str | None) -> tuple[str, tuple[Any, ...]]:
+    where = ["index_id = ?"]
+    args: list[Any] = [index_id]
+    if path_filter:
+        if any(ch in path_filter for ch in "*?["):
+            where.append("path GLOB ?")
+            args.append(path_filter)
+        else:
+            where.append("(path = ? OR path LIKE ? ESCAPE '\\')")
+            args.extend([path_filter, _like_escape(path_filter.rstrip("/")) + "/%"])
+    if query:
+        where.append("(path LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')")
+        q = "%" + _like_escape(query) + "%"
+        args.extend([q, q])
+    return " AND ".join(where), tuple(args)
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    cid: int
+    id: str
+    index_id: str
+    document_rowid: int
+    ordinal: int
+    text: str
+    content_hash: str
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...]
+    token_count: int
+
+
+CHUNK_COLUMNS = (
+    "rowid, id, index_id, document_rowid, ordinal, text, content_hash, char_start, char_end, line_start, line_end,"
+    " heading_path, token_count"
+)
+
+
+def chunk_from_row(r: sqlite3.Row) -> ChunkRow:
+    return ChunkRow(
+        cid=r["rowid"],
+        id=r["id"],
+        index_id=r["index_id"],
+        document_rowid=r["document_rowid"],
+        ordinal=r["ordinal"],
+        text=r["text"],
+        content_hash=r["content_hash"],
+        char_start=r["char_start"],
+        char_end=r["char_end"],
+        line_start=r["line_start"],
+        line_end=r["line_end"],
+        heading_path=tuple(json.loads(r["heading_path"] or "[]")),
+        token_count=r["token_count"],
+    )
+
+
+def chunks_of(conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, count: int | None = None) -> list[ChunkRow]:
+    sql = f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE document_rowid = ? ORDER BY ordinal"
+    args: tuple[Any, ...] = (document_rowid,)
+    if count is not None:
+        sql += " LIMIT ? OFFSET ?"
+        args = (document_rowid, count, start)
+    return [chunk_from_row(r) for r in conn.execute(sql, args)]
+
+
+def chunk_count_of(conn: sqlite3.Connection, document_rowid: int) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE document_rowid = ?", (document_rowid,)).fetchone()[0])
+
+
+def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
+    """Live chunks with their documents, for hits and for derived-index apply."""
+    out: dict[int, tuple[ChunkRow, DocumentRow]] = {}
+    cids = list(cids)
+    for i in range(0, len(cids), 500):
+        part = cids[i : i + 500]
+        marks = ",".join("?" * len(part))
+        cols = ", ".join(f"c.{c.strip()} AS c_{c.strip()}" for c in CHUNK_COLUMNS.split(","))
+        dcols = ", ".join(f"d.{c.strip()} AS {c.strip()}" for c in DOC_COLUMNS.split(","))
+        for r in conn.execute(
+            f"SELECT {cols}, {dcols} FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
+            f" WHERE c.rowid IN ({marks})",
+            part,
+        ):
+            chunk = ChunkRow(
+                cid=r["c_rowid"],
+                id=r["c_id"],
+                index_id=r["c_index_id"],
+                document_rowid=r["c_document_rowid"],
+                ordinal=r["c_ordinal"],
+                text=r["c_text"],
+                content_hash=r["c_content_hash"],
+                char_start=r["c_char_start"],
+                char_end=r["c_char_end"],
+                line_start=r["c_line_start"],
+                line_end=r["c_line_end"],
+                heading_path=tuple(json.loads(r["c_heading_path"] or "[]")),
+                token_count=r["c_token_count"],
+            )
+            out[chunk.cid] = (chunk, doc_from_row(r))
+    return out

@@ -1,0 +1,163 @@
+"""The keyword index: tantivy BM25 over chunks (derived from the catalog, rebuildable).
+
+Each tantivy document is one chunk: ``cid`` (the catalog's chunk row id, the
+key applying is idempotent by), ``index_id`` and ``tenant`` (raw, for
+filters), ``title`` (document title + heading path) and ``text``, both analysed
+with English stemming and stop words. Text is not stored here: hits are
+resolved against the catalog, which is the truth.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from gitkb.core.errors import Busy
+
+ANALYZER = "en_kb"
+TITLE_BOOST = 2.0
+WRITER_HEAP = 64 * 1024 * 1024
+NO_TENANT = "\x00none"
+_QUERY_JUNK = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_unsigned_field("cid", stored=True, indexed=True, fast=True)
+    b.add_text_field("index_id", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("tenant", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("title", stored=False, tokenizer_name=ANALYZER)
+    b.add_text_field("text", stored=False, tokenizer_name=ANALYZER)
+    return b.build()
+
+
+def _analyzer() -> Any:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(64))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+@dataclass(frozen=True)
+class KeywordDoc:
+    cid: int
+    index_id: str
+    tenant: str | None
+    title: str
+    text: str
+
+
+class KeywordIndex:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.schema = _schema()
+        self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
+        self.index.register_tokenizer(ANALYZER, _analyzer())
+        self._writer: Any = None
+        self._lock = threading.RLock()
+
+    # -- writing ---------------------------------------------------------
+    def _get_writer(self) -> Any:
+        if self._writer is None:
+            try:
+                self._writer = self.index.writer(WRITER_HEAP, 1)
+            except ValueError as exc:
+                raise Busy(
+                    f"the keyword index at {self.path} is held by another gitkb process ({exc})",
+                    next_steps=["wait for the other gitkb process to finish, or stop it"],
+                ) from exc
+        return self._writer
+
+    def apply(self, removes: Iterable[int], adds: Sequence[KeywordDoc], drop_indexes: Iterable[str] = ()) -> None:
+        """Delete then (re)add; idempotent by cid. Call ``commit`` after."""
+        with self._lock:
+            w = self._get_writer()
+            for ix in drop_indexes:
+                w.delete_documents_by_term("index_id", ix)
+            for cid in removes:
+                w.delete_documents_by_term("cid", cid)
+            for d in adds:
+                w.delete_documents_by_term("cid", d.cid)
+                doc = tantivy.Document()
+                doc.add_unsigned("cid", d.cid)
+                doc.add_text("index_id", d.index_id)
+                doc.add_text("tenant", d.tenant or NO_TENANT)
+                doc.add_text("title", d.title)
+                doc.add_text("text", d.text)
+                w.add_document(doc)
+
+    def commit(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.commit()
+                self._writer.wait_merging_threads()
+                self._writer = None
+            self.index.reload()
+
+    def clear(self) -> None:
+        with self._lock:
+            w = self._get_writer()
+            w.delete_all_documents()
+            self.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.rollback()
+                self._writer = None
+
+    # -- reading ---------------------------------------------------------
+    def count(self, index_ids: Sequence[str] | None = None) -> int:
+        self.index.reload()
+        searcher = self.index.searcher()
+        if index_ids is None:
+            return int(searcher.num_docs)
+        q = self._filter_query("index_id", index_ids)
+        return int(searcher.search(q, limit=1, count=True).count)
+
+    def _filter_query(self, field: str, values: Sequence[str]) -> Any:
+        # A filter must not move scores: constant score 0.
+        return tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, field, list(values)), 0.0)
+
+    def search(
+        self,
+        query: str,
+        *,
+        index_ids: Sequence[str] | None,
+        limit: int,
+        tenant: str | None = None,
+    ) -> list[tuple[int, float]]:
+        """(cid, bm25 score) best first. Query text is free text, never query syntax."""
+        terms = _QUERY_JUNK.sub(" ", query).strip()
+        if not terms:
+            return []
+        self.index.reload()
+        parsed, _errors = self.index.parse_query_lenient(
+            terms, default_field_names=["text", "title"], field_boosts={"title": TITLE_BOOST}
+        )
+        clauses = [(tantivy.Occur.Must, parsed)]
+        if index_ids is not None:
+            if not index_ids:
+                return []
+            clauses.append((tantivy.Occur.Must, self._filter_query("index_id", index_ids)))
+        clauses.append((tantivy.Occur.Must, self._filter_query("tenant", [tenant or NO_TENANT])))
+        q = tantivy.Query.boolean_query(clauses)
+        searcher = self.index.searcher()
+        result = searcher.search(q, limit=limit, count=False)
+        out = []
+        for score, addr in result.hits:
+            doc = searcher.doc(addr)
+            out.append((int(doc["cid"][0]), float(score)))
+        return out
