@@ -21,7 +21,8 @@ Rules (stable; chunk coordinates depend on them):
   code fences (markdown escapes such as ``\\.`` and inline HTML such as
   ``<a name=...></a>`` removed), else the file stem.
   ``required_frontmatter`` applies to markdown only.
-* PDF (``.pdf`` or content starting with ``%PDF-``): pypdf text of each page
+* PDF (``.pdf``, or content starting with ``%PDF-`` under a name that is
+  not a known text extension): pypdf text of each page
   joined with ``"\\n\\n"``; ``metadata`` holds ``pages``, ``page_offsets``
   (character offset where each page's text starts) and the document's
   ``author``/``subject`` when present. Encrypted (unless the empty password
@@ -130,7 +131,8 @@ def load_bytes(rel_path: str, data: bytes, *, required_frontmatter: Sequence[str
     """Load a document's bytes; ``rel_path`` decides the kind by its extension."""
     name = _name(rel_path)
     ext = os.path.splitext(name)[1].lower()
-    if ext in PDF_EXTENSIONS or data.startswith(b"%PDF-"):
+    known_text = ext in MARKDOWN_EXTENSIONS or ext in TEXT_EXTENSIONS or ext in CODE_EXTENSIONS
+    if ext in PDF_EXTENSIONS or (not known_text and data.startswith(b"%PDF-")):
         return load_pdf(rel_path, data)
     if ext in BINARY_EXTENSIONS:
         raise LoadError("binary", f"binary file type {ext}")
