@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import github3
+import jwt
 from github3 import exceptions as gh_exc
 from github3.session import GitHubSession
 
@@ -149,7 +150,7 @@ class GitHubForge:
         else:
             assert cfg.app_private_key is not None and cfg.app_id is not None
             key = cfg.app_private_key.reveal().encode()
-            app_id = int(cfg.app_id)
+            app_id = str(cfg.app_id)  # PyJWT >= 2.10 wants a string "iss"
             if self._installation_id is None:
                 self._gh.login_as_app(key, app_id)
                 installation = self._gh.app_installation_for_repository(self.owner, self.repo)
@@ -160,6 +161,17 @@ class GitHubForge:
                 self._runtime_secrets.append(token)
         self._authenticated = True
 
+    def _authenticate_or_fail(self, what: str) -> None:
+        try:
+            self._authenticate()
+        except (ValueError, TypeError, jwt.PyJWTError) as exc:  # a key PyJWT cannot sign with
+            raise forge_error(
+                self.name,
+                AUTH,
+                f"GitHub: {what} failed: the GitHub App private key cannot sign a token ({type(exc).__name__})",
+                secrets=self._secrets(),
+            ) from None
+
     def _secrets(self) -> list[Any]:
         return [*self._config.secrets(), *self._runtime_secrets]
 
@@ -167,7 +179,7 @@ class GitHubForge:
         for attempt in (1, 2):
             try:
                 if not self._authenticated:
-                    self._authenticate()
+                    self._authenticate_or_fail(what)
                 return fn()
             except ForgeError:
                 raise
@@ -196,13 +208,6 @@ class GitHubForge:
                     self.name,
                     PROTOCOL,
                     f"GitHub: {what} failed: unexpected response ({type(exc).__name__}): {exc}",
-                    secrets=self._secrets(),
-                ) from None
-            except ValueError as exc:  # a private key PyJWT cannot use
-                raise forge_error(
-                    self.name,
-                    AUTH,
-                    f"GitHub: {what} failed: {type(exc).__name__}: {exc}",
                     secrets=self._secrets(),
                 ) from None
         raise AssertionError("unreachable")
