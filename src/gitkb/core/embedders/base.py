@@ -34,11 +34,21 @@ MODEL_ALIASES: dict[str, dict[str, str]] = {
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What every embedding provider offers. ``embed_batch`` is the only required method."""
+    """What every embedding provider offers. ``embed_batch`` is the only required method.
 
-    identity: str
-    dims: int
-    max_input_tokens: int
+    ``identity``: normalised ``provider/model``; ``dims``: vector size;
+    ``max_input_tokens``: the model's input window (longer texts are embedded
+    from their leading part only). Plain attributes satisfy these.
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int: ...
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order; an empty list gives an empty list."""

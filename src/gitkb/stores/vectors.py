@@ -1,0 +1,431 @@
+"""The vector store: Chroma, one collection per embedding identity.
+
+Collections hold chunk ids, vectors and filter metadata only (``fingerprint``,
+``index_id``, ``document_id``, ``content_hash`` ...), never the text: the
+catalog keeps the truth and vectors can be rebuilt from it. Every vector
+carries its fingerprint ``provider/model@dims``; a collection refuses vectors
+of another fingerprint. Chroma's default embedding function is never used
+(it downloads a model): vectors are always given explicitly.
+
+The same class works embedded (``open_persistent``) and against a Chroma
+server (``open_http``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, StoreUnavailable
+
+UPSERT_BATCH = 64
+READ_BATCH = 512
+SCHEMA_VERSION = 1
+_SAFE_RE = re.compile(r"[^a-z0-9._-]+")
+_MAX_MODEL_PART = 200
+
+Where = dict[str, Any]
+MetadataValue = str | int | float | bool
+
+
+def collection_name(identity: str) -> str:
+    """``{provider}_{sanitized_model}_index`` for a (normalised or not) identity. Pure.
+
+    Sanitising keeps ``[a-z0-9._-]``; when it had to change anything (``/``,
+    ``:``, ``+``, ``..``, length) a short hash of the identity is appended so
+    distinct identities never share a name.
+    """
+    provider, model = split_identity(identity)
+    safe = _SAFE_RE.sub("-", model)
+    safe = re.sub(r"\.{2,}", ".", safe).strip("._-") or "model"
+    if safe != model or len(safe) > _MAX_MODEL_PART:
+        digest = hashlib.sha256(f"{provider}/{model}".encode()).hexdigest()[:8]
+        safe = f"{safe[:_MAX_MODEL_PART].rstrip('._-')}-{digest}"
+    return f"{provider}_{safe}_index"
+
+
+def _split_where(where: Mapping[str, Any] | None) -> list[Where]:
+    """A where dict as a list of single-key clauses (Chroma wants one key per dict)."""
+    if not where:
+        return []
+    if not isinstance(where, Mapping):
+        raise InvalidArgument(f"where must be a dict, got {type(where).__name__}")
+    return [{k: v} for k, v in where.items()]
+
+
+def _combine(*clauses: Where) -> Where | None:
+    parts = [c for c in clauses if c]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+def _index_clause(index_ids: Sequence[str]) -> Where:
+    ids = list(dict.fromkeys(index_ids))
+    return {"index_id": ids[0]} if len(ids) == 1 else {"index_id": {"$in": ids}}
+
+
+def _batches(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(seq), size):
+        yield seq[start : start + size]
+
+
+@contextmanager
+def _guard(what: str) -> Iterator[None]:
+    """Map Chroma / transport failures onto the gitkb error tree."""
+    import httpx
+    from chromadb import errors as cerr
+
+    try:
+        yield
+    except (GitkbError, cerr.NotFoundError):
+        raise  # NotFoundError: a missing collection, handled by the caller
+    except (cerr.InvalidArgumentError, cerr.DuplicateIDError, cerr.InvalidDimensionException) as exc:
+        raise InvalidArgument(f"vector store rejected {what}: {exc}") from exc
+    except (httpx.TransportError, ConnectionError, OSError, cerr.ChromaError) as exc:
+        raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
+    except ValueError as exc:
+        if "connect" in str(exc).lower():
+            raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
+        raise
+
+
+class VectorStore:
+    """Chroma collections, one per embedding identity. Use ``open_persistent`` or ``open_http``."""
+
+    def __init__(self, client: Any, *, location: str) -> None:
+        self._client = client
+        self.location = location
+        self._lock = threading.Lock()
+        self._collections: dict[str, Any] = {}
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open_persistent(cls, path: Path) -> VectorStore:
+        """An embedded Chroma in ``path`` (one process owns it)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        path = Path(path)
+        with _guard(f"open {path}"):
+            path.mkdir(parents=True, exist_ok=True)
+            client = chromadb.PersistentClient(
+                path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
+            )
+        return cls(client, location=str(path))
+
+    @classmethod
+    def open_http(cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, ssl: bool = False) -> VectorStore:
+        """A Chroma server (``chroma run``, or distributed Chroma)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        with _guard(f"connect to {host}:{port}"):
+            client = chromadb.HttpClient(
+                host=host,
+                port=int(port),
+                ssl=ssl,
+                headers=dict(headers or {}),
+                settings=Settings(anonymized_telemetry=False, allow_reset=False),
+            )
+            client.heartbeat()
+        return cls(client, location=f"{'https' if ssl else 'http'}://{host}:{port}")
+
+    def close(self) -> None:
+        """Release the client (for an embedded store: its files). Idempotent."""
+        with self._lock:
+            self._collections.clear()
+        close = getattr(self._client, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> VectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def heartbeat(self) -> None:
+        """Raise StoreUnavailable unless the store answers."""
+        with _guard("heartbeat"):
+            self._client.heartbeat()
+
+    # -- collections ---------------------------------------------------------------------------
+
+    def _checked(self, col: Any, identity: str) -> Any:
+        found = (col.metadata or {}).get("identity")
+        if found != identity:
+            raise Conflict(
+                f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}"
+            )
+        return col
+
+    def _get(self, identity: str, *, refresh: bool = False) -> Any | None:
+        """The collection of ``identity``, or None when it does not exist."""
+        from chromadb.errors import NotFoundError
+
+        provider, model = split_identity(identity)
+        identity = f"{provider}/{model}"
+        name = collection_name(identity)
+        with self._lock:
+            if not refresh and name in self._collections:
+                return self._collections[name]
+        try:
+            with _guard(f"open collection {name}"):
+                col = self._client.get_collection(name, embedding_function=None)
+        except NotFoundError:
+            with self._lock:
+                self._collections.pop(name, None)
+            return None
+        self._checked(col, identity)
+        with self._lock:
+            self._collections[name] = col
+        return col
+
+    def _get_or_create(self, fingerprint: str) -> Any:
+        identity, dims = parse_fingerprint(fingerprint)
+        col = self._get(identity)
+        if col is not None:
+            return col
+        provider, model = identity.split("/", 1)
+        name = collection_name(identity)
+        metadata = {
+            "identity": identity,
+            "fingerprint": make_fingerprint(identity, dims),
+            "dims": dims,
+            "provider": provider,
+            "model": model,
+            "gitkb_schema": SCHEMA_VERSION,
+            "hnsw:space": "cosine",
+        }
+        with _guard(f"create collection {name}"):
+            col = self._client.get_or_create_collection(name, metadata=metadata, embedding_function=None)
+        self._checked(col, identity)
+        with self._lock:
+            self._collections[name] = col
+        return col
+
+    def _with_collection(self, identity: str, what: str, fn: Any, default: Any) -> Any:
+        """Run ``fn(col)``; a collection dropped meanwhile (stale handle) is re-fetched once."""
+        from chromadb.errors import NotFoundError
+
+        for attempt in (0, 1):
+            col = self._get(identity, refresh=attempt == 1)
+            if col is None:
+                return default
+            try:
+                with _guard(what):
+                    return fn(col)
+            except NotFoundError:
+                continue
+        return default
+
+    def fingerprint_of(self, identity: str) -> str | None:
+        """The fingerprint recorded on ``identity``'s collection, or None when it has none."""
+        col = self._get(identity)
+        return None if col is None else str(col.metadata["fingerprint"])
+
+    def list_collections(self) -> list[dict[str, Any]]:
+        """gitkb's collections (those recording an identity): name, identity, fingerprint, count."""
+        out: list[dict[str, Any]] = []
+        with _guard("list collections"):
+            for col in self._client.list_collections():
+                md = col.metadata or {}
+                if "identity" in md and "fingerprint" in md:
+                    out.append(
+                        {"name": col.name, "identity": md["identity"], "fingerprint": md["fingerprint"], "count": col.count()}
+                    )
+        return sorted(out, key=lambda c: c["name"])
+
+    def drop_collection(self, identity: str) -> bool:
+        """Delete ``identity``'s collection; False when there was none."""
+        col = self._get(identity)
+        if col is None:
+            return False
+        with self._lock:
+            self._collections.pop(col.name, None)
+        from chromadb.errors import NotFoundError
+
+        try:
+            with _guard(f"drop collection {col.name}"):
+                self._client.delete_collection(col.name)
+        except NotFoundError:
+            return False
+        return True
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def upsert(
+        self,
+        fingerprint: str,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        metadatas: Sequence[Mapping[str, MetadataValue | None]] | None = None,
+    ) -> int:
+        """Insert or replace vectors (idempotent by id), 64 per Chroma call; returns how many.
+
+        Refuses (Conflict) a fingerprint, or a vector size, that differs from the
+        collection's. Each metadata gets ``fingerprint``; None values are dropped.
+        """
+        identity, dims = parse_fingerprint(fingerprint)
+        fp = make_fingerprint(identity, dims)
+        ids = list(ids)
+        if metadatas is None:
+            metadatas = [{} for _ in ids]
+        if not (len(ids) == len(vectors) == len(metadatas)):
+            raise InvalidArgument(
+                f"upsert needs as many vectors and metadatas as ids ({len(ids)}, {len(vectors)}, {len(metadatas)})"
+            )
+        if not ids:
+            return 0
+        if any(not isinstance(i, str) or not i for i in ids):
+            raise InvalidArgument("vector ids must be non-empty strings")
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument("upsert got the same id twice in one call")
+        for i, v in enumerate(vectors):
+            if len(v) != dims:
+                raise Conflict(
+                    f"vector {i} ({ids[i]!r}) has {len(v)} dims: fingerprint {identity}@{len(v)} "
+                    f"does not match {fp}",
+                    details={"expected_fingerprint": fp, "got_fingerprint": f"{identity}@{len(v)}"},
+                )
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if not np.isfinite(matrix).all():
+            raise InvalidArgument("upsert got a vector with NaN or infinite values")
+        metas = [self._metadata(m, fp) for m in metadatas]
+        col = self._get_or_create(fp)
+        existing = str(col.metadata["fingerprint"])
+        if existing != fp:
+            raise Conflict(
+                f"vector store refuses fingerprint {fp}: collection {col.name!r} holds {existing}",
+                details={"expected_fingerprint": existing, "got_fingerprint": fp, "collection": col.name},
+            )
+        for start in range(0, len(ids), UPSERT_BATCH):
+            end = start + UPSERT_BATCH
+            self._with_collection(
+                identity,
+                f"upsert into {col.name}",
+                lambda c, s=start, e=end: c.upsert(ids=ids[s:e], embeddings=matrix[s:e], metadatas=metas[s:e]),
+                None,
+            )
+        return len(ids)
+
+    @staticmethod
+    def _metadata(meta: Mapping[str, MetadataValue | None], fp: str) -> dict[str, MetadataValue]:
+        out: dict[str, MetadataValue] = {}
+        for key, value in meta.items():
+            if value is None:
+                continue
+            if not isinstance(key, str) or not key or key.startswith("$"):
+                raise InvalidArgument(f"invalid metadata key {key!r}")
+            if not isinstance(value, str | int | float | bool):
+                raise InvalidArgument(f"metadata {key!r} must be str, int, float or bool, got {type(value).__name__}")
+            out[key] = value
+        if "fingerprint" in out and out["fingerprint"] != fp:
+            raise Conflict(f"metadata fingerprint {out['fingerprint']!r} does not match {fp}")
+        out["fingerprint"] = fp
+        return out
+
+    def delete(self, identity: str, ids: Sequence[str]) -> None:
+        """Remove vectors by id; unknown ids and a missing collection are fine."""
+        ids = list(ids)
+        for batch in _batches(ids, READ_BATCH):
+            self._with_collection(identity, "delete", lambda c, b=batch: c.delete(ids=list(b)), None)
+
+    def delete_where(self, identity: str, where: Mapping[str, Any]) -> int:
+        """Remove every vector matching ``where`` (e.g. ``{"index_id": "docs"}``); returns how many."""
+        if not where:
+            raise InvalidArgument("delete_where needs a non-empty filter")
+        ids = sorted(self.ids_in(identity, where))
+        self.delete(identity, ids)
+        return len(ids)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def ids_in(self, identity: str, where: Mapping[str, Any] | None = None) -> set[str]:
+        """Ids of the vectors matching ``where`` (all when None)."""
+        flt = _combine(*_split_where(where))
+        res = self._with_collection(identity, "get ids", lambda c: c.get(where=flt, include=[]), None)
+        return set() if res is None else set(res["ids"])
+
+    def count(self, identity: str, where: Mapping[str, Any] | None = None) -> int:
+        if where:
+            return len(self.ids_in(identity, where))
+        return int(self._with_collection(identity, "count", lambda c: c.count(), 0))
+
+    def get_vectors(self, identity: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """``{id: vector}`` for the ids that have one."""
+        out: dict[str, list[float]] = {}
+        for batch in _batches(list(dict.fromkeys(ids)), READ_BATCH):
+            res = self._with_collection(
+                identity, "get vectors", lambda c, b=batch: c.get(ids=list(b), include=["embeddings"]), None
+            )
+            if res is None:
+                return out
+            for vid, vec in zip(res["ids"], res["embeddings"], strict=True):
+                out[vid] = np.asarray(vec, dtype=np.float32).tolist()
+        return out
+
+    def find_by_content_hash(self, identity: str, hashes: Sequence[str]) -> dict[str, list[float]]:
+        """``{content_hash: vector}`` for hashes some stored vector has: reuse instead of re-embedding."""
+        out: dict[str, list[float]] = {}
+        wanted = [h for h in dict.fromkeys(hashes) if h]
+        for batch in _batches(wanted, READ_BATCH):
+            flt = {"content_hash": {"$in": list(batch)}}
+            res = self._with_collection(
+                identity, "find by content hash", lambda c, f=flt: c.get(where=f, include=["embeddings", "metadatas"]), None
+            )
+            if res is None:
+                return out
+            for meta, vec in zip(res["metadatas"], res["embeddings"], strict=True):
+                h = (meta or {}).get("content_hash")
+                if isinstance(h, str) and h not in out:
+                    out[h] = np.asarray(vec, dtype=np.float32).tolist()
+        return out
+
+    def query(
+        self,
+        identity: str,
+        vector: Sequence[float],
+        n: int,
+        index_ids: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Nearest ``n`` vectors as ``(id, cosine distance)``, closest first.
+
+        ``index_ids`` restricts to those indexes; an empty list matches nothing
+        (a filter is never widened). ``where`` adds Chroma filters on metadata.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidArgument(f"n must be a positive integer, got {n!r}")
+        if index_ids is not None and not list(index_ids):
+            return []
+        col = self._get(identity)
+        if col is None:
+            return []
+        dims = int(col.metadata["dims"])
+        if len(vector) != dims:
+            raise Conflict(
+                f"query vector has {len(vector)} dims: {identity}@{len(vector)} does not match "
+                f"{col.metadata['fingerprint']}"
+            )
+        flt = _combine(*([_index_clause(index_ids)] if index_ids else []), *_split_where(where))
+        q = np.asarray([vector], dtype=np.float32)
+        res = self._with_collection(
+            identity,
+            "query",
+            lambda c: c.query(query_embeddings=q, n_results=n, where=flt, include=["distances"]),
+            None,
+        )
+        if res is None or not res["ids"]:
+            return []
+        return [(vid, float(d)) for vid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
