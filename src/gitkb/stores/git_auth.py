@@ -1,0 +1,175 @@
+"""Credentials for git remotes, and redaction of secrets from every message.
+
+Secrets live only in memory (a :class:`GitCredentials`), reach libgit2
+through a credentials callback and the git CLI through environment variables
+read by a GIT_ASKPASS helper -- never on a command line, in a URL written to
+config, or in a log. Every error text that may echo a URL or git's stderr
+goes through :func:`redact` first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pygit2
+
+from gitkb.core.errors import InvalidArgument, Unauthorized
+
+REDACTED = "***"
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+_AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:basic|bearer|token)\s+)\S+")
+ASKPASS_PASSWORD_ENV = "GITKB_GIT_PASSWORD"
+ASKPASS_USERNAME_ENV = "GITKB_GIT_USERNAME"
+DEFAULT_TOKEN_USERNAME = "x-access-token"
+
+ASKPASS_SCRIPT = """#!/bin/sh
+# gitkb GIT_ASKPASS / SSH_ASKPASS helper: answers git's prompts from the
+# environment gitkb sets for one git call. Never stores or prints secrets elsewhere.
+case "$1" in
+  Username*|username*) printf '%s\\n' "${GITKB_GIT_USERNAME:-x-access-token}" ;;
+  *) printf '%s\\n' "${GITKB_GIT_PASSWORD:-}" ;;
+esac
+"""
+
+
+@dataclass(frozen=True)
+class GitCredentials:
+    """How to authenticate to a remote. Nothing here is ever persisted.
+
+    * HTTPS: ``token`` (a string, or a zero-argument callable returning one,
+      called when needed) with ``username`` (default ``x-access-token``,
+      which GitHub and GitLab accept with a token).
+    * SSH: ``ssh_key`` (private key file; ``ssh_public_key`` defaults to
+      ``<key>.pub``; ``ssh_passphrase`` if it has one), or the user's agent
+      (``SSH_AUTH_SOCK``) when no key file is given.
+    """
+
+    token: str | Callable[[], str] | None = field(default=None, repr=False)
+    username: str | None = None
+    ssh_key: Path | None = None
+    ssh_public_key: Path | None = None
+    ssh_passphrase: str | None = field(default=None, repr=False)
+    ssh_username: str = "git"
+
+    def resolve_token(self) -> str | None:
+        tok = self.token() if callable(self.token) else self.token
+        return tok or None
+
+    def secrets(self) -> list[str]:
+        """Every secret value, for :func:`redact`."""
+        out = [s for s in (self.resolve_token(), self.ssh_passphrase) if s]
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"GitCredentials(token={'<set>' if self.token else None}, username={self.username!r}, "
+            f"ssh_key={str(self.ssh_key) if self.ssh_key else None!r}, "
+            f"ssh_passphrase={'<set>' if self.ssh_passphrase else None})"
+        )
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """Hide secrets (and their URL-encoded forms), URL user-info and auth headers in ``text``."""
+    out = text
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        if len(secret) < 4:  # too short to hide without mangling the message
+            continue
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            out = out.replace(form, REDACTED)
+    out = _USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", out)
+    return _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, out)
+
+
+def redact_url(url: str) -> str:
+    """A URL fit to show: user-info removed."""
+    return redact(url)
+
+
+def check_url(url: str) -> str:
+    """Refuse URLs that carry a password or token in their user-info (it would be persisted)."""
+    if not url or not url.strip():
+        raise InvalidArgument("the remote URL is empty")
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.password:
+        raise InvalidArgument(
+            f"the remote URL {redact_url(url)} carries a password or token; "
+            "pass the token through the credentials (environment variable or secrets file) instead"
+        )
+    if parts.scheme == "ext" or url.startswith("ext::"):
+        raise InvalidArgument("ext:: remote URLs are not allowed")
+    return url
+
+
+class _Callbacks(pygit2.RemoteCallbacks):  # type: ignore[misc]
+    """libgit2 credentials callback with a bounded number of attempts."""
+
+    def __init__(self, creds: GitCredentials | None) -> None:
+        super().__init__()
+        self._creds = creds
+        self._attempts = 0
+
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: Any) -> Any:
+        self._attempts += 1
+        creds = self._creds
+        if creds is None or self._attempts > 2:
+            raise Unauthorized(f"authentication to {redact_url(url)} failed or needs credentials")
+        allowed = pygit2.enums.CredentialType(allowed_types)
+        if allowed & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
+            token = creds.resolve_token()
+            if token:
+                return pygit2.UserPass(creds.username or username_from_url or DEFAULT_TOKEN_USERNAME, token)
+        if allowed & pygit2.enums.CredentialType.SSH_KEY:
+            user = username_from_url or creds.ssh_username
+            if creds.ssh_key:
+                pub = creds.ssh_public_key or Path(f"{creds.ssh_key}.pub")
+                return pygit2.Keypair(user, str(pub), str(creds.ssh_key), creds.ssh_passphrase or "")
+            return pygit2.KeypairFromAgent(user)
+        if allowed & pygit2.enums.CredentialType.USERNAME:
+            return pygit2.Username(username_from_url or creds.ssh_username)
+        raise Unauthorized(f"no usable credentials for {redact_url(url)}")
+
+
+def remote_callbacks(creds: GitCredentials | None) -> pygit2.RemoteCallbacks:
+    return _Callbacks(creds)
+
+
+def write_askpass(directory: Path) -> Path:
+    """Write (or refresh) the askpass helper script in ``directory``; return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "askpass.sh"
+    if not script.exists() or script.read_text() != ASKPASS_SCRIPT:
+        tmp = directory / "askpass.sh.tmp"
+        tmp.write_text(ASKPASS_SCRIPT)
+        tmp.chmod(0o700)
+        os.replace(tmp, script)
+    return script
+
+
+def cli_auth_env(creds: GitCredentials | None, askpass: Path) -> dict[str, str]:
+    """Environment for one git CLI call: prompts answered by ``askpass``, never by a terminal."""
+    env = {
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": str(askpass),
+        "SSH_ASKPASS": str(askpass),
+        "SSH_ASKPASS_REQUIRE": "force",
+    }
+    if creds is None:
+        return env
+    token = creds.resolve_token()
+    if token:
+        env[ASKPASS_PASSWORD_ENV] = token
+        env[ASKPASS_USERNAME_ENV] = creds.username or DEFAULT_TOKEN_USERNAME
+    elif creds.ssh_passphrase:
+        env[ASKPASS_PASSWORD_ENV] = creds.ssh_passphrase
+    ssh = ["ssh", "-o", "BatchMode=no" if creds.ssh_passphrase else "BatchMode=yes"]
+    if creds.ssh_key:
+        ssh += ["-i", str(creds.ssh_key), "-o", "IdentitiesOnly=yes"]
+    env["GIT_SSH_COMMAND"] = " ".join(shlex.quote(a) for a in ssh)
+    return env
