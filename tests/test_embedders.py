@@ -425,3 +425,9 @@ def test_openai_compat_errors(openai_server: str, tmp_path: Path) -> None:
                            options={"base_url": f"http://127.0.0.1:{port}/v1", "retries": 0, "timeout_s": 2})
     with pytest.raises(StoreUnavailable):
         down.embed_batch(["x"])
+
+
+@pytest.mark.parametrize("options", [{"batch_size": "many"}, {"batch_size": 0}, {"threads": 0}, {"threads": "x"}])
+def test_fastembed_option_validation(options: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument):
+        create_embedder("fastembed", None, cache_dir=tmp_path, options=options)

@@ -281,6 +281,9 @@ def test_stale_collection_handle_is_refetched(backend: tuple[str, Any]) -> None:
         a.upsert(_fp(identity), ["y", "z"], _vecs(["y", "z"]), [{}, {}])  # a new collection, new id
         assert b.count(identity) == 2
         assert b.ids_in(identity) == {"y", "z"}
+        a.drop_collection(identity)
+        b.upsert(_fp(identity), ["w"], _vecs(["w"]), [{}])  # b's handle is stale: the write must not be lost
+        assert a.ids_in(identity) == {"w"}
     finally:
         a.drop_collection(identity)
         a.close()

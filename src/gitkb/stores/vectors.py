@@ -229,6 +229,17 @@ class VectorStore:
                 continue
         return default
 
+    def _writable(self, fp: str) -> Any:
+        """The collection for fingerprint ``fp``; Conflict when it holds another fingerprint."""
+        col = self._get_or_create(fp)
+        existing = str(col.metadata["fingerprint"])
+        if existing != fp:
+            raise Conflict(
+                f"vector store refuses fingerprint {fp}: collection {col.name!r} holds {existing}",
+                details={"expected_fingerprint": existing, "got_fingerprint": fp, "collection": col.name},
+            )
+        return col
+
     def fingerprint_of(self, identity: str) -> str | None:
         """The fingerprint recorded on ``identity``'s collection, or None when it has none."""
         col = self._get(identity)
@@ -302,21 +313,22 @@ class VectorStore:
         if not np.isfinite(matrix).all():
             raise InvalidArgument("upsert got a vector with NaN or infinite values")
         metas = [self._metadata(m, fp) for m in metadatas]
-        col = self._get_or_create(fp)
-        existing = str(col.metadata["fingerprint"])
-        if existing != fp:
-            raise Conflict(
-                f"vector store refuses fingerprint {fp}: collection {col.name!r} holds {existing}",
-                details={"expected_fingerprint": existing, "got_fingerprint": fp, "collection": col.name},
-            )
+        col = self._writable(fp)
+        from chromadb.errors import NotFoundError
+
         for start in range(0, len(ids), UPSERT_BATCH):
             end = start + UPSERT_BATCH
-            self._with_collection(
-                identity,
-                f"upsert into {col.name}",
-                lambda c, s=start, e=end: c.upsert(ids=ids[s:e], embeddings=matrix[s:e], metadatas=metas[s:e]),
-                None,
-            )
+            for attempt in (0, 1):
+                try:
+                    with _guard(f"upsert into {col.name}"):
+                        col.upsert(ids=ids[start:end], embeddings=matrix[start:end], metadatas=metas[start:end])
+                    break
+                except NotFoundError:  # dropped meanwhile: recreate once, never lose the write
+                    if attempt:
+                        raise StoreUnavailable(f"vector collection {col.name!r} vanished during upsert") from None
+                    with self._lock:
+                        self._collections.pop(col.name, None)
+                    col = self._writable(fp)
         return len(ids)
 
     @staticmethod

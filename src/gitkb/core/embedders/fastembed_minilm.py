@@ -216,9 +216,11 @@ def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> FastEmbed
     unknown = set(options) - {"batch_size", "threads", "providers"}
     if unknown:
         raise InvalidArgument(f"unknown fastembed options: {sorted(unknown)}")
-    return FastEmbedMiniLM(
-        cache_dir,
-        batch_size=int(options.get("batch_size", DEFAULT_BATCH_SIZE)),
-        threads=options.get("threads"),
-        providers=options.get("providers"),
-    )
+    try:
+        batch_size = int(options.get("batch_size", DEFAULT_BATCH_SIZE))
+        threads = None if options.get("threads") is None else int(options["threads"])
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"fastembed batch_size and threads must be integers: {exc}") from exc
+    if threads is not None and threads < 1:
+        raise InvalidArgument(f"fastembed threads must be a positive integer, got {threads}")
+    return FastEmbedMiniLM(cache_dir, batch_size=batch_size, threads=threads, providers=options.get("providers"))
