@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -150,7 +150,7 @@ def test_mock_rejects_requests_outside_the_description(github: GitHubMock) -> No
 
     auth = {"Authorization": f"token {github.token}", "Accept": "application/json"}
     base = f"{github.base_url}/repos/octo-org/docs"
-    bad = [
+    bad: list[tuple[str, str, Any]] = [
         ("GET", f"{base}/pulls?state=bogus", None),
         ("GET", f"{base}/pulls?labels=x", None),
         ("POST", f"{base}/pulls", {"title": "t", "head": "h", "base": "main", "bodyy": "typo"}),
@@ -360,12 +360,12 @@ def test_registry_builds_forges_and_stays_open(github: GitHubMock) -> None:
 
     saved = dict(FORGES)
     try:
-        register_forge("local", lambda cfg: Local())  # type: ignore[arg-type,return-value]
+        register_forge("local", lambda cfg: Local())
         assert (
             create_forge(ForgeConfig(kind="local", repo="src", options={"catalog": object()})).name == "local"
         )
         with pytest.raises(InvalidArgument, match="already registered"):
-            register_forge("local", lambda cfg: Local())  # type: ignore[arg-type,return-value]
+            register_forge("local", lambda cfg: Local())
     finally:
         FORGES.clear()
         FORGES.update(saved)
@@ -377,7 +377,7 @@ def test_config_validation() -> None:
     with pytest.raises(InvalidArgument, match="token, or a GitHub App"):
         GitHubForge(ForgeConfig(kind="github", repo="o/r"))
     with pytest.raises(InvalidArgument, match="must be a Secret"):
-        ForgeConfig(kind="github", repo="o/r", token="plain")  # type: ignore[arg-type]
+        ForgeConfig(kind="github", repo="o/r", token=cast(Secret, "plain"))
 
 
 def test_load_secret_from_env_and_file(tmp_path: Path) -> None:

@@ -18,10 +18,11 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import jwt
@@ -199,15 +200,15 @@ class GitHubMock:
             return self._apps(op, params)
         if (params["owner"].lower(), params["repo"].lower()) != (self.owner.lower(), self.repo.lower()):
             return _error(404, "Not Found")
-        handler = {
+        handler: dict[str, Callable[[], Response]] = {
             "repos/get": lambda: Response(200, self._repo_json()),
             "pulls/list": lambda: self._list_pulls(valid.query),
             "pulls/create": lambda: self._create_pull(valid.body),
             "pulls/get": lambda: self._get_pull(params["pull_number"]),
             "pulls/update": lambda: self._update_pull(params["pull_number"], valid.body or {}),
             "pulls/list-files": lambda: self._list_files(params["pull_number"], valid.query),
-        }[op]
-        return handler()
+        }
+        return handler[op]()
 
     # -- operations ------------------------------------------------------------
 
@@ -310,7 +311,7 @@ class GitHubMock:
         return json.loads(text)
 
     def _repo_json(self) -> dict[str, Any]:
-        data = self._rewrite(self.spec.example("full-repository-default-response"))
+        data = cast(dict[str, Any], self._rewrite(self.spec.example("full-repository-default-response")))
         data.update(name=self.repo, full_name=f"{self.owner}/{self.repo}", default_branch=self.default_branch)
         data["owner"]["login"] = self.owner
         data.setdefault("language", None)
@@ -324,7 +325,7 @@ class GitHubMock:
         text = json.dumps(raw)
         for old in ("/pulls/1347", "/pull/1347", "/issues/1347"):
             text = text.replace(old, old.replace("1347", str(pull.number)))
-        data = self._rewrite(json.loads(text))
+        data = cast(dict[str, Any], self._rewrite(json.loads(text)))
         data.update(
             number=pull.number,
             id=1000 + pull.number,

@@ -81,8 +81,8 @@ class MockHTTPServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def start(self) -> MockHTTPServer:
         self._thread.start()

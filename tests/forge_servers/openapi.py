@@ -83,7 +83,7 @@ def _nullable_to_null(node: Any) -> Any:
 _format_checker = jsonschema.FormatChecker(formats=())
 
 
-@_format_checker.checks("date-time", raises=ValueError)
+@_format_checker.checks("date-time", raises=ValueError)  # type: ignore[untyped-decorator]
 def _is_datetime(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -93,7 +93,7 @@ def _is_datetime(value: object) -> bool:
     return True
 
 
-@_format_checker.checks("uri", raises=ValueError)
+@_format_checker.checks("uri", raises=ValueError)  # type: ignore[untyped-decorator]
 def _is_uri(value: object) -> bool:
     if not isinstance(value, str):
         return True
