@@ -227,6 +227,13 @@ def test_secondary_rate_limit_retry_after(github: GitHubMock, forge: GitHubForge
     assert kind_of(exc) == "rate_limit" and exc.value.details["retry_after_s"] == 60
 
 
+def test_429_is_rate_limit(github: GitHubMock, forge: GitHubForge) -> None:
+    github.force(429, {"message": "Too many requests"}, operation="pulls/get", headers={"Retry-After": "7"})
+    with pytest.raises(ForgeError) as exc:
+        forge.get(1)
+    assert kind_of(exc) == "rate_limit" and exc.value.details["retry_after_s"] == 7
+
+
 def test_403_without_rate_limit_is_auth(github: GitHubMock, forge: GitHubForge) -> None:
     github.force(403, {"message": "Resource not accessible by integration"}, operation="pulls/create")
     github.push_branch(BRANCH, FILES)
