@@ -8,19 +8,29 @@ between the tantivy commit and the watermark only means re-applying.
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
-from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.catalog.documents import keyword_rows
 from gitkb.stores.keywords import KeywordDoc
 
 KEYWORDS = "keywords"
-BATCH = 5000
+BATCH = 20000
 
 
 def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
     parts = [doc_title or ""] + [h for h in heading_path if h and h != doc_title]
     return " / ".join(p for p in parts if p)
+
+
+def _keyword_docs(conn: sqlite3.Connection, cids: list[int]) -> list[KeywordDoc]:
+    return [
+        KeywordDoc(cid, index_id, tenant, keyword_title(title, tuple(json.loads(heading))), text)
+        for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids)
+    ]
 
 
 def catch_up_keywords(ctx: Context) -> int:
@@ -35,17 +45,7 @@ def catch_up_keywords(ctx: Context) -> int:
                 break
             drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
             cids = sorted({c.cid for c in batch if c.cid is not None})
-            live = chunks_by_cids(conn, cids)
-            adds = [
-                KeywordDoc(
-                    cid=cid,
-                    index_id=chunk.index_id,
-                    tenant=doc.tenant,
-                    title=keyword_title(doc.title, chunk.heading_path),
-                    text=chunk.text,
-                )
-                for cid, (chunk, doc) in live.items()
-            ]
+            adds = _keyword_docs(conn, cids)
             ctx.keywords.apply(removes=cids, adds=adds, drop_indexes=drops)
             ctx.keywords.commit()
             wm = batch[-1].seq
@@ -63,14 +63,7 @@ def rebuild_keywords(ctx: Context) -> int:
         head = changes.head(conn)
         cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
         for i in range(0, len(cids), BATCH):
-            live = chunks_by_cids(conn, cids[i : i + BATCH])
-            ctx.keywords.apply(
-                removes=[],
-                adds=[
-                    KeywordDoc(c.cid, c.index_id, d.tenant, keyword_title(d.title, c.heading_path), c.text)
-                    for c, d in live.values()
-                ],
-            )
+            ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
         ctx.keywords.commit()
         with ctx.catalog.write() as w:
             changes.set_watermark(w, KEYWORDS, head)

@@ -32,6 +32,14 @@ def log_adds(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) -> 
     )
 
 
+def log_adds_for_document(conn: sqlite3.Connection, document_rowid: int) -> None:
+    conn.execute(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+        " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE document_rowid = ? ORDER BY rowid",
+        (time.time(), document_rowid),
+    )
+
+
 def log_removes_for_document(conn: sqlite3.Connection, document_rowid: int, cids: Iterable[int] | None = None) -> None:
     now = time.time()
     if cids is None:

@@ -185,6 +185,21 @@ def replace_chunks(
         r["id"]: (r["rowid"], r["heading_path"])
         for r in conn.execute("SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,))
     }
+    if not old:  # a new document: bulk insert, then log every chunk in one statement
+        conn.executemany(
+            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
+            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    cid, document_rowid, index_id, ordinal, span.text, h, span.char_start, span.char_end,
+                    span.line_start, span.line_end, json.dumps(list(span.heading_path), ensure_ascii=False),
+                    span.token_count,
+                )
+                for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True))
+            ],
+        )
+        changes.log_adds_for_document(conn, document_rowid)
+        return len(spans), 0
     keep = set(new_ids) & set(old)
     gone = [old[i][0] for i in old if i not in keep]
     if gone:
@@ -327,6 +342,23 @@ def chunks_of(conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, 
 
 def chunk_count_of(conn: sqlite3.Connection, document_rowid: int) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE document_rowid = ?", (document_rowid,)).fetchone()[0])
+
+
+def keyword_rows(conn: sqlite3.Connection, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, str]]:
+    """(cid, index_id, tenant, document title, heading_path JSON, text) of live chunks: the keyword apply's read."""
+    out = []
+    cids = list(cids)
+    for i in range(0, len(cids), 900):
+        part = cids[i : i + 900]
+        marks = ",".join("?" * len(part))
+        out.extend(
+            conn.execute(
+                "SELECT c.rowid, c.index_id, d.tenant, d.title, c.heading_path, c.text FROM chunks c"
+                f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
+                part,
+            ).fetchall()
+        )
+    return [tuple(r) for r in out]  # type: ignore[misc]
 
 
 def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:

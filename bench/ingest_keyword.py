@@ -1,0 +1,75 @@
+"""Keyword-only ingest and search benchmark on ../shared/data/awsdocs (issue: document index core).
+
+Prints docs/s, chunks/s, peak RSS and keyword search p50/p95 over 100 queries
+made from the 20 dev questions. Run by hand:
+
+    .venv/bin/python bench/ingest_keyword.py [--docs ../shared/data/awsdocs/docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "awsdocs"
+
+
+def queries_from_dev(path: Path, n: int = 100, seed: int = 7) -> list[str]:
+    qs = [json.loads(line)["question"] for line in path.read_text().splitlines() if line.strip()]
+    rnd = random.Random(seed)
+    out = list(qs)
+    while len(out) < n:
+        words = rnd.choice(qs).split()
+        k = rnd.randint(2, max(2, len(words)))
+        start = rnd.randint(0, len(words) - k)
+        out.append(" ".join(words[start : start + k]))
+    return out[:n]
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=Path, default=DATA / "docs")
+    ap.add_argument("--questions", type=Path, default=DATA / "questions.dev.jsonl")
+    args = ap.parse_args()
+    from gitkb import Workspace
+
+    with tempfile.TemporaryDirectory() as tmp, Workspace(Path(tmp) / "ws") as ws:
+        assert ws.document_index("CREATE_INDEX", index_name="aws", embeddings=False)["Success"]
+        t0 = time.perf_counter()
+        r = ws.document_index("ADD_DOCUMENTS", index_name="aws", filepath=str(args.docs))
+        dt = time.perf_counter() - t0
+        assert r["Success"], r
+        docs = r["counts"]["added"]
+        chunks = r["chunks_written"]
+        qs = queries_from_dev(args.questions)
+        for q in qs[:5]:  # warm-up
+            ws.document_index("SEARCH", query=q, index_name="aws")
+        lat = []
+        for q in qs:
+            t = time.perf_counter()
+            res = ws.document_index("SEARCH", query=q, index_name="aws", top_n=10)
+            lat.append((time.perf_counter() - t) * 1000)
+            assert res["Success"], res
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"ingest: {docs} docs, {chunks} chunks in {dt:.2f} s -> {docs / dt:.0f} docs/s, {chunks / dt:.0f} chunks/s")
+        print(f"skipped: {r['counts']['skipped']}")
+        print(f"keyword search over {len(qs)} queries: p50 {pct(lat, 50):.2f} ms, p95 {pct(lat, 95):.2f} ms")
+        print(f"peak RSS: {rss:.0f} MiB")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
