@@ -38,7 +38,11 @@ def test_rename_pairing_is_deterministic_same_name_first() -> None:
     old = {"a/one.md": "e", "a/two.md": "e", "a/three.md": "e"}
     new = {"b/two.md": "e", "b/zzz.md": "e", "b/aaa.md": "e"}
     plan = plan_changes(old, new)
-    assert set(plan.renamed) == {("a/two.md", "b/two.md"), ("a/one.md", "b/aaa.md"), ("a/three.md", "b/zzz.md")}
+    assert set(plan.renamed) == {
+        ("a/two.md", "b/two.md"),
+        ("a/one.md", "b/aaa.md"),
+        ("a/three.md", "b/zzz.md"),
+    }
     assert plan == plan_changes(dict(reversed(old.items())), dict(reversed(new.items())))
 
 

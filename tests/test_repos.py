@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import stat
 import subprocess
 import threading
@@ -14,11 +15,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pygit2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gitkb.core.change_planning import changed_files, plan_changes
 from gitkb.core.errors import Conflict, ForgeError, InvalidArgument, NotFound, StoreUnavailable, Unauthorized
 from gitkb.stores import git_guard
-from gitkb.stores.git_auth import ASKPASS_SCRIPT, GitCredentials, redact, write_askpass
+from gitkb.stores.git_auth import ASKPASS_SCRIPT, GitCredentials, cli_auth_env, redact, write_askpass
 from gitkb.stores.repos import ManagedRepo, merge_into
 
 AUTHOR = ("Gitkb Test", "gitkb@example.com")
@@ -537,6 +540,7 @@ def test_token_is_redacted_from_remote_errors(
     token = "tok-SUPERSECRET-42"
     creds = GitCredentials(token=token)
     url = "http://127.0.0.1:9/nothing.git"  # discard port: connection refused
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file:http")
     with pytest.raises(StoreUnavailable) as err:
         ManagedRepo.clone(url, tmp_path / "h", branch="main", credentials=creds)
     assert token not in str(err.value)
@@ -547,7 +551,6 @@ def test_token_is_redacted_from_remote_errors(
     sha = m.commit_changes(
         BRANCH, m.resolve("origin/main"), {"docs/e/x.md": b"x"}, message="x", author=AUTHOR
     )
-    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file:http")
     with pytest.raises(ForgeError) as perr:
         m.push_with_lease(BRANCH, None, sha=sha)
     assert token not in str(perr.value) and "127.0.0.1:9" in str(perr.value)
@@ -661,3 +664,93 @@ def test_commit_one_file_in_a_big_tree_is_fast(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert m.diff_names(base, sha).modified == ("docs/guide-3/sub-3/page-3.md",)
     assert elapsed < 1.0  # typically ~10 ms; generous for slow CI machines
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_git_protocol_via_git_daemon(tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    port = _free_port()
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
+         f"--base-path={remote.parent}", str(remote.parent)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.skip("git daemon did not start")
+                time.sleep(0.05)
+        monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "git")
+        m = ManagedRepo.clone(f"git://127.0.0.1:{port}/{remote.name}", tmp_path / "g", branch="main")
+        assert m.tracking_head("main") == remote_sha(remote, "main")
+        assert m.remote_head("main") == remote_sha(remote, "main")
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def test_ssh_credentials_reach_openssh_through_the_environment(tmp_path: Path) -> None:
+    key = tmp_path / "id ed25519"
+    env = cli_auth_env(GitCredentials(ssh_key=key), tmp_path / "askpass.sh")
+    assert env["GIT_SSH_COMMAND"] == f"ssh -i '{key}' -o IdentitiesOnly=yes -o BatchMode=yes"
+    env = cli_auth_env(GitCredentials(ssh_key=key, ssh_passphrase="pass-phrase"), tmp_path / "askpass.sh")
+    assert "BatchMode" not in env["GIT_SSH_COMMAND"] and env["GITKB_GIT_PASSWORD"] == "pass-phrase"
+    assert env["SSH_ASKPASS"] == str(tmp_path / "askpass.sh") and env["SSH_ASKPASS_REQUIRE"] == "force"
+    env = cli_auth_env(GitCredentials(token="t0ken-abc"), tmp_path / "askpass.sh")
+    assert env["GITKB_GIT_PASSWORD"] == "t0ken-abc" and env["GITKB_GIT_USERNAME"] == "x-access-token"
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
+
+
+EXISTING = [
+    "README.md",
+    "docs/edw/guide.md",
+    "docs/edw/empty.md",
+    "docs/ops/runbook.md",
+    "docs/ops/deep/nested/page.md",
+]
+NEW = ["docs/edw/n1.md", "docs/new/a", "docs/new/a/b.md", "docs/new/deep/er/c.md", "top.md"]
+CONTENTS = st.sampled_from([None, b"", b"x\n", b"# Guide\n\nline one\nline two\n", b"new\n"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(EXISTING + NEW), CONTENTS, min_size=1, max_size=6))
+def test_commit_changes_matches_a_model(managed: ManagedRepo, changes: dict[str, bytes | None]) -> None:
+    base = managed.resolve("origin/main")
+    before = managed.tree_map(base)
+    expected = dict(before)
+    missing = False
+    for path, content in changes.items():
+        if content is None:
+            missing |= path not in before
+            expected.pop(path, None)
+        else:
+            expected[path] = str(pygit2.hash(content))
+    file_and_folder = changes.get("docs/new/a") is not None and changes.get("docs/new/a/b.md") is not None
+    managed.delete_branch("hyp")
+    try:
+        sha = managed.commit_changes("hyp", base, changes, message="hyp", author=AUTHOR)
+    except NotFound:
+        assert missing
+        assert managed.head("hyp") is None
+        return
+    except InvalidArgument:
+        assert not missing and (file_and_folder or expected == before)
+        assert managed.head("hyp") is None
+        return
+    assert not missing and not file_and_folder and expected != before
+    after = managed.tree_map(sha)
+    assert after == expected
+    assert after.symlinks == before.symlinks
+    assert managed.diff_names(base, sha) == plan_changes(before, expected)
+    for path, content in changes.items():
+        if content is not None:
+            assert managed.read_blob(sha, path) == content

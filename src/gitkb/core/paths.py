@@ -186,9 +186,7 @@ def _fully_unquoted(s: str) -> str:
 def _shape(s: str) -> tuple[object, ...]:
     """What matters for traversal: separators, special segments, colons, controls."""
     segs = s.replace("\\", "/").split("/")
-    special = tuple(
-        (i, seg) for i, seg in enumerate(segs) if seg in ("", ".", "..") or _is_git_segment(seg)
-    )
+    special = tuple((i, seg) for i, seg in enumerate(segs) if seg in ("", ".", "..") or _is_git_segment(seg))
     controls = any(ch == "\x00" or unicodedata.category(ch) in _FORBIDDEN_CATEGORIES for ch in s)
     return (len(segs), special, s.count(":"), controls)
 
@@ -197,7 +195,9 @@ def _check_decoded_forms(raw: str) -> None:
     shape = _shape(raw)
     decoded = _fully_unquoted(raw)
     if _shape(decoded) != shape:
-        _refuse(raw, "percent-encoded separators, dots, colons or control characters are not allowed", "encoded")
+        _refuse(
+            raw, "percent-encoded separators, dots, colons or control characters are not allowed", "encoded"
+        )
     for form in ("NFKC", "NFKD"):
         for s in (raw, decoded):
             if _shape(unicodedata.normalize(form, s)) != shape:

@@ -1,9 +1,10 @@
 """Credentials for git remotes, and redaction of secrets from every message.
 
-Secrets live only in memory (a :class:`GitCredentials`), reach libgit2
-through a credentials callback and the git CLI through environment variables
-read by a GIT_ASKPASS helper -- never on a command line, in a URL written to
-config, or in a log. Every error text that may echo a URL or git's stderr
+Secrets live only in memory (a :class:`GitCredentials`) and reach the git
+CLI (which does all network work: fetch, ls-remote, push) through
+environment variables read by a GIT_ASKPASS helper -- never on a command
+line, in a URL written to config, or in a log. SSH goes through OpenSSH: the
+user's agent, or a key file named in the credentials. Every error text that may echo a URL or git's stderr
 goes through :func:`redact` first.
 """
 
@@ -15,12 +16,10 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit
 
-import pygit2
-
-from gitkb.core.errors import InvalidArgument, Unauthorized
+from gitkb.core.errors import InvalidArgument
+from gitkb.stores.git_guard import guard_dir, writer_env
 
 REDACTED = "***"
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
@@ -107,39 +106,6 @@ def check_url(url: str) -> str:
     return url
 
 
-class _Callbacks(pygit2.RemoteCallbacks):  # type: ignore[misc]
-    """libgit2 credentials callback with a bounded number of attempts."""
-
-    def __init__(self, creds: GitCredentials | None) -> None:
-        super().__init__()
-        self._creds = creds
-        self._attempts = 0
-
-    def credentials(self, url: str, username_from_url: str | None, allowed_types: Any) -> Any:
-        self._attempts += 1
-        creds = self._creds
-        if creds is None or self._attempts > 2:
-            raise Unauthorized(f"authentication to {redact_url(url)} failed or needs credentials")
-        allowed = pygit2.enums.CredentialType(allowed_types)
-        if allowed & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
-            token = creds.resolve_token()
-            if token:
-                return pygit2.UserPass(creds.username or username_from_url or DEFAULT_TOKEN_USERNAME, token)
-        if allowed & pygit2.enums.CredentialType.SSH_KEY:
-            user = username_from_url or creds.ssh_username
-            if creds.ssh_key:
-                pub = creds.ssh_public_key or Path(f"{creds.ssh_key}.pub")
-                return pygit2.Keypair(user, str(pub), str(creds.ssh_key), creds.ssh_passphrase or "")
-            return pygit2.KeypairFromAgent(user)
-        if allowed & pygit2.enums.CredentialType.USERNAME:
-            return pygit2.Username(username_from_url or creds.ssh_username)
-        raise Unauthorized(f"no usable credentials for {redact_url(url)}")
-
-
-def remote_callbacks(creds: GitCredentials | None) -> pygit2.RemoteCallbacks:
-    return _Callbacks(creds)
-
-
 def write_askpass(directory: Path) -> Path:
     """Write (or refresh) the askpass helper script in ``directory``; return its path."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -160,16 +126,25 @@ def cli_auth_env(creds: GitCredentials | None, askpass: Path) -> dict[str, str]:
         "SSH_ASKPASS": str(askpass),
         "SSH_ASKPASS_REQUIRE": "force",
     }
-    if creds is None:
-        return env
-    token = creds.resolve_token()
+    token = creds.resolve_token() if creds else None
     if token:
         env[ASKPASS_PASSWORD_ENV] = token
-        env[ASKPASS_USERNAME_ENV] = creds.username or DEFAULT_TOKEN_USERNAME
-    elif creds.ssh_passphrase:
+        env[ASKPASS_USERNAME_ENV] = (creds.username if creds else None) or DEFAULT_TOKEN_USERNAME
+    elif creds and creds.ssh_passphrase:
         env[ASKPASS_PASSWORD_ENV] = creds.ssh_passphrase
-    ssh = ["ssh", "-o", "BatchMode=no" if creds.ssh_passphrase else "BatchMode=yes"]
-    if creds.ssh_key:
-        ssh += ["-i", str(creds.ssh_key), "-o", "IdentitiesOnly=yes"]
-    env["GIT_SSH_COMMAND"] = " ".join(shlex.quote(a) for a in ssh)
+    if creds and creds.ssh_key:
+        ssh = ["ssh", "-i", str(creds.ssh_key), "-o", "IdentitiesOnly=yes"]
+        ssh += ["-l", creds.ssh_username] if creds.ssh_username != "git" else []
+        if not creds.ssh_passphrase:
+            ssh += ["-o", "BatchMode=yes"]
+        env["GIT_SSH_COMMAND"] = " ".join(shlex.quote(a) for a in ssh)
+    elif not os.environ.get("GIT_SSH_COMMAND") and not os.environ.get("GIT_SSH"):
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"  # agent or default keys; never a prompt
+    return env
+
+
+def network_env(git_dir: Path, creds: GitCredentials | None) -> dict[str, str]:
+    """Everything a fetch/ls-remote/push in a managed repository needs: auth and the writer token."""
+    env = writer_env(git_dir)
+    env.update(cli_auth_env(creds, write_askpass(guard_dir(git_dir))))
     return env

@@ -16,22 +16,11 @@ import re
 from pathlib import Path
 
 from gitkb.core.errors import Conflict, ForgeError, InvalidArgument, Unauthorized
-from gitkb.stores.git_auth import GitCredentials, cli_auth_env, write_askpass
+from gitkb.stores.git_auth import GitCredentials, network_env, redact
 from gitkb.stores.git_cli import last_lines, run_git
-from gitkb.stores.git_guard import guard_dir, writer_env
+from gitkb.stores.git_fetch import NO_CREDENTIAL_HELPERS, transport_error
 
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-_AUTH_FAILURES = (
-    "authentication failed",
-    "could not read username",
-    "could not read password",
-    "permission denied",
-    "invalid username or password",
-    "http basic: access denied",
-    "terminal prompts disabled",
-    "returned error: 401",
-    "returned error: 403",
-)
 
 
 def push_with_lease(
@@ -43,6 +32,7 @@ def push_with_lease(
     remote: str = "origin",
     credentials: GitCredentials | None = None,
     timeout: float = 300.0,
+    where: str | None = None,
 ) -> str:
     """Push ``sha`` to ``refs/heads/<branch>`` on ``remote`` if it is still at ``expected_remote_sha``."""
     if not _SHA.match(sha):
@@ -52,14 +42,12 @@ def push_with_lease(
     if branch.startswith(("+", "-", "refs/")) or ":" in branch or not branch:
         raise InvalidArgument(f"invalid branch name {branch!r}")
     ref = f"refs/heads/{branch}"
-    env = writer_env(git_dir)  # the push updates refs/remotes/<remote>/<branch> locally
-    env.update(cli_auth_env(credentials, write_askpass(guard_dir(git_dir))))
+    env = network_env(git_dir, credentials)  # with the writer token: the push moves our tracking ref
     secrets = credentials.secrets() if credentials else []
     result = run_git(
         git_dir,
         [
-            "-c", "credential.helper=",
-            "-c", "core.askPass=",
+            *NO_CREDENTIAL_HELPERS,
             "push", "--porcelain", "--no-verify",
             f"--force-with-lease={ref}:{expected_remote_sha or ''}",
             remote, f"{sha}:{ref}",
@@ -79,10 +67,10 @@ def push_with_lease(
             f"{expected_remote_sha or 'nothing'}); nothing was overwritten. Fetch, review again, then push.",
             details={"branch": branch, "expected_remote_sha": expected_remote_sha},
         )
-    lowered = result.stderr.lower()
-    if any(marker in lowered for marker in _AUTH_FAILURES):
-        raise Unauthorized(f"push of {branch!r} to {remote} was refused: {last_lines(result.stderr)}")
-    raise ForgeError(f"push of {branch!r} to {remote} failed: {last_lines(text)}")
+    shown = redact(where or remote, secrets)
+    if isinstance(transport_error("push", result, shown), Unauthorized):
+        raise Unauthorized(f"push of {branch!r} to {shown} was refused: {last_lines(result.stderr)}")
+    raise ForgeError(f"push of {branch!r} to {shown} failed: {last_lines(text)}")
 
 
 def _ref_status(porcelain: str, ref: str) -> tuple[str, str] | None:

@@ -60,22 +60,29 @@ def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, under: str = "") -> Tr
             return TreeMap()
         if entry.filemode != MODE_TREE:
             return TreeMap()
-        start = repo[entry.id]
+        start = subtree(repo, entry.id)
     stack: list[tuple[pygit2.Tree, str]] = [(start, f"{under}/" if under else "")]
     while stack:
         current, prefix = stack.pop()
-        for entry in current:
-            mode = entry.filemode
-            path = prefix + entry.name
+        for item in current:
+            mode = item.filemode
+            path = prefix + str(item.name)
             if mode in BLOB_MODES:
-                out[path] = str(entry.id)
+                out[path] = str(item.id)
             elif mode == MODE_TREE:
-                stack.append((repo[entry.id], path + "/"))
+                stack.append((subtree(repo, item.id), path + "/"))
             elif mode == MODE_LINK:
                 links.append(path)
             elif mode == MODE_COMMIT:
                 subs.append(path)
     return TreeMap(out, symlinks=tuple(sorted(links)), submodules=tuple(sorted(subs)))
+
+
+def subtree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Tree):  # pragma: no cover - a corrupt repository
+        raise NotFound(f"{oid} is not a tree")
+    return obj
 
 
 def check_tree_path(path: str) -> None:
@@ -100,7 +107,7 @@ def _symlink_prefix(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> st
         if i < len(parts) - 1:
             if entry.filemode != MODE_TREE:
                 return None
-            current = repo[entry.id]
+            current = subtree(repo, entry.id)
     return None
 
 
@@ -208,7 +215,7 @@ def build_tree(
         if existing is not None:
             if existing.filemode != MODE_TREE:
                 raise InvalidArgument(f"{_prefix + name!r} is a file, so nothing can be placed under it")
-            sub_base = repo[existing.id]
+            sub_base = subtree(repo, existing.id)
         sub_oid = build_tree(repo, sub_base, sub_edits, f"{_prefix}{name}/")
         if sub_oid is None:
             if existing is not None:

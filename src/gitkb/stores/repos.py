@@ -8,15 +8,18 @@ tree, no index file) and pushed with a lease through the git CLI.
 
 Who writes what:
 
-* objects and remote-tracking refs (fetch): libgit2, in-process;
+* objects, trees, commits, diffs: libgit2 (pygit2), in-process, no checkout;
 * local branch moves: ``git update-ref <ref> <new> <old>`` (compare-and-swap)
   with gitkb's writer token, so the guard hook lets them through;
-* pushes: ``git push --force-with-lease`` (see :mod:`gitkb.stores.git_push`).
+* the network -- fetch, ls-remote, push -- the git CLI, with credentials
+  from an askpass helper (:mod:`gitkb.stores.git_fetch`,
+  :mod:`gitkb.stores.git_push`; why: see git_fetch). Pushes are always
+  ``--force-with-lease``.
 
 The guard (:mod:`gitkb.stores.git_guard`) installs hooks that refuse ref
-updates and commits made by hand with the git CLI. libgit2 never runs hooks,
-so the guard stops accidents by people, not code; file ownership is the real
-protection.
+updates and commits made by hand with the git CLI; gitkb's own CLI calls
+carry the writer token. libgit2 never runs hooks, so the guard stops
+accidents by people, not code; file ownership is the real protection.
 
 Not thread-safe: use one ``ManagedRepo`` per thread (the single writer owns
 the writing one).
@@ -32,9 +35,9 @@ from pathlib import Path
 import pygit2
 
 from gitkb.core.change_planning import ChangePlan, plan_changes
-from gitkb.core.errors import Conflict, InvalidArgument, NotFound, StoreUnavailable, Unauthorized
-from gitkb.stores import git_guard, git_push
-from gitkb.stores.git_auth import GitCredentials, check_url, redact, redact_url, remote_callbacks
+from gitkb.core.errors import Conflict, InvalidArgument, NotFound, StoreUnavailable
+from gitkb.stores import git_fetch, git_guard, git_push
+from gitkb.stores.git_auth import GitCredentials, check_url, redact, redact_url
 from gitkb.stores.git_cli import run_git
 from gitkb.stores.git_commits import Person, write_commit
 from gitkb.stores.git_merge import merge_into
@@ -46,6 +49,7 @@ from gitkb.stores.git_trees import (
     clean_under,
     is_symlink_path,
     plan_edits,
+    subtree,
     walk_tree,
 )
 
@@ -145,30 +149,28 @@ class ManagedRepo:
         tracking ref is removed).
         """
         _check_branch(branch)
-        rem = self._remote(remote)
+        self._remote(remote)
         tracking = f"refs/remotes/{remote}/{branch}"
-        secrets = self._secrets()
         try:
-            rem.fetch([f"+refs/heads/{branch}:{tracking}"], callbacks=remote_callbacks(self.credentials))
-            heads = {h.name: str(h.oid) for h in rem.list_heads(connect=False)}
-        except pygit2.GitError as exc:
-            raise _remote_error("fetch", self.remote_url(remote), str(exc), secrets) from None
-        sha = heads.get(f"refs/heads/{branch}")
-        if sha is None:
-            if tracking in self._repo.references:
+            git_fetch.fetch_branch(
+                self.path, branch, remote=remote, credentials=self.credentials, where=self.remote_url(remote)
+            )
+        except NotFound:
+            if self._ref_sha(tracking) is not None:
                 self._repo.references.delete(tracking)
-            raise NotFound(f"branch {branch!r} not found on {redact_url(self.remote_url(remote))}")
+            raise NotFound(f"branch {branch!r} not found on {redact_url(self.remote_url(remote))}") from None
+        sha = self._ref_sha(tracking)
+        if sha is None:  # pragma: no cover - git reported success without writing the ref
+            raise StoreUnavailable(f"fetch of {branch!r} did not update {tracking}")
         return sha
 
     def remote_head(self, branch: str, *, remote: str = "origin") -> str | None:
         """Ask the remote where ``branch`` is now (no objects fetched); None if it does not exist."""
         _check_branch(branch)
-        rem = self._remote(remote)
-        try:
-            heads = rem.list_heads(callbacks=remote_callbacks(self.credentials))
-        except pygit2.GitError as exc:
-            raise _remote_error("ls-remote", self.remote_url(remote), str(exc), self._secrets()) from None
-        return next((str(h.oid) for h in heads if h.name == f"refs/heads/{branch}"), None)
+        self._remote(remote)
+        return git_fetch.ls_remote_branch(
+            self.path, branch, remote=remote, credentials=self.credentials, where=self.remote_url(remote)
+        )
 
     def tracking_head(self, branch: str, *, remote: str = "origin") -> str | None:
         """Where ``branch`` was on the remote at the last fetch or push."""
@@ -195,6 +197,7 @@ class ManagedRepo:
             expected_remote_sha,
             remote=remote,
             credentials=self.credentials,
+            where=self.remote_url(remote),
         )
 
     # ----------------------------------------------------------------- reading
@@ -238,7 +241,7 @@ class ManagedRepo:
             raise NotFound(f"{path!r} does not exist at {str(self._commit(commit).id)[:12]}") from None
         if entry.filemode not in BLOB_MODES:
             raise InvalidArgument(f"{path!r} is not a regular file")
-        return bytes(self._repo[entry.id].data)
+        return self.read_blob_sha(str(entry.id))
 
     def read_blob_sha(self, blob_sha: str) -> bytes:
         """The content of a blob by its sha (as found in a tree map)."""
@@ -287,7 +290,7 @@ class ManagedRepo:
     def unified_diff(self, a: str | None, b: str, *, context_lines: int = 3) -> str:
         """A unified diff (``git diff`` format, renames detected) from ``a`` (None: nothing) to ``b``."""
         new_tree = self._commit(b).tree
-        old_tree = self._commit(a).tree if a is not None else self._repo[self._empty_tree()]
+        old_tree = self._commit(a).tree if a is not None else subtree(self._repo, self._empty_tree())
         diff = old_tree.diff_to_tree(new_tree, context_lines=context_lines)
         diff.find_similar()
         return diff.patch or ""
@@ -381,9 +384,6 @@ class ManagedRepo:
         oid: pygit2.Oid = self._repo.TreeBuilder().write()
         return oid
 
-    def _secrets(self) -> list[str]:
-        return self.credentials.secrets() if self.credentials else []
-
 
 def _check_branch(branch: str) -> None:
     if (
@@ -395,11 +395,3 @@ def _check_branch(branch: str) -> None:
         raise InvalidArgument(f"invalid branch name {branch!r}")
     if not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
         raise InvalidArgument(f"invalid branch name {branch!r}")
-
-
-def _remote_error(action: str, url: str, message: str, secrets: list[str]) -> Exception:
-    text = redact(f"{action} from {url} failed: {message}", secrets)
-    lowered = message.lower()
-    if any(m in lowered for m in ("auth", "401", "403", "credential", "permission denied")):
-        return Unauthorized(text)
-    return StoreUnavailable(text)
