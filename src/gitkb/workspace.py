@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import GitkbError
-from gitkb.services import actions
+from gitkb.services import actions, jobs, status
 from gitkb.services.context import Context
+from gitkb.services.writer import become_writer
 
 log = logging.getLogger("gitkb")
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
@@ -67,6 +68,9 @@ class Workspace:
     ) -> None:
         self.settings = settings or load_settings(home, **overrides)
         self.ctx = Context(self.settings)
+        import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
+
+        become_writer(self.ctx)
 
     @property
     def home(self) -> Path:
@@ -83,5 +87,83 @@ class Workspace:
 
     @tool
     def document_index(self, action: str, **params: Any) -> dict[str, Any]:
-        """The action API (CREATE_INDEX, ADD_DOCUMENTS, SEARCH, ...); see ``gitkb.services.actions``."""
-        return actions.run_action(self.ctx, action, params)
+        """The action API (CREATE_INDEX, ADD_DOCUMENTS, SEARCH, ...); see ``gitkb.services.actions``.
+
+        Reads run here; writes go through the single writer as a job and this
+        call returns when the job is done (searchable by keyword).
+        """
+        name = actions.validate_action(action, params)
+        if actions.is_read(name):
+            return actions.run_action(self.ctx, name, params)
+        progress = params.pop("progress", None)
+        result = jobs.run_inline(self.ctx, "action", {"action": name, "params": params}, progress=progress)
+        return result
+
+    # -- long work promoted to jobs (MCP, HTTP, CLI --no-wait) -----------------
+
+    @tool
+    def promoted(self, method: str, /, **params: Any) -> dict[str, Any]:
+        """Run a long call as a job; answer inline if it finishes within the promotion threshold,
+        else ``{"Success": True, "status": "working", "job_id": ..., "poll_with": "get_job_result"}``.
+
+        ``method`` is ``document_index`` (with ``action``) or a job kind such as ``reindex``.
+        ``wait`` (seconds) overrides the threshold; ``caller`` names who asks, for the per-caller limit.
+        """
+        wait_s = params.pop("wait", None)
+        caller = params.pop("caller", None)
+        if method == "document_index":
+            action = params.pop("action", None)
+            name = actions.validate_action(action, params)
+            if actions.is_read(name):
+                return actions.run_action(self.ctx, name, params)
+            kind, job_params = "action", {"action": name, "params": params}
+        else:
+            kind, job_params = method, params
+        job = jobs.submit(self.ctx, kind, job_params, caller=caller)
+        threshold = self.settings.promote_after_seconds if wait_s is None else float(wait_s)
+        done = jobs.wait(self.ctx, job.id, timeout=threshold)
+        if done.state == "completed":
+            return {**(done.result or {}), "job_id": done.id}
+        if done.state in ("failed", "cancelled"):
+            raise jobs.error_from_row(done)
+        return {
+            "Success": True,
+            "status": "working",
+            "job_id": done.id,
+            "kind": done.kind,
+            "poll_with": "get_job_result",
+            "Message": f"{done.kind} is running in the background; poll get_job_result with job_id {done.id}",
+        }
+
+    # -- status and jobs ----------------------------------------------------
+
+    @tool
+    def get_index_status(self) -> dict[str, Any]:
+        """queryable/building/failed, queue depth, in-flight job, dirty counts, skipped files."""
+        return {"Success": True, **status.index_status(self.ctx)}
+
+    @tool
+    def get_job_result(self, job_id: str) -> dict[str, Any]:
+        """``{Success, job_id, kind, status, progress, result?, error?}``."""
+        return {"Success": True, **jobs.job_result(self.ctx, job_id)}
+
+    @tool
+    def list_jobs(self, limit: int = 50, state: str | None = None) -> dict[str, Any]:
+        return {"Success": True, **jobs.list_jobs(self.ctx, limit=limit, state=state)}
+
+    @tool
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        return {"Success": True, **jobs.cancel(self.ctx, job_id)}
+
+    @tool
+    def wait_job(self, job_id: str, timeout: float | None = None, progress: Any = None) -> dict[str, Any]:
+        """Block until the job finishes (or ``timeout``); returns get_job_result's dict."""
+        jobs.job_result(self.ctx, job_id)  # not_found check
+        jobs.wait(self.ctx, job_id, timeout=timeout, progress=progress)
+        return {"Success": True, **jobs.job_result(self.ctx, job_id)}
+
+    @tool
+    def reindex(self, force: bool = False, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
+        """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
+        params = {"force": bool(force), "index_name": index_name}
+        return {"Success": True, **jobs.run_inline(self.ctx, "reindex", params, progress=progress)}

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.services import documents, indexes, ingest, search
+from gitkb.services import ask, documents, indexes, ingest, search
 from gitkb.services.context import Context
 
 ActionFn = Callable[..., dict[str, Any]]
@@ -54,28 +54,55 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
-def register(name: str, fn: ActionFn, params: tuple[str, ...], required: tuple[str, ...] = ()) -> None:
+# Actions that only read: they run in the caller's process, never through the writer.
+READ_ACTIONS: set[str] = {"LIST_INDICES", "GET_INDICES_STATS", "LIST_DOCUMENTS", "GET_DOCUMENT", "SEARCH", "ASK"}
+
+
+def register(
+    name: str, fn: ActionFn, params: tuple[str, ...], required: tuple[str, ...] = (), *, read_only: bool = False
+) -> None:
     """Later services (ASK, RECHUNK, ...) add their actions here at import time."""
     ACTIONS[name] = (fn, params)
     if required:
         REQUIRED[name] = required
+    if read_only:
+        READ_ACTIONS.add(name)
 
 
-def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
+def validate_action(action: Any, params: dict[str, Any]) -> str:
+    """The action's canonical name; refuses unknown actions and parameters before anything runs."""
     if not isinstance(action, str) or action.upper() not in ACTIONS:
         raise InvalidArgument(
             f"unknown action {action!r}; valid actions: {', '.join(sorted(ACTIONS))}",
         )
     name = action.upper()
-    fn, allowed = ACTIONS[name]
+    _, allowed = ACTIONS[name]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise InvalidArgument(
-            f"{name} does not take {', '.join(unknown)}; it takes: {', '.join(a for a in allowed if a != 'progress') or 'nothing'}"
-        )
+        shown = ", ".join(a for a in allowed if a != "progress") or "nothing"
+        raise InvalidArgument(f"{name} does not take {', '.join(unknown)}; it takes: {shown}")
     missing = [p for p in REQUIRED.get(name, ()) if params.get(p) in (None, "")]
     if missing:
         raise InvalidArgument(f"{name} needs {', '.join(missing)}")
+    return name
+
+
+def is_read(action: str) -> bool:
+    return action.upper() in READ_ACTIONS
+
+
+def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
+    name = validate_action(action, params)
+    fn, _ = ACTIONS[name]
     clean = {k: v for k, v in params.items() if v is not None}
     result = fn(ctx, **clean)
     return {"Success": True, "action": name, **result}
+
+
+register(
+    "ASK",
+    ask.ask,
+    ("query", "index_name", "indexes", "top_n", "mode", "tenant", "answer_mode"),
+    ("query",),
+    read_only=True,
+)

@@ -12,6 +12,7 @@ import json
 import sqlite3
 
 
+from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog.documents import keyword_rows
@@ -48,6 +49,7 @@ def catch_up_keywords(ctx: Context) -> int:
             adds = _keyword_docs(conn, cids)
             ctx.keywords.apply(removes=cids, adds=adds, drop_indexes=drops)
             ctx.keywords.commit()
+            crash_point("keywords.after_commit")
             wm = batch[-1].seq
             with ctx.catalog.write() as w:
                 changes.set_watermark(w, KEYWORDS, wm)

@@ -7,11 +7,14 @@ service function. Heavy stores (vectors, embedder) open lazily.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.config import Settings
 from gitkb.stores.catalog import Catalog
 from gitkb.stores.keywords import KeywordIndex
+
+WRITER_LOCK_FILE = "writer.lock"
 
 
 class Context:
@@ -25,8 +28,25 @@ class Context:
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
         self.extras: dict[str, Any] = {}
+        # The cross-process writer lease (services.writer.become_writer takes it).
+        from gitkb.services.writer import WriterLease
+
+        self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
+        self.writer: Any = None  # services.writer.WriterThread while we hold the lease
+        self.on_become_writer: list[Callable[[Context], None]] = []
+
+    @property
+    def is_writer(self) -> bool:
+        return bool(self.lease.held)
+
+    def notify_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.notify()
 
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.stop()
+            self.writer = None
         for v in list(self.extras.values()):
             close = getattr(v, "close", None)
             if callable(close):
@@ -34,3 +54,4 @@ class Context:
         self.extras.clear()
         self.keywords.close()
         self.catalog.close()
+        self.lease.release()

@@ -17,6 +17,7 @@ from typing import Any
 from gitkb.core import ids
 from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import InvalidArgument, NotFound
+from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.walking import WalkEntry, walk
@@ -113,46 +114,103 @@ def add_documents(
     target = Path(filepath).expanduser()
     if not target.exists():
         raise NotFound(f"path {str(filepath)!r} does not exist", next_steps=["check the path; it is read by this process"])
-    base = Path(base_path).expanduser() if base_path else None
-    required = list(row.settings.get("required_frontmatter", []))
-    entries = list(walk(target.absolute(), base=base.absolute() if base else None, max_bytes=ctx.settings.max_file_bytes))
+    base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
+    entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
     report = IngestReport(warnings=list(warnings))
     with ctx.write_lock:
-        known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
-        files = [e for e in entries if isinstance(e, WalkEntry)]
-        report.skipped.extend(e for e in entries if isinstance(e, SkippedFile))
-        total = len(files)
-        done = 0
-        for start in range(0, total, WRITE_BATCH):
-            batch = files[start : start + WRITE_BATCH]
-            pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]] = []
-            for entry in batch:
-                try:
-                    st = entry.abs_path.stat()
-                    data = entry.abs_path.read_bytes()
-                except OSError as exc:
-                    report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
-                    continue
-                h = ids.bytes_hash(data)
-                prev = known.get(entry.rel_path)
-                if prev is not None and prev[0] == h and prev[3] == doc_rows.config_key(cfg):
-                    report.unchanged.append(entry.rel_path)
-                    continue
-                try:
-                    loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
-                except LoadError as exc:
-                    report.skipped.append(SkippedFile(entry.rel_path, exc.category, exc.detail))
-                    continue
-                pending.append((entry, data, h, st, loaded))
-            _write_files(ctx, row, cfg, place, pending, report)
-            done += len(batch)
-            if progress:
-                progress(done, total)
+        ingest_entries(ctx, row, entries, cfg, place, report, progress=progress)
+        with ctx.catalog.write() as conn:
+            remember_root(conn, row.id, target.absolute(), base)
         catch_up_keywords(ctx)
     out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
     if report.warnings:
         out["Warnings"] = report.warnings
     return out
+
+
+def remember_root(conn: Any, index_id: str, root: Path, base: Path) -> None:
+    """Record what was added, so ``reindex`` can bring it up to date later."""
+    conn.execute(
+        "INSERT INTO index_roots(index_id, root, base, added_at) VALUES (?,?,?,?)"
+        " ON CONFLICT(index_id, root) DO UPDATE SET base=excluded.base",
+        (index_id, str(root), str(base), time.time()),
+    )
+
+
+def ingest_entries(
+    ctx: Context,
+    row: IndexRow,
+    entries: list[WalkEntry | SkippedFile],
+    cfg: ChunkConfig,
+    place: Placement,
+    report: IngestReport,
+    *,
+    progress: Progress | None = None,
+    trust_mtime: bool = False,
+    reparse: bool = False,
+) -> None:
+    """Load, chunk and write walked files in batches; fills ``report``.
+
+    Unchanged files (same content hash and chunking) cost a read and a hash;
+    with ``trust_mtime`` the same size and mtime skip even that (reindex);
+    with ``reparse`` every file is loaded and chunked again (forced reindex).
+    """
+    required = list(row.settings.get("required_frontmatter", []))
+    known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
+    files = [e for e in entries if isinstance(e, WalkEntry)]
+    skipped_before = len(report.skipped)
+    report.skipped.extend(e for e in entries if isinstance(e, SkippedFile))
+    total = len(files)
+    done = 0
+    key = doc_rows.config_key(cfg)
+    for start in range(0, total, WRITE_BATCH):
+        batch = files[start : start + WRITE_BATCH]
+        pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]] = []
+        for entry in batch:
+            prev = known.get(entry.rel_path)
+            try:
+                st = entry.abs_path.stat()
+                if trust_mtime and prev is not None and prev[1] == st.st_size and prev[2] == st.st_mtime and prev[3] == key:
+                    report.unchanged.append(entry.rel_path)
+                    continue
+                data = entry.abs_path.read_bytes()
+            except OSError as exc:
+                report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
+                continue
+            h = ids.bytes_hash(data)
+            if not reparse and prev is not None and prev[0] == h and prev[3] == key:
+                report.unchanged.append(entry.rel_path)
+                if prev[2] != st.st_mtime:
+                    with ctx.catalog.write() as conn:
+                        conn.execute(
+                            "UPDATE documents SET mtime=? WHERE index_id=? AND path=?", (st.st_mtime, row.id, entry.rel_path)
+                        )
+                continue
+            try:
+                loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
+            except LoadError as exc:
+                report.skipped.append(SkippedFile(entry.rel_path, exc.category, exc.detail))
+                continue
+            pending.append((entry, data, h, st, loaded))
+        crash_point("ingest.before_write")
+        _write_files(ctx, row, cfg, place, pending, report)
+        crash_point("ingest.after_write")
+        done += len(batch)
+        if progress:
+            progress(done, total)
+    with ctx.catalog.write() as conn:
+        record_skips(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
+
+
+def record_skips(conn: Any, index_id: str, skipped: list[SkippedFile], *, ok: list[str]) -> None:
+    """Keep the latest skip reason per path (for status); a path that loads again is cleared."""
+    now = time.time()
+    conn.executemany(
+        "INSERT INTO skipped_files(index_id, path, category, detail, at) VALUES (?,?,?,?,?)"
+        " ON CONFLICT(index_id, path) DO UPDATE SET category=excluded.category, detail=excluded.detail, at=excluded.at",
+        [(index_id, s.path, s.category, s.detail, now) for s in skipped if s.category != "excluded"],
+    )
+    conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
 
 
 def _write_files(
@@ -263,3 +321,76 @@ def _summary(r: IngestReport) -> str:
         f"{len(r.added)} added, {len(r.modified)} modified, {len(r.unchanged)} unchanged, "
         f"{len(r.skipped)} skipped; {r.chunks_written} chunks written"
     )
+
+
+def add_texts(
+    ctx: Context,
+    index_name: Any,
+    items: Any,
+    *,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Bulk ADD_TEXT: ``items`` is a list of ``{"text", "filepath", "metadata"?}``.
+
+    Every item is checked before anything is written (non-empty text, a path,
+    no path twice); then documents are written ``WRITE_BATCH`` per transaction
+    and the keyword index catches up once at the end. Unchanged texts (same
+    path, text hash and chunk config) are skipped; a changed text is rewritten. Index chunk defaults apply.
+    """
+    from gitkb.core.names import normalize_stored_path
+
+    row = get_index(ctx, index_name)
+    if not isinstance(items, list | tuple):
+        raise InvalidArgument("items must be a list of {text, filepath, metadata} objects")
+    cfg, warnings = chunk_config_for(row, None, None, None)
+    prepared: list[tuple[str, str, dict[str, Any], str]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidArgument(f"items[{i}] must be an object with text and filepath")
+        text, meta = item.get("text"), item.get("metadata") or {}
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidArgument(f"items[{i}].text must be a non-empty string")
+        if not isinstance(meta, dict):
+            raise InvalidArgument(f"items[{i}].metadata must be a JSON object")
+        path = normalize_stored_path(item.get("filepath"), field=f"items[{i}].filepath")
+        if path in seen:
+            raise InvalidArgument(f"items[{i}].filepath {path!r} appears twice; each text needs its own path")
+        seen.add(path)
+        prepared.append((path, text, meta, ids.content_hash(text)))
+    report = IngestReport(warnings=list(warnings))
+    with ctx.write_lock:
+        known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
+        todo = []
+        for path, text, meta, h in prepared:
+            prev = known.get(path)
+            if prev is not None and prev[0] == h and prev[3] == doc_rows.config_key(cfg):
+                report.unchanged.append(path)
+            else:
+                todo.append((path, text, meta, h))
+        done = len(prepared) - len(todo)
+        for start in range(0, len(todo), WRITE_BATCH):
+            batch = todo[start : start + WRITE_BATCH]
+            spans = chunk_many([(text, cfg, False) for _, text, _, _ in batch])
+            with ctx.catalog.write() as conn:
+                for (path, text, meta, h), chunks in zip(batch, spans, strict=True):
+                    title = meta.get("title") if isinstance(meta.get("title"), str) else None
+                    status, _ = doc_rows.upsert(
+                        conn,
+                        doc_rows.NewDocument(
+                            index_id=row.id, path=path, text=text, content_hash=h,
+                            size=len(text.encode("utf-8")), kind="text", origin="text", chunks=chunks,
+                            chunk_config=cfg, title=title or text.strip().splitlines()[0].lstrip("# ").strip()[:80],
+                            metadata=meta,
+                        ),
+                    )
+                    (report.added if status == "added" else report.modified).append(path)
+                    report.chunks_written += len(chunks)
+            done += len(batch)
+            if progress:
+                progress(done, len(prepared))
+        catch_up_keywords(ctx)
+    out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
+    if report.warnings:
+        out["Warnings"] = report.warnings
+    return out

@@ -6,7 +6,7 @@ import click
 
 
 def register_all(group: click.Group) -> None:
-    from gitkb.cli.commands import add, docs, index, search
+    from gitkb.cli.commands import add, docs, index, jobs, search, status
 
-    for mod in (index, add, docs, search):
+    for mod in (index, add, docs, search, status, jobs):
         mod.register(group)

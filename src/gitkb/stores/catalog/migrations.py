@@ -102,8 +102,196 @@ def m001_core(conn: sqlite3.Connection) -> None:
     )
 
 
+def m002_jobs_and_writer(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            state TEXT NOT NULL,
+            progress_done INTEGER NOT NULL DEFAULT 0,
+            progress_total INTEGER NOT NULL DEFAULT 0,
+            progress_note TEXT,
+            result TEXT,
+            error TEXT,
+            error_code TEXT,
+            caller TEXT,
+            dedupe_key TEXT,
+            runner TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL
+        );
+        CREATE INDEX jobs_state ON jobs(state, created_at);
+        CREATE INDEX jobs_dedupe ON jobs(dedupe_key, state);
+        CREATE TABLE writer_state (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE index_roots (
+            index_id TEXT NOT NULL REFERENCES indexes(id) ON DELETE CASCADE,
+            root TEXT NOT NULL,
+            base TEXT NOT NULL,
+            added_at REAL NOT NULL,
+            PRIMARY KEY (index_id, root)
+        );
+        CREATE TABLE skipped_files (
+            index_id TEXT NOT NULL REFERENCES indexes(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            category TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (index_id, path)
+        )
+        """,
+    )
+
+
+def m003_embeddings(conn: sqlite3.Connection) -> None:
+    """Embedding identity, per-index vector bindings, rebuild markers, pending vector purges."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE workspace_state (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE index_vectors (
+            index_id TEXT PRIMARY KEY REFERENCES indexes(id) ON DELETE CASCADE,
+            identity TEXT NOT NULL,
+            since_seq INTEGER NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE index_rebuilds (
+            index_id TEXT PRIMARY KEY,
+            temp_index_id TEXT NOT NULL,
+            temp_index_name TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            started_at REAL NOT NULL
+        );
+        CREATE TABLE vector_purges (
+            index_id TEXT NOT NULL,
+            index_name TEXT NOT NULL,
+            identity TEXT NOT NULL,
+            error TEXT,
+            at REAL NOT NULL,
+            PRIMARY KEY (index_id, identity)
+        );
+        CREATE INDEX changes_index ON changes(index_id, seq)
+        """,
+    )
+
+
+def m004_sources_proposals_reviews(conn: sqlite3.Connection) -> None:
+    """Git sources, their synced files, proposals, action reviews, local change requests, audit log."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE sources (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            url TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            documents_root TEXT NOT NULL DEFAULT '',
+            settings TEXT NOT NULL DEFAULT '{}',
+            synced_commit TEXT,
+            synced_config TEXT,
+            synced_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE source_indexes (
+            source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            index_id TEXT NOT NULL REFERENCES indexes(id) ON DELETE CASCADE,
+            PRIMARY KEY (source_id, index_id)
+        );
+        CREATE INDEX source_indexes_index ON source_indexes(index_id);
+        CREATE TABLE source_files (
+            source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            blob TEXT NOT NULL,
+            PRIMARY KEY (source_id, path)
+        );
+        CREATE TABLE proposals (
+            id TEXT PRIMARY KEY,
+            source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            op TEXT NOT NULL,
+            path TEXT NOT NULL,
+            new_path TEXT,
+            note TEXT NOT NULL DEFAULT '',
+            parent_sha TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            state TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX proposals_source ON proposals(source_id, state, created_at);
+        CREATE TABLE reviews (
+            id TEXT PRIMARY KEY,
+            source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            index_id TEXT,
+            branch TEXT NOT NULL,
+            base_branch TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            head_sha TEXT NOT NULL,
+            push_sha TEXT NOT NULL,
+            expected_remote_sha TEXT,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            commit_message TEXT NOT NULL DEFAULT '',
+            diff TEXT NOT NULL,
+            changed_files TEXT NOT NULL DEFAULT '[]',
+            proposal_ids TEXT NOT NULL DEFAULT '[]',
+            state TEXT NOT NULL,
+            pushed INTEGER NOT NULL DEFAULT 0,
+            push_error TEXT,
+            cr_number INTEGER,
+            cr_url TEXT,
+            requested_by TEXT,
+            reviewer TEXT,
+            reason TEXT,
+            decided_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX reviews_source ON reviews(source_id, state);
+        CREATE TABLE change_requests (
+            repo TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            head TEXT NOT NULL,
+            base TEXT NOT NULL,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            state TEXT NOT NULL,
+            merged INTEGER NOT NULL DEFAULT 0,
+            merge_commit_sha TEXT,
+            base_sha TEXT,
+            head_sha TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (repo, number)
+        );
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            result TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        )
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: list[Migration] = [m001_core]
+MIGRATIONS: list[Migration] = [m001_core, m002_jobs_and_writer, m003_embeddings, m004_sources_proposals_reviews]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -1,0 +1,68 @@
+"""gitkb jobs list|get|wait|cancel"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.output import emit_json, table
+from gitkb.cli.progress import ProgressBar
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Background jobs of the single writer."""
+
+
+def _render_list(d: dict[str, Any]) -> None:
+    rows = [
+        (j["job_id"], j["kind"], j["status"], f"{j['progress']['done']}/{j['progress']['total']}", j.get("error") or "")
+        for j in d.get("Jobs", [])
+    ]
+    click.echo(table(rows, ["id", "kind", "status", "progress", "error"]) if rows else "No jobs.")
+
+
+@jobs_group.command("list")
+@click.option("--state", type=click.Choice(["queued", "running", "completed", "failed", "cancelled"]))
+@click.option("--limit", type=int, default=50, show_default=True)
+def list_(state: str | None, limit: int) -> None:
+    """Recent jobs, newest first."""
+    run(lambda ws: ws.list_jobs(limit=limit, state=state), _render_list)
+
+
+def _render_job(d: dict[str, Any]) -> None:
+    p = d.get("progress") or {}
+    click.echo(f"{d['job_id']}  {d['kind']}  {d['status']}  {p.get('done')}/{p.get('total')}")
+    if d.get("error"):
+        click.echo(f"error: {d['error']}")
+    if d.get("result") is not None:
+        emit_json(d["result"])
+
+
+@jobs_group.command("get")
+@click.argument("job_id")
+def get(job_id: str) -> None:
+    """Show one job and its result."""
+    run(lambda ws: ws.get_job_result(job_id), _render_job)
+
+
+@jobs_group.command("wait")
+@click.argument("job_id")
+@click.option("--timeout", type=float, help="Give up waiting after this many seconds.")
+def wait(job_id: str, timeout: float | None) -> None:
+    """Wait for a job with a progress bar (this process runs it if no writer is up)."""
+    with ProgressBar("waiting") as bar:
+        run(lambda ws: ws.wait_job(job_id, timeout=timeout, progress=bar.update), _render_job)
+
+
+@jobs_group.command("cancel")
+@click.argument("job_id")
+def cancel(job_id: str) -> None:
+    """Cancel a queued job, or ask a running one to stop at its next checkpoint."""
+    run(lambda ws: ws.cancel_job(job_id), lambda d: click.echo(f"{d['job_id']}: {d['status']}"))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(jobs_group)

@@ -1,0 +1,63 @@
+"""gitkb status · gitkb reindex"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.progress import ProgressBar
+
+
+def _render_status(d: dict[str, Any]) -> None:
+    click.echo(f"status:            {d['status']}" + ("  (caught up)" if d.get("caught_up") else ""))
+    click.echo(f"documents indexed: {d['documents_indexed']}")
+    click.echo(f"queue depth:       {d['queue_depth']}")
+    job = d.get("in_flight_job")
+    if job:
+        p = job.get("progress") or {}
+        click.echo(f"in flight:         {d['in_flight']} {job['job_id']} ({p.get('done')}/{p.get('total')})")
+    else:
+        click.echo("in flight:         -")
+    click.echo(f"dirty paths:       {d['dirty_paths']}")
+    click.echo(f"dirty embeddings:  {d['dirty_embeddings']}")
+    click.echo(f"write generation:  {d['write_generation']}")
+    for key in ("error", "last_reindex_error", "last_build_embeddings_error"):
+        if d.get(key):
+            click.echo(f"{key.replace('_', ' ')}: {d[key]}")
+    skipped = d.get("skipped_files") or []
+    if skipped:
+        click.echo(f"skipped files ({len(skipped)}):")
+        for s in skipped[:20]:
+            click.echo(f"  {s['path']}: {s['category']} ({s['detail']})")
+
+
+@click.command("status")
+def status() -> None:
+    """Is the index current? Queue, in-flight job, dirty counts, skipped files."""
+    run(lambda ws: ws.get_index_status(), _render_status)
+
+
+def _render_reindex(d: dict[str, Any]) -> None:
+    click.echo(d.get("Message", ""))
+    for path in d.get("deleted", [])[:20]:
+        click.echo(f"  deleted {path}")
+
+
+@click.command("reindex")
+@click.option("--force", is_flag=True, help="Parse every file again and rebuild the keyword index.")
+@click.option("--index", "index_name", help="Only this index.")
+@click.option("--no-wait", is_flag=True, help="Queue the job and return its id.")
+def reindex(force: bool, index_name: str | None, no_wait: bool) -> None:
+    """Bring directory-fed indexes up to date with files changed on disk."""
+    if no_wait:
+        run(lambda ws: ws.promoted("reindex", force=force, index_name=index_name, wait=0))
+        return
+    with ProgressBar("reindexing") as bar:
+        run(lambda ws: ws.reindex(force=force, index_name=index_name, progress=bar.update), _render_reindex)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(status)
+    group.add_command(reindex)

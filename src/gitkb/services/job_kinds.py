@@ -1,0 +1,32 @@
+"""The explicit registry of job kinds (imported once by whoever opens a workspace).
+
+Each kind adapts a service function to ``fn(ctx, params, progress) -> dict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitkb.services import actions, reindex
+from gitkb.services.context import Context
+from gitkb.services.jobs import Progress, register_kind
+
+# Write actions that are safe to run again from the start after a crash.
+RESUMABLE_ACTIONS = {"ADD_DOCUMENTS", "ADD_TEXT", "DELETE_INDEX", "DELETE_DOCUMENT", "RECHUNK"}
+
+
+def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    name = params["action"]
+    p = dict(params.get("params") or {})
+    _, allowed = actions.ACTIONS[name]
+    if "progress" in allowed:
+        p["progress"] = progress
+    return actions.run_action(ctx, name, p)
+
+
+def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    return reindex.reindex(ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress)
+
+
+register_kind("action", _action, resumable=True)
+register_kind("reindex", _reindex, resumable=True)

@@ -1,0 +1,251 @@
+"""The persistent job queue behind every index write.
+
+A job kind is a plain function ``fn(ctx, params, progress) -> dict`` registered
+in ``JOB_KINDS``. Three ways to run one:
+
+* ``run_inline`` — library calls: the caller waits. In the lease holder it runs
+  in the caller's thread (recorded as a job row); elsewhere it is queued and
+  the caller waits for the holder to run it.
+* ``submit`` + ``wait`` — the MCP/HTTP surfaces and ``--no-wait``: queue it,
+  wait up to the promotion threshold, else answer ``status: working``.
+* the writer thread — runs whatever is queued (including jobs enqueued by
+  webhooks, merges, or other processes, and jobs recovered after a crash).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gitkb.core import errors
+from gitkb.core.errors import Busy, GitkbError, NotFound
+from gitkb.services.context import Context
+from gitkb.stores.catalog import jobs as job_rows
+from gitkb.stores.catalog.jobs import JobRow
+
+log = logging.getLogger("gitkb.jobs")
+
+Progress = Callable[..., None]  # progress(done, total, note=None)
+JobFn = Callable[[Context, dict[str, Any], Progress], dict[str, Any]]
+MAX_ATTEMPTS = 3
+PROGRESS_EVERY_SECONDS = 0.2
+DEFAULT_CALLER_LIMIT = 4
+
+
+@dataclass(frozen=True)
+class JobKind:
+    fn: JobFn
+    resumable: bool = True  # safe to run again after a crash mid-way
+
+
+JOB_KINDS: dict[str, JobKind] = {}
+
+
+def register_kind(name: str, fn: JobFn, *, resumable: bool = True) -> None:
+    JOB_KINDS[name] = JobKind(fn, resumable)
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Interrupted(Exception):
+    """The process is shutting down; the job goes back to the queue."""
+
+
+_ERRORS_BY_CODE: dict[str, type[GitkbError]] = {cls.code: cls for cls in errors.ALL_ERRORS}
+
+
+def error_from_row(job: JobRow) -> GitkbError:
+    cls = _ERRORS_BY_CODE.get(job.error_code or "internal", GitkbError)
+    details = {k: v for k, v in (job.result or {}).items() if k not in ("Success", "Error", "code", "next_steps")}
+    steps = (job.result or {}).get("next_steps") or []
+    exc = cls.__new__(cls)
+    GitkbError.__init__(exc, job.error or "job failed", next_steps=steps, details=details)
+    return exc
+
+
+# -- running ---------------------------------------------------------------
+
+
+def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None) -> JobRow:
+    spec = JOB_KINDS.get(job.kind)
+    last = [0.0]
+
+    def progress(done: int, total: int, note: str | None = None) -> None:
+        if caller_progress is not None:
+            caller_progress(done, total)
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_EVERY_SECONDS and done < total:
+            return
+        last[0] = now
+        with ctx.catalog.write() as conn:
+            cancel = job_rows.set_progress(conn, job.id, done, total, note)
+        if cancel:
+            raise Cancelled()
+        if stop is not None and stop.is_set():
+            raise Interrupted()
+
+    state, result, err, code = "completed", None, None, None
+    try:
+        if spec is None:
+            raise errors.InvalidArgument(f"unknown job kind {job.kind!r}")
+        with ctx.write_lock:
+            result = spec.fn(ctx, dict(job.params), progress)
+    except Cancelled:
+        state, err, code = "cancelled", "cancelled on request", "cancelled"
+    except Interrupted:
+        with ctx.catalog.write() as conn:
+            job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
+        got = job_rows.get(ctx.catalog.conn, job.id)
+        assert got is not None
+        return got
+    except GitkbError as exc:
+        state, err, code, result = "failed", exc.message, exc.code, exc.to_response()
+    except Exception as exc:  # noqa: BLE001 - recorded on the job, never lost
+        log.exception("job %s (%s) failed", job.id, job.kind)
+        state, err, code = "failed", f"internal error ({type(exc).__name__}: {exc})", "internal"
+    with ctx.catalog.write() as conn:
+        job_rows.finish(conn, job.id, state, result=result, error=err, error_code=code)
+        job_rows.bump_generation(conn)
+    done = job_rows.get(ctx.catalog.conn, job.id)
+    assert done is not None
+    return done
+
+
+def run_inline(
+    ctx: Context, kind: str, params: dict[str, Any], *, progress: Progress | None = None, caller: str | None = None
+) -> dict[str, Any]:
+    """Run a job and return its result; raise its GitkbError on failure."""
+    if ctx.is_writer:
+        from gitkb.services.writer import runner_name
+
+        with ctx.write_lock:  # in order with the writer thread
+            with ctx.catalog.write() as conn:
+                job = job_rows.insert(conn, kind, params, caller=caller, state="running", runner=runner_name())
+            done = _execute(ctx, job, progress, stop=None)
+    else:
+        job = submit(ctx, kind, params, caller=caller, check_limit=False)
+        done = wait(ctx, job.id, timeout=None, progress=progress)
+    if done.state == "completed":
+        return done.result or {}
+    if done.state == "cancelled":
+        raise errors.Conflict(f"job {done.id} was cancelled")
+    raise error_from_row(done)
+
+
+def submit(
+    ctx: Context,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    caller: str | None = None,
+    dedupe_key: str | None = None,
+    check_limit: bool = True,
+) -> JobRow:
+    """Queue a job (or return the active one with the same dedupe key)."""
+    if kind not in JOB_KINDS:
+        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
+    limit = int(ctx.settings.section("jobs").get("per_caller_limit", DEFAULT_CALLER_LIMIT))
+    with ctx.catalog.write() as conn:
+        if dedupe_key:
+            existing = job_rows.find_active_by_dedupe(conn, dedupe_key)
+            if existing is not None:
+                return existing
+        if check_limit and caller and job_rows.count_active_for_caller(conn, caller) >= limit:
+            raise Busy(
+                f"{caller} already has {limit} background jobs queued or running; nothing was queued",
+                next_steps=["poll the running jobs with get_job_result, then retry"],
+            )
+        job = job_rows.insert(conn, kind, params, caller=caller, dedupe_key=dedupe_key)
+    ctx.notify_writer()
+    return job
+
+
+def wait(ctx: Context, job_id: str, *, timeout: float | None, progress: Progress | None = None) -> JobRow:
+    """Poll until the job finishes or ``timeout`` passes; returns the latest row."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        if not ctx.is_writer:  # the holder may have gone: then we run it ourselves
+            from gitkb.services.writer import become_writer
+
+            become_writer(ctx)
+        job = job_rows.get(ctx.catalog.conn, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
+        if progress is not None and job.progress_total:
+            progress(job.progress_done, job.progress_total)
+        if job.state in job_rows.FINISHED:
+            return job
+        if deadline is not None and time.monotonic() >= deadline:
+            return job
+        time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 0.25)
+
+
+def run_next(ctx: Context, stop: threading.Event) -> bool:
+    """The writer thread's step: claim and run the oldest queued job."""
+    from gitkb.services.writer import runner_name
+
+    with ctx.write_lock:
+        with ctx.catalog.write() as conn:
+            job = job_rows.claim_next(conn, runner_name())
+        if job is None:
+            return False
+        _execute(ctx, job, None, stop=stop)
+    return True
+
+
+def recover(ctx: Context) -> dict[str, list[str]]:
+    """Called once when this process takes the lease: nothing left running is lost."""
+    requeued, failed = [], []
+    with ctx.catalog.write() as conn:
+        for job in job_rows.running(conn):
+            spec = JOB_KINDS.get(job.kind)
+            if spec is not None and spec.resumable and job.attempts < MAX_ATTEMPTS:
+                job_rows.requeue(conn, job.id, f"resumed after the process running it ({job.runner}) stopped")
+                requeued.append(job.id)
+            else:
+                reason = (
+                    f"interrupted: the process running it ({job.runner}) stopped"
+                    + ("" if spec is None or spec.resumable else "; this kind is not safe to repeat, run it again")
+                    + ("" if job.attempts < MAX_ATTEMPTS else f"; gave up after {job.attempts} attempts")
+                )
+                job_rows.finish(conn, job.id, "failed", error=reason, error_code="internal")
+                failed.append(job.id)
+    return {"requeued": requeued, "failed": failed}
+
+
+def cancel(ctx: Context, job_id: str) -> dict[str, Any]:
+    with ctx.catalog.write() as conn:
+        job = job_rows.get(conn, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}")
+        if job.state == "queued":
+            job_rows.finish(conn, job_id, "cancelled", error="cancelled before it started", error_code="cancelled")
+        elif job.state == "running":
+            job_rows.request_cancel(conn, job_id)
+        else:
+            raise errors.Conflict(f"job {job_id} already {job.state}; nothing to cancel")
+    got = job_rows.get(ctx.catalog.conn, job_id)
+    assert got is not None
+    return {"job_id": job_id, "status": got.state, "cancel_requested": got.state == "running"}
+
+
+def job_result(ctx: Context, job_id: Any) -> dict[str, Any]:
+    if not isinstance(job_id, str) or not job_id:
+        raise errors.InvalidArgument("job_id must be the id a promoted call returned (job_…)")
+    job = job_rows.get(ctx.catalog.conn, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
+    return job.as_dict()
+
+
+def list_jobs(ctx: Context, *, limit: int = 50, state: str | None = None) -> dict[str, Any]:
+    rows = job_rows.list_recent(ctx.catalog.conn, limit=limit, states=(state,) if state else None)
+    return {"Jobs": [j.as_dict() for j in rows], "count": len(rows)}

@@ -1,0 +1,85 @@
+"""get_index_status: is the index current, and if not, why.
+
+The index has caught up when status is ``queryable``, ``queue_depth`` is 0,
+``in_flight`` is None and both dirty counts are 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from gitkb.services.catchup import KEYWORDS
+from gitkb.services.context import Context
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import jobs as job_rows
+
+BUILD_KINDS = ("reindex", "build_embeddings", "reembed", "sync")
+BUILDING_ACTIONS = ("ADD_DOCUMENTS", "RECHUNK", "DELETE_INDEX")
+STATUS_SKIP_CATEGORIES = ("parse_error", "encoding_error", "missing_frontmatter", "internal_error")
+
+
+def _last_error(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> str | None:
+    last = job_rows.last_finished(conn, kinds)
+    return last.error if last is not None and last.state == "failed" else None
+
+
+def dirty_embeddings(ctx: Context) -> int:
+    """Chunks without a vector for their index's identity (0 until embeddings are wired)."""
+    fn = ctx.extras.get("dirty_embeddings")
+    return int(fn(ctx)) if callable(fn) else 0
+
+
+def index_status(ctx: Context) -> dict[str, Any]:
+    conn = ctx.catalog.conn
+    out: dict[str, Any] = {}
+    try:
+        out["documents_indexed"] = int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+        out["documents_indexed_error"] = None
+    except sqlite3.Error as exc:
+        out["documents_indexed"] = 0
+        out["documents_indexed_error"] = str(exc)
+    running = job_rows.running(conn)
+    in_flight = running[0] if running else None
+    queue_depth = job_rows.count_state(conn, "queued")
+    dirty_paths = changes.dirty_documents(conn, KEYWORDS)
+    dirty_emb = dirty_embeddings(ctx)
+    last_build = job_rows.last_finished(conn, BUILD_KINDS)
+    error = last_build.error if last_build is not None and last_build.state == "failed" else None
+    if in_flight is not None and (in_flight.kind != "action" or in_flight.params.get("action") in BUILDING_ACTIONS):
+        status = "building"
+    elif error is not None:
+        status = "failed"
+    else:
+        status = "queryable"
+    skipped = [
+        {"path": r["path"], "category": r["category"], "detail": r["detail"], "index_id": r["index_id"]}
+        for r in conn.execute(
+            "SELECT index_id, path, category, detail FROM skipped_files WHERE category IN (?,?,?,?) ORDER BY path",
+            STATUS_SKIP_CATEGORIES,
+        )
+    ]
+    out.update(
+        {
+            "status": status,
+            "error": None if status == "building" else error,
+            "last_reindex_error": _last_error(conn, ("reindex",)),
+            "last_build_embeddings_error": _last_error(conn, ("build_embeddings", "reembed")),
+            "queue_depth": queue_depth,
+            "in_flight": in_flight.kind if in_flight else None,
+            "in_flight_job": in_flight.as_dict() if in_flight else None,
+            "dirty_paths": dirty_paths,
+            "dirty_embeddings": dirty_emb,
+            "write_generation": int(job_rows.get_state(conn, "write_generation", "0") or 0),
+            "skipped_files": skipped,
+            "caught_up": status == "queryable" and queue_depth == 0 and in_flight is None
+            and dirty_paths == 0 and dirty_emb == 0,
+            "writer": ctx.lease.holder() if not ctx.is_writer else {"this_process": True},
+        }
+    )
+    out["Message"] = (
+        "caught up" if out["caught_up"] else
+        f"{status}; queue {queue_depth}, in flight {out['in_flight']}, dirty paths {dirty_paths}, "
+        f"dirty embeddings {dirty_emb}"
+    )
+    return out

@@ -1,0 +1,225 @@
+"""Job rows: the persistent queue of the single index writer, and the writer's state.
+
+States: ``queued`` → ``running`` → ``completed`` | ``failed`` | ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+ACTIVE = ("queued", "running")
+FINISHED = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    kind: str
+    params: dict[str, Any]
+    state: str
+    progress_done: int
+    progress_total: int
+    progress_note: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    error_code: str | None
+    caller: str | None
+    dedupe_key: str | None
+    runner: str | None
+    attempts: int
+    cancel_requested: bool
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "job_id": self.id,
+            "kind": self.kind,
+            "status": self.state,
+            "progress": {"done": self.progress_done, "total": self.progress_total, "note": self.progress_note},
+            "caller": self.caller,
+            "attempts": self.attempts,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+        if self.result is not None:
+            out["result"] = self.result
+        if self.error is not None:
+            out["error"] = self.error
+            out["error_code"] = self.error_code
+        return out
+
+
+def _row(r: sqlite3.Row) -> JobRow:
+    return JobRow(
+        id=r["id"],
+        kind=r["kind"],
+        params=json.loads(r["params"] or "{}"),
+        state=r["state"],
+        progress_done=r["progress_done"],
+        progress_total=r["progress_total"],
+        progress_note=r["progress_note"],
+        result=json.loads(r["result"]) if r["result"] else None,
+        error=r["error"],
+        error_code=r["error_code"],
+        caller=r["caller"],
+        dedupe_key=r["dedupe_key"],
+        runner=r["runner"],
+        attempts=r["attempts"],
+        cancel_requested=bool(r["cancel_requested"]),
+        created_at=r["created_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+    )
+
+
+def insert(
+    conn: sqlite3.Connection,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    caller: str | None = None,
+    dedupe_key: str | None = None,
+    state: str = "queued",
+    runner: str | None = None,
+) -> JobRow:
+    job_id = "job_" + uuid.uuid4().hex[:24]
+    now = time.time()
+    conn.execute(
+        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (job_id, kind, json.dumps(params, default=str), state, caller, dedupe_key, runner, now,
+         now if state == "running" else None),
+    )
+    row = get(conn, job_id)
+    assert row is not None
+    return row
+
+
+def get(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
+    r = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _row(r) if r else None
+
+
+def find_active_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
+    r = conn.execute(
+        "SELECT * FROM jobs WHERE dedupe_key = ? AND state IN ('queued','running') ORDER BY created_at LIMIT 1",
+        (key,),
+    ).fetchone()
+    return _row(r) if r else None
+
+
+def find_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
+    r = conn.execute(
+        "SELECT * FROM jobs WHERE dedupe_key = ? ORDER BY created_at DESC LIMIT 1", (key,)
+    ).fetchone()
+    return _row(r) if r else None
+
+
+def claim_next(conn: sqlite3.Connection, runner: str) -> JobRow | None:
+    """Move the oldest queued job to running (call inside a write transaction)."""
+    r = conn.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, rowid LIMIT 1").fetchone()
+    if r is None:
+        return None
+    conn.execute(
+        "UPDATE jobs SET state='running', runner=?, started_at=?, attempts=attempts+1 WHERE id=? AND state='queued'",
+        (runner, time.time(), r["id"]),
+    )
+    return get(conn, r["id"])
+
+
+def set_progress(conn: sqlite3.Connection, job_id: str, done: int, total: int, note: str | None = None) -> bool:
+    """Record progress; returns whether cancellation was requested."""
+    conn.execute(
+        "UPDATE jobs SET progress_done=?, progress_total=?, progress_note=COALESCE(?, progress_note) WHERE id=?",
+        (done, total, note, job_id),
+    )
+    r = conn.execute("SELECT cancel_requested FROM jobs WHERE id=?", (job_id,)).fetchone()
+    return bool(r and r[0])
+
+
+def finish(
+    conn: sqlite3.Connection,
+    job_id: str,
+    state: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: str | None = None,
+    error_code: str | None = None,
+) -> None:
+    conn.execute(
+        "UPDATE jobs SET state=?, result=?, error=?, error_code=?, finished_at=? WHERE id=?",
+        (state, json.dumps(result, default=str) if result is not None else None, error, error_code, time.time(), job_id),
+    )
+
+
+def requeue(conn: sqlite3.Connection, job_id: str, note: str) -> None:
+    conn.execute(
+        "UPDATE jobs SET state='queued', runner=NULL, started_at=NULL, progress_note=? WHERE id=?", (note, job_id)
+    )
+
+
+def request_cancel(conn: sqlite3.Connection, job_id: str) -> None:
+    conn.execute("UPDATE jobs SET cancel_requested=1 WHERE id=?", (job_id,))
+
+
+def list_recent(conn: sqlite3.Connection, *, limit: int = 50, states: tuple[str, ...] | None = None) -> list[JobRow]:
+    if states:
+        marks = ",".join("?" * len(states))
+        rows = conn.execute(
+            f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created_at DESC LIMIT ?", (*states, limit)
+        )
+    else:
+        rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))
+    return [_row(r) for r in rows]
+
+
+def running(conn: sqlite3.Connection) -> list[JobRow]:
+    return [_row(r) for r in conn.execute("SELECT * FROM jobs WHERE state='running' ORDER BY started_at")]
+
+
+def count_state(conn: sqlite3.Connection, state: str) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state=?", (state,)).fetchone()[0])
+
+
+def count_active_for_caller(conn: sqlite3.Connection, caller: str) -> int:
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM jobs WHERE caller=? AND state IN ('queued','running')", (caller,)
+        ).fetchone()[0]
+    )
+
+
+def last_finished(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> JobRow | None:
+    marks = ",".join("?" * len(kinds))
+    r = conn.execute(
+        f"SELECT * FROM jobs WHERE kind IN ({marks}) AND state IN ('completed','failed')"
+        " ORDER BY finished_at DESC LIMIT 1",
+        kinds,
+    ).fetchone()
+    return _row(r) if r else None
+
+
+def get_state(conn: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
+    r = conn.execute("SELECT value FROM writer_state WHERE key=?", (key,)).fetchone()
+    return str(r[0]) if r else default
+
+
+def set_state(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO writer_state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        (key, value),
+    )
+
+
+def bump_generation(conn: sqlite3.Connection) -> int:
+    g = int(get_state(conn, "write_generation", "0") or 0) + 1
+    set_state(conn, "write_generation", str(g))
+    return g
