@@ -290,8 +290,60 @@ def m004_sources_proposals_reviews(conn: sqlite3.Connection) -> None:
     )
 
 
+def m005_knowledge_bases(conn: sqlite3.Connection) -> None:
+    """Knowledge bases (kidx_ ids), agents, their read-only/read-write bindings, per-agent usage events."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE knowledge_bases (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE kb_indexes (
+            kb_id TEXT NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            index_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (kb_id, index_id)
+        );
+        CREATE INDEX kb_indexes_index ON kb_indexes(index_id);
+        CREATE TABLE agents (
+            id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            default_top_k INTEGER NOT NULL DEFAULT 10
+        );
+        CREATE TABLE agent_kbs (
+            agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+            kb_id TEXT NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            read_only INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (agent_id, kb_id)
+        );
+        CREATE TABLE agent_events (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            agent_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            count INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            duration_ms REAL NOT NULL DEFAULT 0,
+            data TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX agent_events_agent ON agent_events(agent_id, kind, at)
+    """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: list[Migration] = [m001_core, m002_jobs_and_writer, m003_embeddings, m004_sources_proposals_reviews]
+MIGRATIONS: list[Migration] = [
+    m001_core,
+    m002_jobs_and_writer,
+    m003_embeddings,
+    m004_sources_proposals_reviews,
+    m005_knowledge_bases,
+]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -1,0 +1,77 @@
+"""Tenant and tier filters of SEARCH, and the warning for the silent-zero-results trap.
+
+Tenants isolate: a search with ``tenant`` sees only that tenant's documents, a
+search without it only untenanted ones. A search under a tenant that has no
+documents in an index while other tenants do is almost always a typo or a
+missing ``tenant`` at ingest; it gets a warning instead of a bare empty list.
+Tiers (``hot``, ``warm``, ``cold``) filter after the fact; a document added
+without a tier counts as ``hot``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.services.context import Context
+from gitkb.services.ttl import live_clause
+from gitkb.stores.catalog.documents import DocumentRow
+from gitkb.stores.catalog.indexes import IndexRow
+
+TIERS = ("hot", "warm", "cold")
+DEFAULT_TIER = "hot"
+
+
+def validate_tiers(tiers: Any) -> frozenset[str] | None:
+    if tiers is None or tiers == []:
+        return None
+    if isinstance(tiers, str):
+        tiers = [tiers]
+    if not isinstance(tiers, list | tuple) or not all(isinstance(t, str) for t in tiers):
+        raise InvalidArgument(f"tiers must be a list drawn from {', '.join(TIERS)}")
+    bad = [t for t in tiers if t not in TIERS]
+    if bad:
+        raise InvalidArgument(f"unknown tier(s) {', '.join(map(repr, bad))}; tiers are {', '.join(TIERS)}")
+    return frozenset(tiers)
+
+
+def tier_matches(doc: DocumentRow, tiers: frozenset[str] | None) -> bool:
+    return tiers is None or (doc.tier or DEFAULT_TIER) in tiers
+
+
+def tenant_warnings(ctx: Context, rows: Iterable[IndexRow], tenant: Any) -> list[str]:
+    """Warnings for indexes where the tenant filter can only give zero results."""
+    live, now = live_clause()
+    out = []
+    conn = ctx.catalog.conn
+    for row in rows:
+        if tenant:
+            r = conn.execute(
+                f"SELECT SUM(tenant = ?), SUM(tenant IS NOT NULL AND tenant != ?), SUM(tenant IS NULL)"
+                f" FROM documents WHERE index_id = ? AND {live}",
+                (tenant, tenant, row.id, now),
+            ).fetchone()
+            mine, others, untenanted = (int(x or 0) for x in r)
+            if mine == 0 and others > 0:
+                out.append(
+                    f"index {row.name!r} has no documents for tenant {tenant!r}, while {others} document(s)"
+                    " belong to other tenants: check the tenant name (results for this index are empty)"
+                )
+            elif mine == 0 and untenanted > 0:
+                out.append(
+                    f"index {row.name!r} has no documents for tenant {tenant!r}; its {untenanted} document(s)"
+                    " are untenanted and are found only by a search without tenant"
+                )
+        else:
+            r = conn.execute(
+                f"SELECT SUM(tenant IS NULL), SUM(tenant IS NOT NULL) FROM documents WHERE index_id = ? AND {live}",
+                (row.id, now),
+            ).fetchone()
+            untenanted, tenanted = (int(x or 0) for x in r)
+            if untenanted == 0 and tenanted > 0:
+                out.append(
+                    f"index {row.name!r} holds only tenanted documents ({tenanted}); a search without tenant"
+                    " sees only untenanted ones: pass tenant"
+                )
+    return out
