@@ -37,7 +37,7 @@ ACTIONS: dict[str, tuple[ActionFn, tuple[str, ...]]] = {
     ),
     "DELETE_DOCUMENT": (documents.delete_document, ("index_name", "file_id", "filepath")),
     "RENAME_DOCUMENT": (documents.rename_document, ("index_name", "filepath", "new_filename")),
-    "SEARCH": (search.search, ("query", "index_name", "indexes", "top_n", "mode", "tenant")),
+    "SEARCH": (search.search, ("query", "index_name", "indexes", "top_n", "mode", "tenant", "tiers")),
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {

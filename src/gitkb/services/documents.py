@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import time
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
@@ -10,6 +11,7 @@ from gitkb.core.names import normalize_stored_path, validate_new_filename
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index
+from gitkb.services.ttl import is_expired
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.documents import DocumentRow
 from gitkb.stores.catalog.indexes import IndexRow
@@ -64,9 +66,12 @@ def list_documents(
     if query is not None and not isinstance(query, str):
         raise InvalidArgument("query must be a string")
     pf = path_filter.strip().strip("/") if path_filter else None
+    now = time.time()
     with ctx.catalog.read() as conn:
-        total = doc_rows.count(conn, row.id, path_prefix=pf, query=query or None)
-        docs = doc_rows.page(conn, row.id, start=start_i, count=count_i, path_prefix=pf, query=query or None)
+        total = doc_rows.count(conn, row.id, path_prefix=pf, query=query or None, live_at=now)
+        docs = doc_rows.page(
+            conn, row.id, start=start_i, count=count_i, path_prefix=pf, query=query or None, live_at=now
+        )
     actual = len(docs)
     has_more = start_i + actual < total
     remaining = max(total - start_i - actual, 0)
@@ -105,7 +110,7 @@ def resolve_document(ctx: Context, row: IndexRow, file_id: Any, filepath: Any) -
         path = normalize_stored_path(filepath)
         doc = doc_rows.get_by_path(conn, row.id, path)
         what = f"filepath {path!r}"
-    if doc is None:
+    if doc is None or is_expired(doc):  # past its TTL: gone for readers, even before the purge
         raise NotFound(
             f"no document with {what} in index {row.name!r}",
             next_steps=["LIST_DOCUMENTS shows the stored paths and file ids"],

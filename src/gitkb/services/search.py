@@ -14,6 +14,7 @@ from gitkb.core.snippets import make_snippet
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index
+from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
@@ -83,16 +84,23 @@ def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, sco
 
 
 def keyword_hits(
-    ctx: Context, query: str, rows: list[IndexRow], limit: int, *, tenant: str | None = None
+    ctx: Context,
+    query: str,
+    rows: list[IndexRow],
+    limit: int,
+    *,
+    tenant: str | None = None,
+    tiers: frozenset[str] | None = None,
 ) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    """Live, unexpired keyword hits, best first."""
+    """Live, unexpired keyword hits (of the tiers asked for), best first."""
     if changes.pending(ctx.catalog.conn, "keywords") > 0 and ctx.write_lock.acquire(blocking=False):
         try:  # another process wrote; catch up if nobody else is writing here
             catch_up_keywords(ctx)
         finally:
             ctx.write_lock.release()
     ids = [r.id for r in rows]
-    raw = ctx.keywords.search(query, index_ids=ids, limit=limit * 2 + 10, tenant=tenant)
+    fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
+    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
@@ -102,6 +110,8 @@ def keyword_hits(
             continue
         chunk, doc = hit
         if doc.expires_at is not None and doc.expires_at <= now:
+            continue
+        if not tier_matches(doc, tiers):
             continue
         out.append((chunk, doc, score))
         if len(out) >= limit:
@@ -118,21 +128,23 @@ def search(
     top_n: Any = 10,
     mode: Any = None,
     tenant: Any = None,
+    tiers: Any = None,
 ) -> dict[str, Any]:
     q = validate_query(query)
     n = validate_top_n(top_n)
+    tier_set = validate_tiers(tiers)
     if mode not in (None, "keyword"):
         raise InvalidArgument(f"mode must be 'keyword' (semantic and hybrid need embeddings), got {mode!r}")
     rows = resolve_indexes(ctx, index_name, indexes)
     names = {r.id: r.name for r in rows}
     t0 = time.perf_counter()
-    hits = keyword_hits(ctx, q, rows, n, tenant=tenant)
+    hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
     results = []
     for chunk, doc, score in hits:
         c = citation(chunk, doc, names[chunk.index_id], q, score)
         c["retrievers"] = ["keyword"]
         results.append(c)
-    return {
+    out: dict[str, Any] = {
         "query": q,
         "mode": "keyword",
         "indexes": [r.name for r in rows],
@@ -141,3 +153,7 @@ def search(
         "took_ms": round((time.perf_counter() - t0) * 1000, 2),
         "Message": f"{len(results)} result(s)",
     }
+    warnings = tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap
+    if warnings:
+        out["Warnings"] = warnings
+    return out

@@ -247,8 +247,15 @@ def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: 
         )
 
 
-def count(conn: sqlite3.Connection, index_id: str, *, path_prefix: str | None = None, query: str | None = None) -> int:
-    where, args = _filters(index_id, path_prefix, query)
+def count(
+    conn: sqlite3.Connection,
+    index_id: str,
+    *,
+    path_prefix: str | None = None,
+    query: str | None = None,
+    live_at: float | None = None,
+) -> int:
+    where, args = _filters(index_id, path_prefix, query, live_at)
     return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}", args).fetchone()[0])
 
 
@@ -260,8 +267,9 @@ def page(
     count: int,
     path_prefix: str | None = None,
     query: str | None = None,
+    live_at: float | None = None,
 ) -> list[DocumentRow]:
-    where, args = _filters(index_id, path_prefix, query)
+    where, args = _filters(index_id, path_prefix, query, live_at)
     rows = conn.execute(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE {where} ORDER BY path LIMIT ? OFFSET ?",
         (*args, count, start),
@@ -269,9 +277,14 @@ def page(
     return [doc_from_row(r) for r in rows]
 
 
-def _filters(index_id: str, path_filter: str | None, query: str | None) -> tuple[str, tuple[Any, ...]]:
+def _filters(
+    index_id: str, path_filter: str | None, query: str | None, live_at: float | None = None
+) -> tuple[str, tuple[Any, ...]]:
     where = ["index_id = ?"]
     args: list[Any] = [index_id]
+    if live_at is not None:  # documents past their TTL are invisible
+        where.append("(expires_at IS NULL OR expires_at > ?)")
+        args.append(live_at)
     if path_filter:
         if any(ch in path_filter for ch in "*?["):
             where.append("path GLOB ?")
