@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import GitkbError
-from gitkb.services import actions, jobs, status
+from gitkb.services import actions, jobs, knowledge, scope, status, ttl
 from gitkb.services.context import Context
 from gitkb.services.writer import become_writer
 
@@ -167,3 +167,89 @@ class Workspace:
         """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
         params = {"force": bool(force), "index_name": index_name}
         return {"Success": True, **jobs.run_inline(self.ctx, "reindex", params, progress=progress)}
+
+    # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
+
+    @tool
+    def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
+        """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""
+        return {"Success": True, **knowledge.kb_create(self.ctx, name, indexes)}
+
+    @tool
+    def kb_list(self) -> dict[str, Any]:
+        return {"Success": True, **knowledge.kb_list(self.ctx)}
+
+    @tool
+    def kb_delete(self, name: str, force: bool = False) -> dict[str, Any]:
+        """Refused while agents use it, unless ``force`` (which unassigns it from them)."""
+        return {"Success": True, **knowledge.kb_delete(self.ctx, name, force=force)}
+
+    @tool
+    def agent_assign(
+        self, agent_id: str, kbs: list[str], read_only: bool = False, default_top_k: int | None = None
+    ) -> dict[str, Any]:
+        """Bind an agent to knowledge bases (read-only turns its write tools off for them)."""
+        return {
+            "Success": True,
+            **knowledge.agent_assign(self.ctx, agent_id, kbs, read_only=read_only, default_top_k=default_top_k),
+        }
+
+    @tool
+    def agent_unassign(self, agent_id: str, kbs: list[str]) -> dict[str, Any]:
+        return {"Success": True, **knowledge.agent_unassign(self.ctx, agent_id, kbs)}
+
+    @tool
+    def agent_show(self, agent_id: str) -> dict[str, Any]:
+        return {"Success": True, **knowledge.agent_show(self.ctx, agent_id)}
+
+    @tool
+    def agent_usage(self, agent_id: str) -> dict[str, Any]:
+        """Query-embedding events of an agent: count, tokens, duration."""
+        return {"Success": True, **knowledge.agent_usage(self.ctx, agent_id)}
+
+    @tool
+    def list_knowledge_bases(self, agent_id: str | None = None) -> dict[str, Any]:
+        """Every knowledge base, or only an agent's (with its read-only flag per binding)."""
+        return {"Success": True, **knowledge.list_knowledge_bases(self.ctx, agent_id)}
+
+    @tool
+    def search_index(
+        self,
+        query: str,
+        indexes: list[str] | None = None,
+        top_k: int | None = None,
+        *,
+        tenant: str | None = None,
+        tiers: list[str] | None = None,
+        mode: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Search with citations, limited to the agent's indexes when ``agent_id`` is given."""
+        sc = scope.load_scope(self.ctx, agent_id)
+        return scope.search_index(
+            self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
+        )
+
+    @tool
+    def document_index_as(
+        self, agent_id: str | None, action: str, /, promote: bool = False, **params: Any
+    ) -> dict[str, Any]:
+        """``document_index`` within an agent's scope; ``promote`` runs long writes as jobs."""
+        sc = scope.load_scope(self.ctx, agent_id)
+        plan = scope.plan_action(self.ctx, sc, action, params)
+        if plan.answer is not None:
+            return plan.answer
+        if promote:
+            caller = scope.job_caller(sc)
+            out = self.promoted("document_index", action=plan.action, caller=caller, **plan.params)
+        else:
+            out = self.document_index(plan.action, **plan.params)
+        return scope.finish_action(self.ctx, sc, plan, out)
+
+    @tool
+    def purge_expired(self) -> dict[str, Any]:
+        """Delete documents past their TTL (through the writer when the job kind is registered)."""
+        if "purge_expired" in jobs.JOB_KINDS:
+            return {"Success": True, **jobs.run_inline(self.ctx, "purge_expired", {})}
+        with self.ctx.write_lock:
+            return {"Success": True, **ttl.purge_expired(self.ctx)}
