@@ -21,6 +21,7 @@ from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.walking import WalkEntry, walk
+from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index
@@ -40,6 +41,7 @@ class IngestReport:
     skipped: list[SkippedFile] = field(default_factory=list)
     chunks_written: int = 0
     warnings: list[str] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)  # word pieces of each chunk written (clip warnings)
 
     def as_dict(self) -> dict[str, Any]:
         counts = {c: 0 for c in SKIP_CATEGORIES}
@@ -156,6 +158,7 @@ def ingest_entries(
     with ``reparse`` every file is loaded and chunked again (forced reindex).
     """
     required = list(row.settings.get("required_frontmatter", []))
+    embeddings.prepare_write(ctx, row)  # fails closed before anything is written
     known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
     files = [e for e in entries if isinstance(e, WalkEntry)]
     skipped_before = len(report.skipped)
@@ -200,6 +203,7 @@ def ingest_entries(
             progress(done, total)
     with ctx.catalog.write() as conn:
         record_skips(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
+    report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
 
 
 def record_skips(conn: Any, index_id: str, skipped: list[SkippedFile], *, ok: list[str]) -> None:
@@ -224,6 +228,7 @@ def _write_files(
     if not pending:
         return
     spans = chunk_many([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
+    crash_point("ingest.chunked")
     with ctx.catalog.write() as conn:
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
             status, _ = doc_rows.upsert(
@@ -250,6 +255,7 @@ def _write_files(
             )
             (report.added if status == "added" else report.modified).append(entry.rel_path)
             report.chunks_written += len(chunks)
+            report.chunk_tokens.extend(c.token_count for c in chunks)
 
 
 def add_text(
@@ -291,6 +297,7 @@ def add_text(
         if prev is not None and prev.content_hash == h and prev.chunk_config == cfg and prev.metadata == metadata:
             return {"Message": "Text unchanged", "index_name": row.name, "filepath": path, "file_id": prev.id,
                     "status": "unchanged", "chunks_written": 0}
+        embeddings.prepare_write(ctx, row)
         [chunks] = chunk_many([(text, cfg, False)])
         with ctx.catalog.write() as conn:
             status, doc = doc_rows.upsert(
@@ -302,6 +309,7 @@ def add_text(
                 ),
             )
         catch_up_keywords(ctx)
+        warnings = warnings + embeddings.after_write(ctx, row, [c.token_count for c in chunks])
     out: dict[str, Any] = {
         "Message": f"Text {status} as {path!r} with {len(chunks)} chunk(s)",
         "index_name": row.name,
@@ -360,6 +368,7 @@ def add_texts(
         prepared.append((path, text, meta, ids.content_hash(text)))
     report = IngestReport(warnings=list(warnings))
     with ctx.write_lock:
+        embeddings.prepare_write(ctx, row)
         known = doc_rows.hashes_by_path(ctx.catalog.conn, row.id)
         todo = []
         for path, text, meta, h in prepared:
@@ -386,10 +395,12 @@ def add_texts(
                     )
                     (report.added if status == "added" else report.modified).append(path)
                     report.chunks_written += len(chunks)
+                    report.chunk_tokens.extend(c.token_count for c in chunks)
             done += len(batch)
             if progress:
                 progress(done, len(prepared))
         catch_up_keywords(ctx)
+        report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
     out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
     if report.warnings:
         out["Warnings"] = report.warnings

@@ -9,6 +9,7 @@ resolved against the catalog, which is the truth.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -49,6 +50,16 @@ def _analyzer() -> Any:
     )
 
 
+@functools.cache
+def _term_analyzer() -> Any:
+    return _analyzer()
+
+
+def analyze(text: str) -> list[str]:
+    """The terms the keyword index makes of ``text``: lower-cased, folded, stop words out, stemmed."""
+    return list(_term_analyzer().analyze(text))
+
+
 @dataclass(frozen=True)
 class KeywordDoc:
     cid: int
@@ -86,10 +97,10 @@ class KeywordIndex:
             w = self._get_writer()
             for ix in drop_indexes:
                 w.delete_documents_by_term("index_id", ix)
-            for cid in removes:
-                w.delete_documents_by_term("cid", cid)
+            gone = sorted(set(removes) | {d.cid for d in adds})
+            for i in range(0, len(gone), 4096):
+                w.delete_documents_by_query(self._cids_query(gone[i : i + 4096]))
             for d in adds:
-                w.delete_documents_by_term("cid", d.cid)
                 doc = tantivy.Document()
                 doc.add_unsigned("cid", d.cid)
                 doc.add_text("index_id", d.index_id)
@@ -97,6 +108,11 @@ class KeywordIndex:
                 doc.add_text("title", d.title)
                 doc.add_text("text", d.text)
                 w.add_document(doc)
+
+    def _cids_query(self, cids: list[int]) -> Any:
+        # delete_documents_by_term turns a Python int into an i64 term, which never matches
+        # a u64 field; a query built from the schema has the right type.
+        return tantivy.Query.term_set_query(self.schema, "cid", cids)
 
     def commit(self) -> None:
         with self._lock:

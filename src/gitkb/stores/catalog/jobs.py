@@ -93,10 +93,10 @@ def insert(
     job_id = "job_" + uuid.uuid4().hex[:24]
     now = time.time()
     conn.execute(
-        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?)",
         (job_id, kind, json.dumps(params, default=str), state, caller, dedupe_key, runner, now,
-         now if state == "running" else None),
+         now if state == "running" else None, 1 if state == "running" else 0),
     )
     row = get(conn, job_id)
     assert row is not None
