@@ -336,6 +336,30 @@ def m005_knowledge_bases(conn: sqlite3.Connection) -> None:
     )
 
 
+def m006_webhooks(conn: sqlite3.Connection) -> None:
+    """Webhook deliveries (replay protection by delivery id) and per-source webhook secrets."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE webhook_deliveries (
+            provider TEXT NOT NULL,
+            delivery_id TEXT NOT NULL,
+            source_id TEXT,
+            commit_sha TEXT,
+            event TEXT NOT NULL,
+            job_id TEXT,
+            received_at REAL NOT NULL,
+            PRIMARY KEY (provider, delivery_id)
+        );
+        CREATE TABLE webhook_secrets (
+            source_id TEXT PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+            secret TEXT NOT NULL,
+            set_at REAL NOT NULL
+        )
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -343,6 +367,7 @@ MIGRATIONS: list[Migration] = [
     m003_embeddings,
     m004_sources_proposals_reviews,
     m005_knowledge_bases,
+    m006_webhooks,
 ]
 
 
