@@ -316,6 +316,14 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
         ]
     out.pop("in_flight_job", None)
     out.pop("writer", None)
+    if isinstance(out.get("documents_indexed"), int) and not out.get("documents_indexed_error"):
+        ids = sorted(scope.readable)
+        marks = ",".join("?" * len(ids))
+        out["documents_indexed"] = (
+            int(ctx.catalog.conn.execute(f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", ids).fetchone()[0])
+            if ids
+            else 0
+        )
     return out
 
 
@@ -376,3 +384,27 @@ def _filter_inventory(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> d
     if "Message" in filtered and "Stats" in filtered:
         filtered["Message"] = f"{len(filtered['Stats'])} index(es)"
     return filtered
+
+
+def require_source(ctx: Context, scope: AgentScope, ref: Any) -> None:
+    """Proposals and pull requests: the source (or the index it feeds) must feed an index the agent may write."""
+    if not scope.scoped:
+        return
+    from gitkb.core.errors import GitkbError
+    from gitkb.services.sources.registry import resolve_source
+
+    try:
+        fed = set(resolve_source(ctx, ref).index_ids)
+    except GitkbError:  # unknown and out-of-scope read the same: no probing
+        fed = set()
+    if not fed & scope.readable:
+        raise Forbidden(
+            f"source or index {ref!r} does not feed any index in the knowledge bases of agent {scope.agent_id!r}",
+            next_steps=["list_knowledge_bases shows the indexes this agent can use"],
+        )
+    if not fed & scope.writable:
+        raise Forbidden(
+            f"agent {scope.agent_id!r} has only read-only bindings to the indexes fed by {ref!r}:"
+            " proposing changes is turned off for it",
+            next_steps=["an operator can give a read-write binding (gitkb agent assign AGENT_ID KB)"],
+        )
