@@ -1,0 +1,108 @@
+"""The one way a route reaches the library: a Workspace method on a worker thread,
+its dict answered as is (or as the error shape when it says ``Success: false``).
+
+Long calls go through ``Workspace.promoted`` when it exists: they answer inline
+when quick, else ``{"status": "working", "job_id", "poll_with": "get_job_result"}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.http.errors import NotImplementedYet, respond
+from gitkb.http.limits import run_blocking
+from gitkb.http.state import get_state
+from gitkb.workspace import Workspace
+
+
+def has(method: str) -> bool:
+    """Whether the library offers ``method`` (routes for capabilities still being built are
+    registered once the method exists)."""
+    return callable(getattr(Workspace, method, None))
+
+
+@functools.cache
+def accepted_params(method: str) -> tuple[frozenset[str], bool]:
+    """The keyword parameters ``Workspace.<method>`` takes, and whether it takes ``**kwargs``."""
+    sig = inspect.signature(getattr(Workspace, method))
+    names = frozenset(
+        p.name
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "progress")
+    )
+    return names, any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def check_params(method: str, params: dict[str, Any]) -> None:
+    names, open_ended = accepted_params(method)
+    unknown = sorted(set(params) - names)
+    if unknown and not open_ended:
+        raise InvalidArgument(
+            f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(names)) or 'none'}"
+        )
+
+
+def clean(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def principal_name(request: Request) -> str | None:
+    p = getattr(request.state, "principal", None)
+    return getattr(p, "name", None)
+
+
+async def call(
+    request: Request,
+    method: str,
+    /,
+    *,
+    write: bool = False,
+    long: bool = False,
+    status: int = 200,
+    **params: Any,
+) -> JSONResponse:
+    """``Workspace.<method>(**params)`` (None values dropped) → the HTTP answer."""
+    state = get_state(request)
+    ws = state.workspace
+    if not has(method):
+        raise NotImplementedYet(f"{method} is not available in this version of gitkb")
+    kwargs = clean(params)
+    check_params(method, kwargs)
+    if long and has("promoted"):
+        caller = principal_name(request)
+        if caller:
+            kwargs["caller"] = caller
+        result = await run_blocking(state, ws.promoted, method, write=True, **kwargs)
+    else:
+        result = await run_blocking(state, getattr(ws, method), write=write, **kwargs)
+    return respond(result, status=status, retry_after_s=state.cfg.busy_retry_after_s)
+
+
+async def action(
+    request: Request, name: str, /, *, write: bool, long: bool = False, **params: Any
+) -> JSONResponse:
+    """``Workspace.document_index(name, **params)``; long writes are promoted to jobs."""
+    return await call(request, "document_index", write=write, long=long, action=name, **params)
+
+
+class Body(BaseModel):
+    """A request body for a Workspace method: strict types, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def params(self) -> dict[str, Any]:
+        return clean(self.model_dump(exclude_unset=True))
+
+
+class ActionBody(Body):
+    """A body for an action of the action API: unknown fields pass through and the action
+    API refuses them with the list it accepts (so new action parameters need no route change)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)

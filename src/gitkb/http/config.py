@@ -1,0 +1,127 @@
+"""The ``[server]`` section of ``gitkb.toml``, read once when the app is built.
+
+```toml
+[server]
+allowed_roots = ["/srv/docs"]     # ADD_DOCUMENTS by server-side path only under these
+max_body_bytes = 10485760         # every request body
+webhook_max_body_bytes = 5242880  # /webhooks/* bodies
+max_top_n = 50                    # search / ask
+max_count = 500                   # LIST_DOCUMENTS / GET_DOCUMENT page size
+request_timeout_s = 30
+read_threads = 32                 # concurrent blocking reads (search, list, get)
+write_threads = 4                 # concurrent blocking writes (the writer serialises them)
+
+[[server.tokens]]
+name = "ci"                       # recorded as the actor / reviewer
+token_env = "GITKB_TOKEN_CI"      # or token_sha256 = "<hex>", or token = "<literal>"
+scopes = ["read", "write"]        # read, write, review, admin
+```
+
+``GITKB_WEBHOOK_SECRET`` is the webhook secret for sources that have none of
+their own. Tokens are kept only as SHA-256 digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitkb.core.config import Settings
+from gitkb.core.errors import InvalidArgument
+
+SCOPES = ("read", "write", "review", "admin")
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TokenSpec:
+    name: str
+    digest: bytes  # sha256 of the token
+    scopes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    tokens: tuple[TokenSpec, ...] = ()
+    allowed_roots: tuple[Path, ...] = ()
+    max_body_bytes: int = 10 * MiB
+    webhook_max_body_bytes: int = 5 * MiB
+    max_top_n: int = 50
+    max_count: int = 500
+    request_timeout_s: float = 30.0
+    read_threads: int = 32
+    write_threads: int = 4
+    busy_retry_after_s: int = 5
+    webhook_secret: str | None = field(default=None, repr=False)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.tokens)
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def _positive(raw: dict[str, Any], key: str, default: float, kind: type) -> Any:
+    v = raw.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+        raise InvalidArgument(f"[server] {key} must be a positive number, got {v!r}")
+    return kind(v)
+
+
+def _token(raw: Any, env: Mapping[str, str], i: int) -> TokenSpec:
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"[[server.tokens]] entry {i} must be a table")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"[[server.tokens]] entry {i} needs a name")
+    scopes = raw.get("scopes", ["read"])
+    if not isinstance(scopes, list) or not scopes or any(s not in SCOPES for s in scopes):
+        raise InvalidArgument(f"token {name!r}: scopes must be a non-empty list of {', '.join(SCOPES)}")
+    given = [k for k in ("token", "token_env", "token_sha256") if k in raw]
+    if len(given) != 1:
+        raise InvalidArgument(f"token {name!r}: give exactly one of token, token_env, token_sha256")
+    if "token_sha256" in raw:
+        try:
+            digest = bytes.fromhex(str(raw["token_sha256"]))
+        except ValueError as exc:
+            raise InvalidArgument(f"token {name!r}: token_sha256 is not hex") from exc
+        if len(digest) != 32:
+            raise InvalidArgument(f"token {name!r}: token_sha256 must be 64 hex digits")
+    else:
+        value = env.get(str(raw["token_env"]), "") if "token_env" in raw else str(raw["token"])
+        if len(value) < 16:
+            where = f"environment variable {raw['token_env']}" if "token_env" in raw else "token"
+            raise InvalidArgument(f"token {name!r}: the {where} is unset or shorter than 16 characters")
+        digest = token_digest(value)
+    return TokenSpec(name.strip(), digest, frozenset(scopes))
+
+
+def load_server_config(settings: Settings, env: Mapping[str, str] | None = None) -> ServerConfig:
+    env = os.environ if env is None else env
+    raw = settings.section("server")
+    tokens = tuple(_token(t, env, i) for i, t in enumerate(raw.get("tokens", []) or []))
+    if len({t.name for t in tokens}) != len(tokens):
+        raise InvalidArgument("[[server.tokens]] names must be unique")
+    roots_raw = raw.get("allowed_roots", []) or []
+    if not isinstance(roots_raw, list) or not all(isinstance(r, str) and r.strip() for r in roots_raw):
+        raise InvalidArgument("[server] allowed_roots must be a list of directory paths")
+    roots = tuple(Path(r).expanduser().resolve() for r in roots_raw)
+    return ServerConfig(
+        tokens=tokens,
+        allowed_roots=roots,
+        max_body_bytes=_positive(raw, "max_body_bytes", 10 * MiB, int),
+        webhook_max_body_bytes=_positive(raw, "webhook_max_body_bytes", 5 * MiB, int),
+        max_top_n=_positive(raw, "max_top_n", 50, int),
+        max_count=_positive(raw, "max_count", 500, int),
+        request_timeout_s=_positive(raw, "request_timeout_s", 30.0, float),
+        read_threads=_positive(raw, "read_threads", 32, int),
+        write_threads=_positive(raw, "write_threads", 4, int),
+        busy_retry_after_s=_positive(raw, "busy_retry_after_s", 5, int),
+        webhook_secret=env.get("GITKB_WEBHOOK_SECRET") or None,
+    )

@@ -1,0 +1,214 @@
+"""The one HTTP error shape, for every error path:
+
+``{"ok": false, "error": {"code", "message", "next_steps"?, "details"?}}``
+
+The status comes from the code (``gitkb.core.errors.HTTP_STATUS_BY_CODE``, plus
+the few codes only HTTP has, below). A Workspace call that answers
+``Success: false`` becomes this shape with the call's other fields under
+``error.details``; FastAPI's validation errors, unknown routes and methods,
+oversize or non-JSON bodies, timeouts and crashes all come out the same way.
+
+HTTP-only codes: ``payload_too_large`` 413, ``unsupported_media_type`` 415,
+``method_not_allowed`` 405, ``timeout`` 504, ``not_implemented`` 501.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gitkb.core.errors import HTTP_STATUS_BY_CODE, GitkbError
+
+log = logging.getLogger("gitkb.http")
+
+
+class PayloadTooLarge(GitkbError):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class UnsupportedMediaType(GitkbError):
+    code = "unsupported_media_type"
+    http_status = 415
+
+
+class MethodNotAllowed(GitkbError):
+    code = "method_not_allowed"
+    http_status = 405
+
+
+class RequestTimeout(GitkbError):
+    code = "timeout"
+    http_status = 504
+
+
+class NotImplementedYet(GitkbError):
+    code = "not_implemented"
+    http_status = 501
+
+
+HTTP_ONLY = (PayloadTooLarge, UnsupportedMediaType, MethodNotAllowed, RequestTimeout, NotImplementedYet)
+STATUS_BY_CODE: dict[str, int] = {**HTTP_STATUS_BY_CODE, **{c.code: c.http_status for c in HTTP_ONLY}}
+CODE_BY_STATUS: dict[int, str] = {
+    400: "invalid_argument",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation",
+    501: "not_implemented",
+    503: "store_unavailable",
+    504: "timeout",
+}
+RESULT_KEYS = ("Success", "Error", "code", "next_steps")
+
+
+def status_for(code: str) -> int:
+    return STATUS_BY_CODE.get(code, 500)
+
+
+def error_body(
+    code: str, message: str, *, next_steps: list[str] | None = None, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if next_steps:
+        err["next_steps"] = list(next_steps)
+    if details:
+        err["details"] = jsonable_encoder(details)
+    return {"ok": False, "error": err}
+
+
+def error_response(
+    code: str,
+    message: str,
+    *,
+    status: int | None = None,
+    next_steps: list[str] | None = None,
+    details: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    retry_after_s: int = 5,
+) -> JSONResponse:
+    status = status or status_for(code)
+    hdrs = dict(headers or {})
+    if code == "busy" and "Retry-After" not in hdrs:
+        hdrs["Retry-After"] = str(retry_after_s)
+    if status == 401:
+        hdrs.setdefault("WWW-Authenticate", 'Bearer realm="gitkb"')
+    body = error_body(code, message, next_steps=next_steps, details=details)
+    return JSONResponse(body, status_code=status, headers=hdrs)
+
+
+def from_exception(exc: GitkbError, retry_after_s: int = 5) -> JSONResponse:
+    return error_response(
+        exc.code,
+        exc.message,
+        status=exc.http_status,
+        next_steps=exc.next_steps,
+        details=exc.details,
+        retry_after_s=retry_after_s,
+    )
+
+
+def from_result(result: dict[str, Any], retry_after_s: int = 5) -> JSONResponse:
+    """A ``Success: false`` dict from a Workspace call → the error shape."""
+    code = str(result.get("code") or "internal")
+    message = str(result.get("Error") or result.get("Message") or "failed")
+    steps = result.get("next_steps")
+    details = {k: v for k, v in result.items() if k not in RESULT_KEYS}
+    return error_response(
+        code,
+        message,
+        next_steps=list(steps) if isinstance(steps, list) else None,
+        details=details or None,
+        retry_after_s=retry_after_s,
+    )
+
+
+def respond(result: dict[str, Any], *, status: int = 200, retry_after_s: int = 5) -> JSONResponse:
+    """A Workspace result as the HTTP answer: the dict itself on success, else the error shape."""
+    if result.get("Success") is False:
+        return from_result(result, retry_after_s)
+    return JSONResponse(jsonable_encoder(result), status_code=status)
+
+
+def log_internal(home: Path | None, exc: BaseException) -> str:
+    """Append the traceback to ``<home>/logs/gitkb.log``; returns where."""
+    if home is None:
+        log.error("internal error", exc_info=exc)
+        return "the server log"
+    logdir = home / "logs"
+    try:
+        logdir.mkdir(parents=True, exist_ok=True)
+        with open(logdir / "gitkb.log", "a", encoding="utf-8") as fh:
+            fh.write("".join(traceback.format_exception(exc)))
+    except OSError:  # pragma: no cover - a read-only home
+        log.error("internal error", exc_info=exc)
+    return str(logdir / "gitkb.log")
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> str:
+    if not errors:
+        return "the request is not valid"
+    first = errors[0]
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc}: {first.get('msg', 'invalid')}{more}"
+
+
+def install_handlers(app: FastAPI, home: Path | None) -> None:
+    async def on_gitkb(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, GitkbError)
+        state = getattr(request.app.state, "gitkb", None)
+        return from_exception(exc, state.cfg.busy_retry_after_s if state else 5)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        return error_response(
+            "validation",
+            _validation_message(errors),
+            details={"errors": errors},
+            next_steps=["see /docs or /openapi.json for the request schema"],
+        )
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = CODE_BY_STATUS.get(
+            exc.status_code, "internal" if exc.status_code >= 500 else "invalid_argument"
+        )
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path}"
+            steps = ["see /docs or /openapi.json for the routes"]
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+            allow = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow")
+            steps = [f"allowed: {allow}" if allow else "see /docs or /openapi.json"]
+        else:
+            steps = []
+        return error_response(
+            code, message, status=exc.status_code, next_steps=steps, headers=dict(exc.headers or {})
+        )
+
+    async def on_crash(request: Request, exc: Exception) -> JSONResponse:
+        where = log_internal(home, exc)
+        return error_response("internal", f"internal error ({type(exc).__name__}); details in {where}")
+
+    app.add_exception_handler(GitkbError, on_gitkb)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_crash)

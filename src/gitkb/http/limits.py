@@ -1,0 +1,159 @@
+"""Request limits: body size and type, result caps, server-side paths, timeouts.
+
+* ``BodyGate`` (ASGI middleware) reads at most the cap of a request body
+  (``webhook_max_body_bytes`` under ``/webhooks``, ``max_body_bytes`` elsewhere)
+  and refuses more with 413 before any route runs; a non-empty body must be
+  JSON (415), except under ``/ui`` where the web page posts forms.
+* ``run_blocking`` runs a Workspace call on a worker thread (reads and writes
+  have separate pools) under the per-request timeout, so one slow search never
+  holds the event loop or the other requests.
+* ``cap`` and ``server_path`` check what the service layer cannot know: this
+  server's caps and its ``allowed_roots``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gitkb.core.errors import Forbidden, InvalidArgument
+from gitkb.http.config import ServerConfig
+from gitkb.http.errors import error_response
+from gitkb.http.state import AppState
+
+T = TypeVar("T")
+FORM_PREFIXES = ("/ui",)
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class BodyGate:
+    def __init__(self, app: ASGIApp, cfg: ServerConfig) -> None:
+        self.app = app
+        self.cfg = cfg
+
+    def _cap(self, path: str) -> int:
+        return self.cfg.webhook_max_body_bytes if path.startswith("/webhooks") else self.cfg.max_body_bytes
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, code: str, msg: str, steps: list[str]
+    ) -> None:
+        await error_response(code, msg, next_steps=steps, headers={"Connection": "close"})(
+            scope, receive, send
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        cap = self._cap(path)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        too_big = f"the request body is over the {cap}-byte limit"
+        steps = ["send a smaller body; large trees go in by server-side path or git sync"]
+        declared = headers.get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+            await self._refuse(scope, receive, send, "payload_too_large", too_big, steps)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > cap:
+                await self._refuse(scope, receive, send, "payload_too_large", too_big, steps)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        ctype = headers.get("content-type", "")
+        if body and not path.startswith(FORM_PREFIXES) and not is_json(ctype):
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                "unsupported_media_type",
+                f"the body must be JSON (Content-Type: application/json), not {ctype or 'unspecified'}",
+                ["send Content-Type: application/json (for a forge webhook, choose the JSON content type)"],
+            )
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def run_blocking(
+    state: AppState, fn: Callable[..., T], /, *args: Any, write: bool = False, **kw: Any
+) -> T:
+    """``fn(*args, **kw)`` on a worker thread, within the request timeout."""
+    from gitkb.http.errors import RequestTimeout
+
+    limiter = state.write_limiter if write else state.read_limiter
+    seconds = state.cfg.request_timeout_s
+    try:
+        with anyio.fail_after(seconds):
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args, **kw), abandon_on_cancel=True, limiter=limiter
+            )
+    except TimeoutError:
+        steps = ["retry later; poll GET /status"]
+        if write:
+            steps.insert(0, "the write may still complete: check GET /jobs or GET /status before retrying")
+        raise RequestTimeout(f"the call took longer than {seconds:g} s", next_steps=steps) from None
+
+
+def cap(name: str, value: Any, limit: int) -> None:
+    """Refuse an integer parameter over this server's limit (type checks stay with the service)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        raise InvalidArgument(
+            f"{name} is {value}; this server's limit is {limit}", next_steps=[f"ask for {name} <= {limit}"]
+        )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
+    """A server-side path the API may read: absolute, and (symlinks resolved) inside an allowed root.
+
+    Returns the resolved path, so what is walked is what was checked."""
+    if not cfg.allowed_roots:
+        raise Forbidden(
+            "adding documents by server-side path is disabled on this server",
+            next_steps=["set [server] allowed_roots in gitkb.toml", "or send the text with ADD_TEXT"],
+        )
+    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+        raise InvalidArgument(f"{name} must be an absolute path under an allowed root")
+    p = Path(raw).expanduser()
+    if not p.is_absolute():
+        raise InvalidArgument(f"{name} must be absolute, got {raw!r}")
+    real = Path(os.path.realpath(p))
+    if not any(_inside(real, root) for root in cfg.allowed_roots):
+        raise Forbidden(
+            f"{name} {raw!r} is outside the allowed roots"
+            + (f" (it resolves to {real})" if real != p else ""),
+            details={"allowed_roots": [str(r) for r in cfg.allowed_roots]},
+        )
+    return str(real)

@@ -1,0 +1,60 @@
+"""``POST /actions/document_index``: the action API as is (``{"action": NAME, ...params}``).
+
+Read actions need the ``read`` scope, every other action ``write``. This
+server's caps apply (``top_n``, ``count``) and ADD_DOCUMENTS paths must lie in
+``allowed_roots``, exactly as on the dedicated routes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.http.auth import require
+from gitkb.http.calls import action
+from gitkb.http.limits import cap, server_path
+from gitkb.http.state import get_state
+from gitkb.services import actions as action_table
+
+router = APIRouter(tags=["actions"])
+LONG_ACTIONS = frozenset({"ADD_DOCUMENTS", "RECHUNK"})
+EXAMPLE = {"action": "SEARCH", "query": "rollback checklist", "index_name": "kb", "top_n": 5}
+
+
+def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """This server's limits on an action's parameters (shared with the dedicated routes)."""
+    cfg = get_state(request).cfg
+    cap("top_n", params.get("top_n"), cfg.max_top_n)
+    cap("top_k", params.get("top_k"), cfg.max_top_n)
+    if name in ("LIST_DOCUMENTS", "GET_DOCUMENT"):
+        cap("count", params.get("count"), cfg.max_count)
+    if name == "ADD_DOCUMENTS":
+        params = dict(params)
+        params["filepath"] = server_path(cfg, params.get("filepath"))
+        if params.get("base_path") is not None:
+            params["base_path"] = server_path(cfg, params["base_path"], name="base_path")
+    return params
+
+
+@router.post(
+    "/actions/document_index",
+    summary="The action API (CREATE_INDEX, ADD_DOCUMENTS, ADD_TEXT, SEARCH, ASK, ...)",
+)
+async def document_index(
+    request: Request,
+    body: dict[str, Any] = Body(..., examples=[EXAMPLE]),  # noqa: B008
+) -> JSONResponse:
+    params = dict(body)
+    name = params.pop("action", None)
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument("the body needs 'action' (e.g. SEARCH, ADD_TEXT, LIST_INDICES)")
+    name = name.strip().upper()
+    if "progress" in params:
+        raise InvalidArgument("progress is not an HTTP parameter; long actions answer with a job_id to poll")
+    read = action_table.is_read(name)
+    await require("read" if read else "write")(request)
+    params = guard_params(request, name, params)
+    return await action(request, name, write=not read, long=name in LONG_ACTIONS, **params)

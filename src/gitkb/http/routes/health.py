@@ -1,0 +1,67 @@
+"""``GET /healthz`` (the process answers) and ``GET /readyz`` (catalog and vector store reachable).
+
+Both are open: they say nothing about the data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from gitkb.http.errors import error_response
+from gitkb.http.limits import run_blocking
+from gitkb.http.state import AppState, get_state
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="The process is up")
+async def healthz() -> dict[str, Any]:
+    return {"ok": True}
+
+
+def _catalog(state: AppState) -> None:
+    state.workspace.ctx.catalog.conn.execute("SELECT 1 FROM indexes LIMIT 1").fetchall()
+
+
+async def _vectors(state: AppState) -> str:
+    s = state.settings
+    if s.chroma_host:
+        url = f"http://{s.chroma_host}:{s.chroma_port or 8000}/api/v2/heartbeat"
+        async with httpx.AsyncClient(timeout=2.0, headers=s.chroma_headers) as client:
+            r = await client.get(url)
+            r.raise_for_status()
+        return f"chroma server {s.chroma_host}:{s.chroma_port or 8000}"
+    path = s.vectors_path
+    probe = path if path.exists() else path.parent
+    if not probe.is_dir():
+        raise OSError(f"{probe} is not a directory")
+    return f"embedded chroma at {path}"
+
+
+@router.get("/readyz", summary="The catalog and the vector store are reachable")
+async def readyz(request: Request) -> JSONResponse:
+    state = get_state(request)
+    checks: dict[str, Any] = {}
+    failed: list[str] = []
+    try:
+        await run_blocking(state, _catalog, state)
+        checks["catalog"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - a probe reports, it does not crash
+        checks["catalog"] = f"unreachable: {exc}"
+        failed.append("catalog")
+    try:
+        checks["vectors"] = await _vectors(state)
+    except Exception as exc:  # noqa: BLE001
+        checks["vectors"] = f"unreachable: {exc}"
+        failed.append("vectors")
+    if failed:
+        return error_response(
+            "store_unavailable",
+            f"not ready: {', '.join(failed)} unreachable",
+            details={"checks": checks},
+            next_steps=["check the Chroma server and the workspace directory; GET /readyz again"],
+        )
+    return JSONResponse({"ok": True, "checks": checks, "writer": state.workspace.ctx.is_writer})

@@ -1,0 +1,84 @@
+"""Status, embeddings, reindex, build embeddings and jobs.
+
+Long work (reindex, build embeddings) answers inline when it is quick, else
+with ``{"status": "working", "job_id", "poll_with": "get_job_result"}``: poll
+``GET /jobs/{job_id}``. Routes appear once the library offers their method.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from gitkb.http.auth import require
+from gitkb.http.calls import Body, call, has
+
+router = APIRouter(tags=["status and jobs"])
+READ = [Depends(require("read"))]
+WRITE = [Depends(require("write"))]
+
+
+class Reindex(Body):
+    force: bool = False
+    index_name: str | None = None
+
+
+class BuildEmbeddings(Body):
+    force: bool = False
+
+
+if has("get_index_status"):
+
+    @router.get(
+        "/status", dependencies=READ, summary="Index status: queryable/building/failed, queue, dirty counts"
+    )
+    async def status(request: Request) -> JSONResponse:
+        return await call(request, "get_index_status")
+
+
+if has("embeddings_status"):
+
+    @router.get("/embeddings", dependencies=READ, summary="Embeddings status: provider, vector count, path")
+    async def embeddings_status(request: Request) -> JSONResponse:
+        return await call(request, "embeddings_status")
+
+
+if has("reindex"):
+
+    @router.post(
+        "/reindex", dependencies=WRITE, summary="Re-index directory-fed indexes; long: may answer a job_id"
+    )
+    async def reindex(request: Request, body: Reindex) -> JSONResponse:
+        return await call(request, "reindex", write=True, long=True, **body.params())
+
+
+if has("build_embeddings"):
+
+    @router.post(
+        "/embeddings/build", dependencies=WRITE, summary="Embed what lags; long: may answer a job_id"
+    )
+    async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
+        return await call(request, "build_embeddings", write=True, long=True, **body.params())
+
+
+if has("list_jobs"):
+
+    @router.get("/jobs", dependencies=READ, summary="Recent jobs, newest first")
+    async def list_jobs(
+        request: Request, limit: int | None = Query(None, ge=1, le=500), state: str | None = None
+    ) -> JSONResponse:
+        return await call(request, "list_jobs", limit=limit, state=state)
+
+
+if has("get_job_result"):
+
+    @router.get("/jobs/{job_id}", dependencies=READ, summary="A job: status, progress, result or error")
+    async def get_job(request: Request, job_id: str) -> JSONResponse:
+        return await call(request, "get_job_result", job_id=job_id)
+
+
+if has("cancel_job"):
+
+    @router.post("/jobs/{job_id}/cancel", dependencies=WRITE, summary="Cancel a queued or running job")
+    async def cancel_job(request: Request, job_id: str) -> JSONResponse:
+        return await call(request, "cancel_job", write=True, job_id=job_id)

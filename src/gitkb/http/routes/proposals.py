@@ -1,0 +1,79 @@
+"""Proposals (staged edits on a source's proposal branch) and pull requests.
+
+``POST /proposals`` stages an edit (``propose_kb_edit``); ``POST /pulls`` sends
+the staged branch for review (``open_kb_pull_request``: nothing is pushed until
+a reviewer approves). Routes appear once the library offers the method.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from gitkb.http.auth import require
+from gitkb.http.calls import ActionBody, call, has
+
+router = APIRouter(tags=["proposals and pull requests"])
+READ = [Depends(require("read"))]
+WRITE = [Depends(require("write"))]
+
+
+class Propose(ActionBody):
+    source_id_or_index: str
+    relative_path: str
+    content: str | None = None
+    search: str | None = None
+    replace: str | None = None
+    note: str | None = None
+
+
+class OpenPull(ActionBody):
+    source_id_or_index: str
+    target_index: str | None = None
+    title: str | None = None
+    body: str | None = None
+    commit_message: str | None = None
+
+
+if has("propose_kb_edit"):
+
+    @router.post("/proposals", dependencies=WRITE, summary="Stage an edit (propose_kb_edit)")
+    async def propose(request: Request, body: Propose) -> JSONResponse:
+        return await call(request, "propose_kb_edit", write=True, **body.params())
+
+
+if has("list_proposals"):
+
+    @router.get("/proposals", dependencies=READ, summary="Staged proposals")
+    async def list_proposals(request: Request, source: str | None = Query(None)) -> JSONResponse:
+        return await call(request, "list_proposals", source=source)
+
+
+if has("show_proposal"):
+
+    @router.get("/proposals/{proposal_id}", dependencies=READ, summary="One proposal with its diff")
+    async def show_proposal(request: Request, proposal_id: str) -> JSONResponse:
+        return await call(request, "show_proposal", proposal_id=proposal_id)
+
+
+if has("discard_proposal"):
+
+    @router.delete("/proposals/{proposal_id}", dependencies=WRITE, summary="Discard a staged proposal")
+    async def discard_proposal(request: Request, proposal_id: str) -> JSONResponse:
+        return await call(request, "discard_proposal", write=True, proposal_id=proposal_id)
+
+
+if has("open_kb_pull_request"):
+
+    @router.post(
+        "/pulls", dependencies=WRITE, summary="Open (or update) a pull request: creates a pending review"
+    )
+    async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
+        return await call(request, "open_kb_pull_request", write=True, **body.params())
+
+
+if has("list_pull_requests"):
+
+    @router.get("/pulls", dependencies=READ, summary="Change requests of a source")
+    async def list_pulls(request: Request, source: str | None = Query(None)) -> JSONResponse:
+        return await call(request, "list_pull_requests", source=source)

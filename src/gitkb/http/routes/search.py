@@ -1,0 +1,43 @@
+"""``POST /search`` and ``POST /ask`` (the SEARCH and ASK actions, with this server's caps)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from gitkb.http.auth import require
+from gitkb.http.calls import ActionBody, action
+from gitkb.http.routes.actions import guard_params
+
+router = APIRouter(tags=["search"])
+READ = [Depends(require("read"))]
+
+
+class SearchBody(ActionBody):
+    query: str
+    index_name: str | None = None
+    indexes: list[str] | None = Field(
+        None, description="several index names; all indexes when neither is given"
+    )
+    mode: str | None = Field(
+        None, description="keyword, semantic or hybrid (default: hybrid when embeddings exist)"
+    )
+    top_n: int | None = Field(None, description="results wanted (capped by [server] max_top_n)")
+    tenant: str | None = None
+
+
+class AskBody(SearchBody):
+    pass
+
+
+@router.post("/search", dependencies=READ, summary="Search: every hit is a citation")
+async def search(request: Request, body: SearchBody) -> JSONResponse:
+    params = guard_params(request, "SEARCH", body.params())
+    return await action(request, "SEARCH", write=False, **params)
+
+
+@router.post("/ask", dependencies=READ, summary="Ask: an answer with citations (ASK)")
+async def ask(request: Request, body: AskBody) -> JSONResponse:
+    params = guard_params(request, "ASK", body.params())
+    return await action(request, "ASK", write=False, **params)

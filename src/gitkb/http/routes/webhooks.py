@@ -1,0 +1,114 @@
+"""Forge webhooks: ``POST /webhooks/github``, ``/webhooks/gitlab``, ``/webhooks/generic``.
+
+Order of checks, each refusing with nothing enqueued: body size and JSON content
+type (``BodyGate``, 413/415) → a signature header at all (401) → a JSON object
+(400) → the source, by ``?source=NAME`` or the payload's repository URL (404) →
+the signature against that source's secret (401) → the event. A merge or push
+to the source's branch answers 202 with the sync job id; a replayed delivery id
+200 with ``{"duplicate": true, "job_id": <first delivery's job>}``; a ping or an
+event that needs no sync 200.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from gitkb.core.errors import Unauthorized
+from gitkb.http.auth import require
+from gitkb.http.limits import run_blocking
+from gitkb.http.state import AppState, get_state
+from gitkb.services import webhook_intake as intake
+from gitkb.services import webhooks as wh
+from gitkb.services.webhooks import WebhookEvent
+from gitkb.stores.catalog.sources import SourceRow
+
+router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+SOURCE_QUERY = Query(None, description="the source's name; else matched by the payload's repository URL")
+
+
+async def _source(state: AppState, name: str | None, urls: tuple[str, ...]) -> tuple[SourceRow, str | None]:
+    ctx = state.workspace.ctx
+
+    def lookup() -> tuple[SourceRow, str | None]:
+        row = intake.find_source(ctx, name, urls)
+        return row, intake.secret_for(ctx, row, state.cfg.webhook_secret)
+
+    return await run_blocking(state, lookup)
+
+
+def _no_secret(row: SourceRow) -> Unauthorized:
+    return Unauthorized(
+        f"source {row.name!r} has no webhook secret, so no delivery can be verified",
+        next_steps=[
+            "set one with `gitkb source add ... --webhook-secret`, or GITKB_WEBHOOK_SECRET on the server"
+        ],
+    )
+
+
+async def _accept(
+    state: AppState, provider: str, delivery_id: str | None, row: SourceRow, event: WebhookEvent
+) -> JSONResponse:
+    ctx = state.workspace.ctx
+    result: dict[str, Any] = await run_blocking(
+        state,
+        intake.accept,
+        ctx,
+        provider=provider,
+        delivery_id=delivery_id,
+        row=row,
+        event=event,
+        write=True,
+    )
+    return JSONResponse(result, status_code=202 if result.get("queued") else 200)
+
+
+@router.post("/github", summary="GitHub: pull_request merged, push, ping (X-Hub-Signature-256)")
+async def github(request: Request, source: str | None = SOURCE_QUERY) -> JSONResponse:
+    state = get_state(request)
+    signature = request.headers.get("x-hub-signature-256")
+    if not signature:
+        raise Unauthorized("missing X-Hub-Signature-256", next_steps=["give the GitHub webhook a secret"])
+    body = await request.body()
+    payload = wh.decode_json(body)
+    row, secret = await _source(state, source, wh.repository_urls("github", payload))
+    if not secret:
+        raise _no_secret(row)
+    if not wh.verify_github_signature(secret, body, signature):
+        raise Unauthorized("X-Hub-Signature-256 does not match the body and the source's secret")
+    event = wh.parse_github(request.headers.get("x-github-event"), payload)
+    if event.kind == "ping":
+        return JSONResponse({"Success": True, "event": "ping", "source": row.name, "queued": False})
+    return await _accept(state, "github", request.headers.get("x-github-delivery"), row, event)
+
+
+@router.post("/gitlab", summary="GitLab: Merge Request Hook (merged), Push Hook (X-Gitlab-Token)")
+async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONResponse:
+    state = get_state(request)
+    token = request.headers.get("x-gitlab-token")
+    if not token:
+        raise Unauthorized("missing X-Gitlab-Token", next_steps=["give the GitLab webhook a secret token"])
+    payload = wh.decode_json(await request.body())
+    row, secret = await _source(state, source, wh.repository_urls("gitlab", payload))
+    if not secret:
+        raise _no_secret(row)
+    if not wh.verify_gitlab_token(secret, token):
+        raise Unauthorized("X-Gitlab-Token does not match the source's secret")
+    event = wh.parse_gitlab(request.headers.get("x-gitlab-event"), payload)
+    delivery = request.headers.get("idempotency-key") or request.headers.get("x-gitlab-event-uuid")
+    return await _accept(state, "gitlab", delivery, row, event)
+
+
+@router.post(
+    "/generic",
+    dependencies=[Depends(require("write"))],
+    summary="CI: {source, commit} with a bearer token of scope write",
+)
+async def generic(request: Request) -> JSONResponse:
+    state = get_state(request)
+    name, commit = wh.parse_generic(wh.decode_json(await request.body()))
+    row, _ = await _source(state, name, ())
+    event = WebhookEvent("generic", "push", branch=row.branch, commit=commit)
+    return await _accept(state, "generic", request.headers.get("idempotency-key"), row, event)

@@ -1,0 +1,113 @@
+"""Webhook intake: match a delivery to its source, give its secret, deduplicate, request the sync.
+
+The pure part (signatures, payloads, URL normalisation) is ``services.webhooks``;
+this module does the catalog work around it. A source's secret is its own
+(``set_webhook_secret``, e.g. from ``source add --webhook-secret``) or the
+server-wide fallback the entry point read from ``GITKB_WEBHOOK_SECRET``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gitkb.core.errors import GitkbError, NotFound
+from gitkb.services.context import Context
+from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
+from gitkb.stores.catalog import deliveries
+from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.sources import SourceRow
+
+
+def find_source(ctx: Context, name: str | None, repo_urls: Iterable[str]) -> SourceRow:
+    """By ``?source=NAME`` when given, else the source whose URL equals one of the payload's."""
+    conn = ctx.catalog.conn
+    if name:
+        row = source_rows.get_by_name(conn, name)
+        if row is None:
+            raise NotFound(f"no source named {name!r}", next_steps=["check ?source= on the webhook URL"])
+        return row
+    wanted = {normalise_repo_url(u) for u in repo_urls} - {""}
+    if wanted:
+        for row in source_rows.list_all(conn):
+            if normalise_repo_url(row.url) in wanted:
+                return row
+    raise NotFound(
+        "no registered source matches this repository",
+        next_steps=[
+            "add ?source=NAME to the webhook URL, or register the repository with `gitkb source add`"
+        ],
+        details={"repository_urls": sorted(wanted)},
+    )
+
+
+def secret_for(ctx: Context, row: SourceRow, fallback: str | None) -> str | None:
+    return deliveries.get_secret(ctx.catalog.conn, row.id) or fallback or None
+
+
+def set_webhook_secret(ctx: Context, source: str, secret: str | None) -> dict[str, Any]:
+    """Set (or, with an empty value, clear) a source's webhook secret; it is never shown again."""
+    row = source_rows.get_by_name(ctx.catalog.conn, source)
+    if row is None:
+        raise NotFound(f"no source named {source!r}")
+    with ctx.catalog.write() as conn:
+        deliveries.set_secret(conn, row.id, secret or None)
+    return {"Message": f"webhook secret for {source!r} {'set' if secret else 'cleared'}", "source": source}
+
+
+def _job_id(result: Any) -> str | None:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        v = result.get("job_id")
+        return str(v) if v else None
+    v = getattr(result, "id", None) or getattr(result, "job_id", None)
+    return str(v) if v else None
+
+
+def request_sync(ctx: Context, row: SourceRow, commit: str) -> str | None:
+    """Enqueue the source's sync to ``commit`` (the same deduplicated job a local-forge merge enqueues)."""
+    try:
+        from gitkb.services.sources import merges  # type: ignore[attr-defined]
+    except ImportError as exc:  # pragma: no cover - until the merge → sync service lands
+        raise GitkbError("syncing a source on a merge event is not available in this build") from exc
+    return _job_id(merges.request_sync(ctx, row.name, commit))
+
+
+def accept(
+    ctx: Context,
+    *,
+    provider: str,
+    delivery_id: str | None,
+    row: SourceRow,
+    event: WebhookEvent,
+) -> dict[str, Any]:
+    """A verified delivery → its answer. Replays of a delivery id answer with the first job."""
+    wanted = event.wants_sync and event.branch == row.branch
+    reason = event.reason
+    if event.wants_sync and not wanted:
+        reason = f"the event is for branch {event.branch!r}; source {row.name!r} follows {row.branch!r}"
+    base = {"source": row.name, **event.as_dict()}
+    if reason:
+        base["reason"] = reason
+    if delivery_id:
+        with ctx.catalog.write() as conn:
+            earlier = deliveries.claim(
+                conn, provider, delivery_id, source_id=row.id, commit=event.commit, event=event.kind
+            )
+        if earlier is not None:
+            return {**base, "Success": True, "duplicate": True, "job_id": earlier.job_id, "queued": False}
+    if not wanted:
+        return {**base, "Success": True, "duplicate": False, "job_id": None, "queued": False}
+    assert event.commit is not None
+    try:
+        job_id = request_sync(ctx, row, event.commit)
+    except BaseException:
+        if delivery_id:
+            with ctx.catalog.write() as conn:
+                deliveries.release(conn, provider, delivery_id)
+        raise
+    if delivery_id:
+        with ctx.catalog.write() as conn:
+            deliveries.set_job(conn, provider, delivery_id, job_id)
+    return {**base, "Success": True, "duplicate": False, "job_id": job_id, "queued": True}
