@@ -1,0 +1,75 @@
+"""gitkb agent assign|unassign|show|usage"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.output import table
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Agents: which knowledge bases each may use, and what it spent."""
+
+
+@agent_group.command("assign")
+@click.argument("agent_id")
+@click.argument("kbs", nargs=-1, required=True)
+@click.option("--read-only", is_flag=True, help="Turn write tools off for these knowledge bases.")
+@click.option("--top-k", "top_k", type=int, help="The agent's default number of search results (1-50).")
+def assign(agent_id: str, kbs: tuple[str, ...], read_only: bool, top_k: int | None) -> None:
+    """Bind AGENT_ID to the knowledge bases KBS."""
+    run(lambda ws: ws.agent_assign(agent_id, list(kbs), read_only=read_only, default_top_k=top_k), _render_show)
+
+
+@agent_group.command("unassign")
+@click.argument("agent_id")
+@click.argument("kbs", nargs=-1, required=True)
+def unassign(agent_id: str, kbs: tuple[str, ...]) -> None:
+    """Remove the bindings of AGENT_ID to KBS."""
+    run(lambda ws: ws.agent_unassign(agent_id, list(kbs)))
+
+
+def _render_show(data: dict[str, Any]) -> None:
+    if data.get("Message"):
+        click.echo(data["Message"])
+    click.echo(f"agent {data['agent_id']}  default top_k {data['default_top_k']}")
+    rows = [
+        (i["index_name"], i["index_id"], "read-only" if i["read_only"] else "read-write", ", ".join(i["via"]))
+        for i in data.get("Indexes", [])
+    ]
+    if rows:
+        click.echo(table(rows, ["index", "id", "access", "via"]))
+    else:
+        click.echo("No indexes: its knowledge bases are empty.")
+
+
+@agent_group.command("show")
+@click.argument("agent_id")
+def show(agent_id: str) -> None:
+    """The knowledge bases and indexes AGENT_ID may use."""
+    run(lambda ws: ws.agent_show(agent_id), _render_show)
+
+
+def _render_usage(data: dict[str, Any]) -> None:
+    click.echo(f"agent {data['agent_id']}: {data['Message']}")
+    rows = [
+        (k["kind"], k["events"], k["count"], k["tokens"], round(k["duration_ms"] or 0, 1))
+        for k in data.get("ByKind", [])
+    ]
+    if rows:
+        click.echo(table(rows, ["kind", "events", "embeddings", "tokens", "ms"]))
+
+
+@agent_group.command("usage")
+@click.argument("agent_id")
+def usage(agent_id: str) -> None:
+    """Query embeddings recorded for AGENT_ID: count, tokens, time."""
+    run(lambda ws: ws.agent_usage(agent_id), _render_usage)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(agent_group)
