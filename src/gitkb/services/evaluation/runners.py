@@ -1,0 +1,230 @@
+"""Run an evaluation: make sure the index holds the data, ask every query through SEARCH, score.
+
+Retrieval goes through the public SEARCH service, so every mode it offers is
+measured the same way. Documents are cut into chunks; a document's rank is
+the rank of its best chunk (chunk hits collapse to documents in order).
+
+``eval_beir``: each corpus entry becomes one document ``corpus/<_id>.txt``
+(title, blank line, text), written in bulk; a hit whose document id equals
+the query id is dropped, as BEIR does. ``eval_qa``: ``docs/`` is added with
+ADD_DOCUMENTS (paths relative to ``docs/``, like the questions' ``doc``);
+the gold document of each question is the single relevant one, and ASK is
+checked for citing it.
+
+Indexes are reused: the default name is derived from the folder and the mode
+(``eval-beir-scifact-keyword``), and a second run only re-checks hashes.
+A ``keyword`` run creates a keyword-only index (no embedding).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.services import indexes as index_service
+from gitkb.services import ingest
+from gitkb.services import search as search_service
+from gitkb.services.context import Context
+from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
+from gitkb.services.evaluation.metrics import evaluate
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog.indexes import IndexRow
+
+MODES = ("keyword", "semantic", "hybrid")
+BEIR_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+QA_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr@10")
+QA_DEPTH = 50  # chunk hits fetched per question; enough for 10 distinct documents
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def _mode(mode: Any) -> str:
+    if mode is None:
+        return "keyword"
+    if mode not in MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return str(mode)
+
+
+def default_index_name(kind: str, dataset: str, mode: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", dataset).strip("-.") or "data"
+    return f"eval-{kind}-{base}" + ("-keyword" if mode == "keyword" else "")
+
+
+def ensure_index(ctx: Context, name: str, mode: str) -> tuple[IndexRow, bool]:
+    """The index to evaluate (created if missing); refuses a keyword-only index for semantic/hybrid."""
+    row = index_rows.get_by_name(ctx.catalog.conn, name)
+    created = False
+    if row is None:
+        index_service.create_index(ctx, name, embeddings=mode != "keyword")
+        created = True
+    row = index_service.get_index(ctx, name)
+    if mode != "keyword" and not row.embeddings:
+        raise InvalidArgument(
+            f"index {name!r} is keyword-only; a {mode} evaluation needs embeddings",
+            next_steps=["run with --mode keyword, or pass --index with a new name to build an index with embeddings"],
+        )
+    return row, created
+
+
+def _tick(progress: Progress | None, stage: str) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(stage, done, total)
+
+
+def _ranked_docs(
+    ctx: Context, query: str, index_name: str, mode: str, depth: int, key: Callable[[str], str | None]
+) -> list[str]:
+    res = search_service.search(ctx, query, index_name=index_name, top_n=depth, mode=mode)
+    out: dict[str, None] = {}
+    for hit in res["Results"]:
+        k = key(hit["filepath"])
+        if k is not None:
+            out.setdefault(k)
+    return list(out)
+
+
+def _run_queries(
+    ctx: Context,
+    queries: dict[str, str],
+    index_name: str,
+    mode: str,
+    depth: int,
+    key: Callable[[str], str | None],
+    progress: Progress | None,
+) -> tuple[dict[str, list[str]], list[float]]:
+    run: dict[str, list[str]] = {}
+    took: list[float] = []
+    total = len(queries)
+    for i, (qid, text) in enumerate(queries.items(), 1):
+        t0 = time.perf_counter()
+        run[qid] = _ranked_docs(ctx, text, index_name, mode, depth, key)
+        took.append((time.perf_counter() - t0) * 1000)
+        if progress and (i % 25 == 0 or i == total):
+            progress("search", i, total)
+    return run, took
+
+
+def _p(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(round(q * (len(s) - 1))))], 2)
+
+
+def eval_beir(
+    ctx: Context,
+    path: Any,
+    *,
+    split: str = "train",
+    mode: Any = None,
+    index_name: Any = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    m = _mode(mode)
+    data = load_beir(path, split)
+    name = index_name or default_index_name("beir", data.name, m)
+    row, created = ensure_index(ctx, name, m)
+    t0 = time.perf_counter()
+    items = [{"text": d.body(), "filepath": doc_path(d.id), "metadata": {"title": d.title}} for d in data.corpus]
+    added = ingest.add_texts(ctx, row.name, items, progress=_tick(progress, "ingest"))
+    ingest_s = time.perf_counter() - t0
+    depth = search_service.MAX_TOP_N
+    run, took = _run_queries(ctx, data.queries, row.name, m, depth, doc_id_from_path, progress)
+    for qid, docs in run.items():  # BEIR: a document never answers its own query
+        run[qid] = [d for d in docs if d != qid]
+    scores = evaluate(data.qrels, run, BEIR_MEASURES)
+    out: dict[str, Any] = {k: round(v, 4) for k, v in scores.items() if k != "queries"}
+    out.update(
+        queries=scores["queries"],
+        mode=m,
+        dataset=data.name,
+        split=split,
+        index_name=row.name,
+        documents=len(data.corpus),
+        documents_written=added["counts"]["added"] + added["counts"]["modified"],
+        index_reused=not created,
+        search_depth=depth,
+        mean_docs_retrieved=round(statistics.fmean(len(v) for v in run.values()), 1) if run else 0.0,
+        ingest_seconds=round(ingest_s, 2),
+        search_seconds=round(sum(took) / 1000, 2),
+        search_p50_ms=_p(took, 0.5),
+        search_p95_ms=_p(took, 0.95),
+    )
+    out["Message"] = (
+        f"{data.name} ({split}, {m}, {out['queries']} queries): nDCG@10 {out['ndcg@10']:.4f}, "
+        f"R@10 {out['recall@10']:.4f}, R@100 {out['recall@100']:.4f}, MRR@10 {out['mrr@10']:.4f}"
+    )
+    return out
+
+
+def eval_qa(
+    ctx: Context,
+    path: Any,
+    *,
+    mode: Any = None,
+    index_name: Any = None,
+    ask: bool = True,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    m = _mode(mode)
+    data = load_qa(path)
+    name = index_name or default_index_name("qa", data.name, m)
+    row, created = ensure_index(ctx, name, m)
+    t0 = time.perf_counter()
+    added = ingest.add_documents(
+        ctx, row.name, str(data.docs_dir), base_path=str(data.docs_dir), progress=_tick(progress, "ingest")
+    )
+    ingest_s = time.perf_counter() - t0
+    queries = {q.id: q.question for q in data.questions}
+    qrels = {q.id: {q.doc: 1} for q in data.questions}
+    run, took = _run_queries(ctx, queries, row.name, m, QA_DEPTH, lambda p: p, progress)
+    scores = evaluate(qrels, run, QA_MEASURES)
+    out: dict[str, Any] = {k: round(v, 4) for k, v in scores.items() if k != "queries"}
+    out.update(
+        questions=scores["queries"],
+        queries=scores["queries"],
+        mode=m,
+        dataset=data.name,
+        index_name=row.name,
+        documents_written=added["counts"]["added"] + added["counts"]["modified"],
+        index_reused=not created,
+        ingest_seconds=round(ingest_s, 2),
+        search_p50_ms=_p(took, 0.5),
+        search_p95_ms=_p(took, 0.95),
+    )
+    if ask:
+        out.update(_ask_checks(ctx, data.questions, row.name, m, progress))
+    msg = (
+        f"{data.name} ({m}, {out['questions']} questions): R@1 {out['recall@1']:.4f}, R@5 {out['recall@5']:.4f}, "
+        f"R@10 {out['recall@10']:.4f}, MRR@10 {out['mrr@10']:.4f}"
+    )
+    if ask:
+        msg += f"; ASK cites the gold document {out['ask_cites_gold']:.4f}, answered {out['ask_answered']:.4f}"
+    out["Message"] = msg
+    return out
+
+
+def _ask_checks(ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None) -> dict[str, Any]:
+    from gitkb.services import ask as ask_service
+
+    cites = answered = 0
+    took: list[float] = []
+    for i, q in enumerate(questions, 1):
+        t0 = time.perf_counter()
+        res = ask_service.ask(ctx, q.question, index_name=index_name, mode=mode, answer_mode="extractive")
+        took.append((time.perf_counter() - t0) * 1000)
+        answered += bool(res["answered"])
+        cites += any(f["filepath"] == q.doc for f in res["Footnotes"])
+        if progress:
+            progress("ask", i, len(questions))
+    n = len(questions)
+    return {
+        "ask_cites_gold": round(cites / n, 4),
+        "ask_answered": round(answered / n, 4),
+        "ask_p50_ms": _p(took, 0.5),
+    }
