@@ -201,7 +201,12 @@ class _Markdown:
 
 
 def _heading_title(raw: str) -> str:
-    return " ".join(_ESCAPE_RE.sub(r"\1", _TAG_RE.sub("", raw)).split())
+    """Heading text without HTML tags (``<a name=...>`` anchors) and markdown backslash escapes."""
+    if "<" in raw:
+        raw = _TAG_RE.sub("", raw)
+    if "\\" in raw:
+        raw = _ESCAPE_RE.sub(r"\1", raw)
+    return " ".join(raw.split())
 
 
 def _indent(line: str, s: str) -> int:
