@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from gitkb.core.config import Settings
 from gitkb.http.config import ServerConfig, load_server_config
+from gitkb.http.discovery import remove_record, write_record
 from gitkb.http.errors import install_handlers
 from gitkb.http.limits import BodyGate
 from gitkb.http.state import AppState
@@ -39,9 +40,12 @@ def create_app(
     *,
     server: ServerConfig | None = None,
     workspace: Workspace | None = None,
+    advertise: str | None = None,
 ) -> FastAPI:
     """Build the app. ``server`` defaults to ``[server]`` of the settings plus the environment;
-    ``workspace`` lets a caller share an open Workspace (the app then does not close it)."""
+    ``workspace`` lets a caller share an open Workspace (the app then does not close it);
+    ``advertise`` is the URL ``gitkb serve`` listens on, recorded in ``<home>/server.json``
+    while this app's Workspace holds the writer lease."""
     from gitkb import __version__
     from gitkb.http.routes import all_routers
 
@@ -57,9 +61,15 @@ def create_app(
             state.ws = await anyio.to_thread.run_sync(lambda: Workspace(settings=settings))
         else:
             state.ws = workspace
+        recorded = False
+        if advertise and state.ws.ctx.is_writer:
+            write_record(settings.home, advertise, auth=cfg.auth_enabled, writer=True)
+            recorded = True
         try:
             yield
         finally:
+            if recorded:
+                remove_record(settings.home)
             ws, state.ws = state.ws, None
             if owned and ws is not None:
                 await anyio.to_thread.run_sync(ws.close)

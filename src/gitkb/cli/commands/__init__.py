@@ -6,7 +6,7 @@ import click
 
 
 def register_all(group: click.Group) -> None:
-    from gitkb.cli.commands import add, agent, docs, index, jobs, kb, mcp, search, status
+    from gitkb.cli.commands import add, agent, docs, index, jobs, kb, mcp, search, serve, status
 
-    for mod in (index, add, docs, search, status, jobs, kb, agent, mcp):
+    for mod in (index, add, docs, search, status, jobs, kb, agent, mcp, serve):
         mod.register(group)

@@ -1,0 +1,79 @@
+"""gitkb serve [--host 127.0.0.1] [--port 8780]: the HTTP API (uvicorn).
+
+With no API token configured the server only listens on loopback. The server
+that holds the workspace's writer lease records its URL in ``<home>/server.json``.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import click
+
+from gitkb.cli.main import CliState
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=8780, show_default=True, type=click.IntRange(0, 65535), help="0: any free port."
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@click.pass_obj
+def serve(state: CliState, host: str, port: int, log_level: str) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    import uvicorn
+
+    from gitkb.core.config import load_settings
+    from gitkb.core.errors import GitkbError
+    from gitkb.http.app import create_app
+    from gitkb.http.auth import check_bind
+    from gitkb.http.config import load_server_config
+    from gitkb.http.discovery import advertised_url
+
+    try:
+        settings = load_settings(state.home)
+        cfg = load_server_config(settings)
+        check_bind(host, cfg)
+    except GitkbError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        for step in exc.next_steps:
+            click.echo(f"  next: {step}", err=True)
+        sys.exit(1)
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    bound_port = sock.getsockname()[1]
+    url = advertised_url(host, bound_port)
+    app = create_app(settings, server=cfg, advertise=url)
+    click.echo(f"gitkb serving {settings.home} on {url} (docs at {url}/docs)", err=True)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        timeout_graceful_shutdown=10,
+        proxy_headers=False,
+        server_header=False,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def register(group: click.Group) -> None:
+    group.add_command(serve)
