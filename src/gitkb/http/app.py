@@ -62,7 +62,7 @@ def create_app(
         else:
             state.ws = workspace
         recorded = False
-        if advertise and state.ws.ctx.is_writer:
+        if advertise and state.workspace.ctx.is_writer:
             write_record(settings.home, advertise, auth=cfg.auth_enabled, writer=True)
             recorded = True
         try:
