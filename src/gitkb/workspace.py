@@ -170,6 +170,104 @@ class Workspace:
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
 
+    # -- git sources, proposals, reviews, forges (services.sources, .proposals, .review) --
+
+    @tool
+    def source_add(
+        self,
+        name: str,
+        url: str,
+        branch: str = "main",
+        documents_root: str = "docs",
+        index: str | list[str] | None = None,
+        include: list[str] | tuple[str, ...] = (),
+        exclude: list[str] | tuple[str, ...] = (),
+        forge: dict[str, Any] | None = None,
+        auth: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Register a git repository feeding one or more indexes (created when missing); clones it."""
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.add_source(
+            self.ctx, name, url, branch=branch, documents_root=documents_root, index=index,
+            include=include, exclude=exclude, forge=forge, auth=auth,
+        )}  # fmt: skip
+
+    @tool
+    def source_list(self) -> dict[str, Any]:
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.list_sources(self.ctx)}
+
+    @tool
+    def source_sync(
+        self, source: str, commit: str | None = None, full: bool = False, progress: Any = None
+    ) -> dict[str, Any]:
+        """Fetch and re-index only what changed since the last synced commit (a job of the writer)."""
+        from gitkb.services import sources
+
+        params = {"source": source, "commit": commit, "full": bool(full)}
+        return {"Success": True, **jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)}
+
+    @tool
+    def source_remove(self, source: str, keep_documents: bool = False) -> dict[str, Any]:
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.remove_source(self.ctx, source, keep_documents=keep_documents)}
+
+    @tool
+    def propose_kb_edit(
+        self, source_id_or_index: str, relative_path: str, content: str = "", search: str = "",
+        replace: str = "", note: str = "",
+    ) -> dict[str, Any]:  # fmt: skip
+        """Stage an edit (whole content, or exact-once search/replace) on the source's proposal branch."""
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.propose_kb_edit(
+            self.ctx, source_id_or_index, relative_path, content, search, replace, note,
+        )}  # fmt: skip
+
+    @tool
+    def propose_kb_delete(self, source_id_or_index: str, relative_path: str, note: str = "") -> dict[str, Any]:
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)}
+
+    @tool
+    def propose_kb_rename(
+        self, source_id_or_index: str, relative_path: str, new_relative_path: str, note: str = ""
+    ) -> dict[str, Any]:
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.propose_kb_rename(
+            self.ctx, source_id_or_index, relative_path, new_relative_path, note,
+        )}  # fmt: skip
+
+    @tool
+    def list_proposals(self, source: str | None = None, state: str = "staged") -> dict[str, Any]:
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.list_proposals(self.ctx, source, state)}
+
+    @tool
+    def show_proposal(self, proposal_id: str) -> dict[str, Any]:
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.show_proposal(self.ctx, proposal_id)}
+
+    @tool
+    def discard_proposal(self, proposal_id: str) -> dict[str, Any]:
+        from gitkb.services import proposals
+
+        return {"Success": True, **proposals.discard_proposal(self.ctx, proposal_id)}
+
+    @tool
+    def cite_check(self, chunk_id: str) -> dict[str, Any]:
+        """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
+        from gitkb.services.sources.cite import cite_check
+
+        return {"Success": True, **cite_check(self.ctx, chunk_id)}
+
     @tool
     def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
         """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""

@@ -10,6 +10,7 @@ from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import normalize_stored_path, validate_new_filename
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
+from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
 from gitkb.services.ttl import is_expired
 from gitkb.stores.catalog import documents as doc_rows
@@ -190,6 +191,7 @@ def get_document(
 def delete_document(ctx: Context, index_name: Any, *, file_id: Any = None, filepath: Any = None) -> dict[str, Any]:
     with ctx.write_lock:
         row = get_index(ctx, index_name)
+        ensure_not_managed(ctx, row, "DELETE_DOCUMENT")
         doc = resolve_document(ctx, row, file_id, filepath)
         with ctx.catalog.write() as conn:
             doc_rows.delete(conn, doc.rowid)
@@ -201,6 +203,7 @@ def rename_document(ctx: Context, index_name: Any, *, filepath: Any, new_filenam
     new_name = validate_new_filename(new_filename)
     with ctx.write_lock:
         row = get_index(ctx, index_name)
+        ensure_not_managed(ctx, row, "RENAME_DOCUMENT")
         doc = resolve_document(ctx, row, None, filepath)
         folder = posixpath.dirname(doc.path)
         new_path = f"{folder}/{new_name}" if folder else new_name

@@ -24,6 +24,7 @@ from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
+from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.indexes import IndexRow
@@ -109,6 +110,7 @@ def add_documents(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     row = get_index(ctx, index_name)
+    ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
     cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     place = placement(tenant, tier, ttl_seconds)
     if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
@@ -273,6 +275,7 @@ def add_text(
     ttl_seconds: Any = None,
 ) -> dict[str, Any]:
     row = get_index(ctx, index_name)
+    ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument("text must be a non-empty string")
     if metadata is None:
@@ -352,6 +355,7 @@ def add_texts(
         raise InvalidArgument("items must be a list of {text, filepath, metadata} objects")
     cfg, warnings = chunk_config_for(row, None, None, None)
     prepared: list[tuple[str, str, dict[str, Any], str]] = []
+    ensure_not_managed(ctx, row, "ADD_TEXT")
     seen: set[str] = set()
     for i, item in enumerate(items):
         if not isinstance(item, dict):

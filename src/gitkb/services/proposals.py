@@ -1,0 +1,426 @@
+"""Proposals: staged edits to a source, one commit each on ``gitkb/proposals/<source>``.
+
+``propose_kb_edit`` (full content, or an exact-once search/replace),
+``propose_kb_delete`` and ``propose_kb_rename`` check everything first --
+the path rules of :mod:`gitkb.core.paths` (nothing outside a first-level
+folder of the documents root, no symlinks, supported extensions), exactly
+one of content/search, the search text occurring exactly once, text not
+binary, size under ``[proposals] max_bytes``, sidecars still valid -- and
+only then write one commit in memory on top of the earlier staged proposals
+(pygit2, no checkout) and move the branch with a compare-and-swap. Any
+failure leaves the branch exactly as it was. Staging touches neither the
+indexes nor the remote; ``open_kb_pull_request`` (services.review) does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from gitkb.core.change_planning import changed_files
+from gitkb.core.errors import Conflict, InvalidArgument, NotFound
+from gitkb.core.paths import normalize_proposal_path
+from gitkb.services import audit
+from gitkb.services.context import Context
+from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
+from gitkb.services.sources.sidecars import SCHEMA_FILES, parse_sidecar
+from gitkb.stores.catalog import proposals as prop_rows
+from gitkb.stores.catalog.proposals import ProposalRow
+from gitkb.stores.catalog.sources import SourceRow
+from gitkb.stores.git_replay import replay
+from gitkb.stores.repos import ManagedRepo
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+_ALLOWED_CONTROL = frozenset("\t\n\r\f")
+
+
+def _settings(ctx: Context) -> dict[str, Any]:
+    return ctx.settings.section("proposals")
+
+
+def author(ctx: Context) -> tuple[str, str]:
+    s = _settings(ctx)
+    return str(s.get("author_name") or "gitkb"), str(s.get("author_email") or "gitkb@localhost")
+
+
+def _text_arg(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def staging_base(ctx: Context, row: SourceRow, repo: ManagedRepo) -> str:
+    """Where the next proposal goes: the branch tip while proposals are staged, else the latest base."""
+    head = repo.head(proposal_branch(row))
+    if head is not None and prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",)):
+        return head
+    base = repo.tracking_head(row.branch) or row.synced_commit
+    if base is None:
+        raise NotFound(f"source {row.name!r} has no fetched commit yet; run `gitkb source sync {row.name}`")
+    return base
+
+
+def _check_content(ctx: Context, row: SourceRow, path: str, text: str) -> bytes:
+    data = text.encode("utf-8", "surrogatepass") if text else b""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"content for {path!r} is not valid Unicode text (lone surrogates)") from None
+    limit = int(_settings(ctx).get("max_bytes") or DEFAULT_MAX_BYTES)
+    if len(data) > limit:
+        raise InvalidArgument(
+            f"content for {path!r} is {len(data)} bytes; the limit is {limit} ([proposals] max_bytes)",
+            details={"size": len(data), "limit": limit},
+        )
+    bad = next((ch for ch in text if (ord(ch) < 32 or ord(ch) == 127) and ch not in _ALLOWED_CONTROL), None)
+    if bad is not None:
+        raise InvalidArgument(
+            f"content for {path!r} looks binary (control character U+{ord(bad):04X}); only text can be proposed"
+        )
+    name = path.rsplit("/", 1)[-1]
+    root = row.documents_root.strip("/")
+    if name in SCHEMA_FILES and path == (f"{root}/{name}" if root else name):
+        parse_sidecar(name, data, path)  # ValidationFailed with the schema's message
+    elif name.lower().endswith(".json"):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(
+                f"{path!r} would not be valid JSON: {exc.msg} (line {exc.lineno})"
+            ) from None
+    elif name.lower().endswith((".yml", ".yaml")):
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidArgument(f"{path!r} would not be valid YAML: {exc}") from None
+    return data
+
+
+def _current_text(repo: ManagedRepo, base: str, path: str) -> str | None:
+    if repo.is_symlink_path(base, path):
+        raise InvalidArgument(
+            f"invalid path {path!r}: it is or goes through a symlink; gitkb does not follow them"
+        )
+    try:
+        data = repo.read_blob(base, path)
+    except NotFound:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument(
+            f"{path!r} is not UTF-8 text on the proposal branch; it cannot be edited here"
+        ) from None
+
+
+def _stage(
+    ctx: Context,
+    row: SourceRow,
+    repo: ManagedRepo,
+    base: str,
+    *,
+    op: str,
+    path: str,
+    new_path: str | None,
+    changes: dict[str, bytes | None],
+    renames: dict[str, str],
+    note: str,
+    actor: str,
+) -> dict[str, Any]:
+    branch = proposal_branch(row)
+    before = repo.head(branch)
+    subject = {"add": "add", "edit": "edit", "delete": "delete", "rename": "rename"}[op]
+    title = f"gitkb: {subject} {path}" + (f" -> {new_path}" if new_path else "")
+    message = title + (f"\n\n{note.strip()}" if note.strip() else "")
+    if before is not None and before != base:  # nothing staged: restart the branch from the latest base
+        repo.reset_branch(branch, base, expected=before)
+    try:
+        commit = repo.commit_changes(
+            branch, base, changes, renames=renames, message=message, author=author(ctx)
+        )
+    except BaseException:
+        if before is not None and before != base:
+            repo.reset_branch(branch, before, expected=base)
+        raise
+    try:
+        with ctx.catalog.write() as w:
+            prop = prop_rows.insert_proposal(
+                w,
+                proposal_id=prop_rows.new_proposal_id(),
+                source_id=row.id,
+                op=op,
+                path=path,
+                new_path=new_path,
+                note=note,
+                parent_sha=base,
+                commit_sha=commit,
+            )
+    except BaseException:
+        if before is None:
+            repo.delete_branch(branch, expected=commit)
+        else:
+            repo.reset_branch(branch, before, expected=commit)
+        raise
+    audit.record(ctx, actor=actor, action="proposal.stage", target=row.name, result="staged",
+                 detail={"proposal_id": prop.id, "op": op, "path": path, "new_path": new_path})  # fmt: skip
+    return {
+        "Message": f"Staged {op} of {path!r} as {prop.id} on {branch}; open_kb_pull_request sends it for review",
+        "proposal_id": prop.id,
+        "source": row.name,
+        "branch": branch,
+        "op": op,
+        "path": path,
+        "new_path": new_path,
+        "commit": commit,
+        "base": base,
+        "diff": repo.unified_diff(base, commit),
+        "changed_files": changed_files(repo.diff_names(base, commit)),
+    }
+
+
+def propose_kb_edit(
+    ctx: Context,
+    source_id_or_index: Any,
+    relative_path: Any,
+    content: Any = "",
+    search: Any = "",
+    replace: Any = "",
+    note: Any = "",
+    *,
+    actor: str = "agent",
+) -> dict[str, Any]:
+    content, search = _text_arg("content", content), _text_arg("search", search)
+    replace, note = _text_arg("replace", replace), _text_arg("note", note)
+    if bool(content) == bool(search):
+        raise InvalidArgument(
+            "give exactly one of content (the whole new file) or search (text that occurs exactly once, "
+            "with replace as its replacement)"
+            + (" -- both were given" if content else " -- neither was given")
+        )
+    if content and replace:
+        raise InvalidArgument("replace goes with search; with content, pass the whole new file only")
+    row = resolve_source(ctx, source_id_or_index)
+    path = normalize_proposal_path(relative_path, documents_root=row.documents_root)
+    repo = open_repo(ctx, row)
+    base = staging_base(ctx, row, repo)
+    current = _current_text(repo, base, path)
+    if search:
+        if current is None:
+            raise NotFound(
+                f"{path!r} does not exist on the proposal branch; pass content to create it",
+                details={"path": path},
+            )
+        count = current.count(search)
+        if count != 1:
+            raise InvalidArgument(
+                f"the search text occurs {count} times in {path!r}; it must occur exactly once"
+                + (
+                    " (add surrounding text to make it unique)"
+                    if count > 1
+                    else " (copy it exactly from the file)"
+                ),
+                details={"occurrences": count, "path": path},
+            )
+        new_text = current.replace(search, replace, 1)
+    else:
+        new_text = content
+    data = _check_content(ctx, row, path, new_text)
+    if current is not None and new_text == current:
+        raise InvalidArgument(f"the edit leaves {path!r} as it is; nothing to stage")
+    return _stage(ctx, row, repo, base, op="add" if current is None else "edit", path=path, new_path=None,
+                  changes={path: data}, renames={}, note=note, actor=actor)  # fmt: skip
+
+
+def propose_kb_delete(
+    ctx: Context, source_id_or_index: Any, relative_path: Any, note: Any = "", *, actor: str = "agent"
+) -> dict[str, Any]:
+    note = _text_arg("note", note)
+    row = resolve_source(ctx, source_id_or_index)
+    path = normalize_proposal_path(relative_path, documents_root=row.documents_root)
+    repo = open_repo(ctx, row)
+    base = staging_base(ctx, row, repo)
+    if _current_text_or_none(repo, base, path) is None:
+        raise NotFound(
+            f"{path!r} does not exist on the proposal branch; nothing to delete", details={"path": path}
+        )
+    return _stage(ctx, row, repo, base, op="delete", path=path, new_path=None, changes={path: None},
+                  renames={}, note=note, actor=actor)  # fmt: skip
+
+
+def _current_text_or_none(repo: ManagedRepo, base: str, path: str) -> bytes | None:
+    if repo.is_symlink_path(base, path):
+        raise InvalidArgument(
+            f"invalid path {path!r}: it is or goes through a symlink; gitkb does not follow them"
+        )
+    try:
+        return repo.read_blob(base, path)
+    except NotFound:
+        return None
+
+
+def propose_kb_rename(
+    ctx: Context,
+    source_id_or_index: Any,
+    relative_path: Any,
+    new_relative_path: Any,
+    note: Any = "",
+    *,
+    actor: str = "agent",
+) -> dict[str, Any]:
+    note = _text_arg("note", note)
+    row = resolve_source(ctx, source_id_or_index)
+    old = normalize_proposal_path(relative_path, documents_root=row.documents_root)
+    new = normalize_proposal_path(new_relative_path, documents_root=row.documents_root)
+    if old == new:
+        raise InvalidArgument(f"{old!r} and the new path are the same; nothing to rename")
+    repo = open_repo(ctx, row)
+    base = staging_base(ctx, row, repo)
+    if _current_text_or_none(repo, base, old) is None:
+        raise NotFound(
+            f"{old!r} does not exist on the proposal branch; nothing to rename", details={"path": old}
+        )
+    if _current_text_or_none(repo, base, new) is not None:
+        raise Conflict(f"cannot rename {old!r} to {new!r}: the target exists", details={"path": new})
+    return _stage(ctx, row, repo, base, op="rename", path=old, new_path=new, changes={}, renames={old: new},
+                  note=note, actor=actor)  # fmt: skip
+
+
+# -- listing, showing, discarding ---------------------------------------------------------
+
+
+def describe(p: ProposalRow, source_name: str) -> dict[str, Any]:
+    return {
+        "proposal_id": p.id,
+        "source": source_name,
+        "op": p.op,
+        "path": p.path,
+        "new_path": p.new_path,
+        "note": p.note,
+        "state": p.state,
+        "commit": p.commit_sha,
+        "parent": p.parent_sha,
+        "created_at": p.created_at,
+        **({"detail": p.detail} if p.detail else {}),
+    }
+
+
+def list_proposals(ctx: Context, source: Any = None, state: Any = "staged") -> dict[str, Any]:
+    conn = ctx.catalog.conn
+    row = resolve_source(ctx, source) if source else None
+    states = None if state in (None, "", "all") else (str(state),)
+    if states and states[0] not in prop_rows.PROPOSAL_STATES:
+        raise InvalidArgument(f"state must be one of {', '.join(prop_rows.PROPOSAL_STATES)} or 'all'")
+    rows = prop_rows.list_proposals(conn, source_id=row.id if row else None, states=states)
+    names = {row.id: row.name} if row else {}
+    from gitkb.stores.catalog import sources as source_rows
+
+    for p in rows:
+        if p.source_id not in names:
+            s = source_rows.get_by_id(conn, p.source_id)
+            names[p.source_id] = s.name if s else p.source_id
+    return {
+        "Proposals": [describe(p, names[p.source_id]) for p in rows],
+        "count": len(rows),
+        "Message": f"{len(rows)} proposal(s)",
+    }
+
+
+def get_proposal(ctx: Context, proposal_id: Any) -> ProposalRow:
+    if not isinstance(proposal_id, str) or not proposal_id.strip():
+        raise InvalidArgument("proposal_id is required (prop_...)")
+    p = prop_rows.get_proposal(ctx.catalog.conn, proposal_id.strip())
+    if p is None:
+        raise NotFound(f"no proposal {proposal_id!r}", next_steps=["list them with `gitkb proposals list`"])
+    return p
+
+
+def show_proposal(ctx: Context, proposal_id: Any) -> dict[str, Any]:
+    p = get_proposal(ctx, proposal_id)
+    from gitkb.stores.catalog import sources as source_rows
+
+    row = source_rows.get_by_id(ctx.catalog.conn, p.source_id)
+    assert row is not None
+    repo = open_repo(ctx, row)
+    out = describe(p, row.name)
+    out["diff"] = repo.unified_diff(p.parent_sha, p.commit_sha)
+    out["branch"] = proposal_branch(row)
+    out["Message"] = (
+        f"{p.id}: {p.op} {p.path}" + (f" -> {p.new_path}" if p.new_path else "") + f" ({p.state})"
+    )
+    return out
+
+
+def restack(
+    ctx: Context, row: SourceRow, repo: ManagedRepo, onto: str, keep: list[ProposalRow]
+) -> dict[str, list[str]]:
+    """Rebuild the proposal branch as ``keep`` replayed onto ``onto``.
+
+    Proposals that conflict with the new base are marked ``conflict`` (with
+    the paths); ones whose change is already there are marked ``merged``.
+    Returns ``{"kept", "conflicts", "already_applied"}`` (proposal ids).
+    """
+    branch = proposal_branch(row)
+    result = replay(repo.repository, onto, [(p.parent_sha, p.commit_sha) for p in keep])
+    current = repo.head(branch)
+    repo.reset_branch(branch, result.head, expected=current)
+    out: dict[str, list[str]] = {"kept": [], "conflicts": [], "already_applied": []}
+    parent = onto
+    with ctx.catalog.write() as w:
+        for p in keep:
+            if p.commit_sha in result.commits:
+                new = result.commits[p.commit_sha]
+                prop_rows.move_proposal(w, p.id, parent, new)
+                parent = new
+                out["kept"].append(p.id)
+            elif p.commit_sha in result.conflicts:
+                paths = result.conflicts[p.commit_sha]
+                prop_rows.set_proposal_state(
+                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto}
+                )
+                out["conflicts"].append(p.id)
+            else:
+                prop_rows.set_proposal_state(
+                    w, p.id, "merged", detail={"reason": "already in the base", "base": onto}
+                )
+                out["already_applied"].append(p.id)
+    return out
+
+
+def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator") -> dict[str, Any]:
+    p = get_proposal(ctx, proposal_id)
+    if p.state not in ("staged", "conflict"):
+        raise Conflict(f"proposal {p.id} is {p.state}; only staged proposals can be discarded")
+    from gitkb.stores.catalog import sources as source_rows
+
+    row = source_rows.get_by_id(ctx.catalog.conn, p.source_id)
+    assert row is not None
+    if p.state == "conflict":
+        with ctx.catalog.write() as w:
+            prop_rows.set_proposal_state(w, p.id, "discarded")
+        return {"Message": f"Discarded {p.id}", "proposal_id": p.id, "branch": proposal_branch(row)}
+    repo = open_repo(ctx, row)
+    staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
+    later = staged[[s.id for s in staged].index(p.id) + 1 :]
+    probe = replay(repo.repository, p.parent_sha, [(s.parent_sha, s.commit_sha) for s in later])
+    if probe.conflicts:
+        blocked = [s.id for s in later if s.commit_sha in probe.conflicts]
+        raise Conflict(
+            f"cannot discard {p.id}: later proposals build on it ({', '.join(blocked)}); discard them first",
+            details={"depends": blocked},
+        )
+    with ctx.catalog.write() as w:
+        prop_rows.set_proposal_state(w, p.id, "discarded")
+    rest = restack(ctx, row, repo, p.parent_sha, later)
+    audit.record(ctx, actor=actor, action="proposal.discard", target=row.name, result="discarded",
+                 detail={"proposal_id": p.id, "path": p.path})  # fmt: skip
+    return {
+        "Message": f"Discarded {p.id}; {len(rest['kept'])} later proposal(s) kept on {proposal_branch(row)}",
+        "proposal_id": p.id,
+        "branch": proposal_branch(row),
+        "branch_head": repo.head(proposal_branch(row)),
+        **rest,
+    }

@@ -1,0 +1,36 @@
+"""Git sources: registry, sidecars, sync, citations, and merge-driven sync requests.
+
+Public API::
+
+    add_source, list_sources, remove_source, resolve_source   # registry
+    sync_source, sync_job                                     # sync (a plain job function)
+    request_sync                                              # deduplicated per (source, commit)
+    cite_check                                                # is a citation still true?
+"""
+
+from __future__ import annotations
+
+from gitkb.services.sources.registry import add_source, list_sources, remove_source, resolve_source
+from gitkb.services.sources.sync import sync_job, sync_source
+
+__all__ = [
+    "SYNC_JOB_KIND",
+    "add_source",
+    "list_sources",
+    "remove_source",
+    "resolve_source",
+    "sync_job",
+    "sync_source",
+]
+
+SYNC_JOB_KIND = "source_sync"
+
+
+def _register_job_kind() -> None:
+    from gitkb.services.jobs import JOB_KINDS, register_kind
+
+    if SYNC_JOB_KIND not in JOB_KINDS:
+        register_kind(SYNC_JOB_KIND, sync_job, resumable=True)
+
+
+_register_job_kind()

@@ -1,0 +1,218 @@
+"""Apply a :class:`ChangePlan` of a source to the indexes it feeds.
+
+Order inside a sync: deletions, then renames (the existing document row moves
+to the new path with ``documents.rename``, so its id -- and the ids of its
+unchanged chunks -- survive), then loads of added, modified and renamed
+paths in batches of ``WRITE_BATCH`` documents, one SQLite transaction each.
+``documents.upsert`` keeps the chunk ids of unchanged text, so only new or
+changed chunks enter the change log as ``add`` (and get embedded).
+
+Idempotent: re-applying a plan after a crash finds renamed rows already
+moved, deleted rows already gone and unchanged content skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitkb.core import ids
+from gitkb.core.change_planning import ChangePlan
+from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.loading import LoadError, load_bytes
+from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
+from gitkb.services.context import Context
+from gitkb.services.sources.selection import EffectiveConfig
+from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.sources import SourceRow
+from gitkb.stores.git_auth import redact_url
+from gitkb.stores.repos import ManagedRepo
+
+WRITE_BATCH = 256
+Progress = Callable[..., None]
+
+
+@dataclass
+class ApplyReport:
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[SkippedFile] = field(default_factory=list)
+    chunks_written: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "renamed": self.renamed,
+            "skipped": [s.as_dict() for s in self.skipped],
+            "counts": {
+                "added": len(self.added),
+                "modified": len(self.modified),
+                "deleted": len(self.deleted),
+                "renamed": len(self.renamed),
+                "unchanged": self.unchanged,
+                "skipped": len(self.skipped),
+            },
+            "chunks_written": self.chunks_written,
+        }
+
+
+def source_uri(row: SourceRow, commit: str, path: str) -> str:
+    return f"git+{redact_url(row.url)}@{commit}:{path}"
+
+
+def apply_plan(
+    ctx: Context,
+    row: SourceRow,
+    repo: ManagedRepo,
+    commit: str,
+    plan: ChangePlan,
+    tree: Mapping[str, str],
+    cfg: EffectiveConfig,
+    *,
+    reload: Iterable[str] = (),
+    progress: Progress | None = None,
+) -> ApplyReport:
+    """Write ``plan`` (computed against ``tree``, the selected ``path -> blob`` map at ``commit``)."""
+    report = ApplyReport()
+    conn = ctx.catalog.conn
+    targets = [ix for i in row.index_ids if (ix := index_rows.get_by_id(conn, i)) is not None]
+    configs = {
+        ix.id: resolve_config(
+            cfg.chunk_strategy, cfg.chunk_size, cfg.chunk_overlap, defaults=ix.chunk_defaults
+        )[0]
+        for ix in targets
+    }
+    rename_targets = {new for _, new in plan.renamed}
+    with ctx.catalog.write() as w:
+        for path in plan.deleted:
+            for ix in targets:
+                doc = doc_rows.get_by_path(w, ix.id, path)
+                if doc is not None:
+                    doc_rows.delete(w, doc.rowid)
+            report.deleted.append(path)
+        source_rows.drop_files(w, row.id, plan.deleted)
+        for old, new in plan.renamed:
+            for ix in targets:
+                doc_old = doc_rows.get_by_path(w, ix.id, old)
+                if doc_old is None:
+                    continue
+                if doc_rows.get_by_path(w, ix.id, new) is None:
+                    doc_rows.rename(w, doc_old.rowid, new)
+                else:
+                    doc_rows.delete(w, doc_old.rowid)
+            report.renamed.append({"old_path": old, "path": new})
+        source_rows.drop_files(w, row.id, [old for old, _ in plan.renamed])
+    reload_set = {p for p in reload if p in tree}
+    loads = sorted({*plan.paths_to_load, *reload_set})
+    added = set(plan.added)
+    forced = rename_targets | reload_set
+    total = len(loads)
+    for start in range(0, total, WRITE_BATCH):
+        batch = loads[start : start + WRITE_BATCH]
+        _load_batch(
+            ctx, row, repo, commit, batch, tree, cfg, targets, configs, forced, rename_targets, added, report
+        )
+        if progress is not None:
+            progress(min(start + WRITE_BATCH, total), total)
+    return report
+
+
+def _load_batch(
+    ctx: Context,
+    row: SourceRow,
+    repo: ManagedRepo,
+    commit: str,
+    batch: list[str],
+    tree: Mapping[str, str],
+    cfg: EffectiveConfig,
+    targets: list[index_rows.IndexRow],
+    configs: Mapping[str, ChunkConfig],
+    forced: set[str],
+    renames: set[str],
+    added: set[str],
+    report: ApplyReport,
+) -> None:
+    """``forced``: paths loaded even when unchanged (rename targets, reloads after a config change)."""
+    conn = ctx.catalog.conn
+    loaded: list[tuple[str, bytes, str, LoadedText]] = []
+    stale: list[str] = []
+    quiet: set[str] = set()  # loaded again, but their content did not change
+    for path in batch:
+        data = repo.read_blob_sha(tree[path])
+        h = ids.bytes_hash(data)
+        if all(_unchanged(conn, ix.id, path, h, configs[ix.id]) for ix in targets):
+            if path not in forced:
+                report.unchanged += 1
+                continue
+            quiet.add(path)
+        try:
+            text = load_bytes(path, data, required_frontmatter=cfg.required_frontmatter)
+        except LoadError as exc:
+            report.skipped.append(SkippedFile(path, exc.category, exc.detail))
+            stale.append(path)
+            continue
+        loaded.append((path, data, h, text))
+    work = [(text.text, configs[ix.id], text.kind == "markdown") for *_, text in loaded for ix in targets]
+    spans = iter(chunk_many(work)) if work else iter(())
+    with ctx.catalog.write() as w:
+        for path in stale:  # a file that no longer loads must not leave its old text searchable
+            for ix in targets:
+                doc = doc_rows.get_by_path(w, ix.id, path)
+                if doc is not None:
+                    doc_rows.delete(w, doc.rowid)
+        for path, data, h, text in loaded:
+            status = "added"
+            for ix in targets:
+                chunks = next(spans)
+                status, _ = doc_rows.upsert(
+                    w,
+                    doc_rows.NewDocument(
+                        index_id=ix.id,
+                        path=path,
+                        text=text.text,
+                        content_hash=h,
+                        size=len(data),
+                        kind=text.kind,
+                        origin="git",
+                        chunks=chunks,
+                        chunk_config=configs[ix.id],
+                        title=text.title,
+                        origin_path=path,
+                        source_uri=source_uri(row, commit, path),
+                        metadata={
+                            **text.metadata,
+                            "gitkb_source": {
+                                "source": row.name,
+                                "branch": row.branch,
+                                "commit": commit,
+                                "blob": tree[path],
+                            },
+                        },
+                    ),
+                )
+                report.chunks_written += len(chunks)
+            if path in renames:
+                continue
+            if path in quiet:
+                report.unchanged += 1
+                continue
+            (report.added if path in added or status == "added" else report.modified).append(path)
+        source_rows.put_files(w, row.id, [(p, tree[p]) for p in batch])
+
+
+def _unchanged(conn: Any, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
+    doc = doc_rows.get_by_path(conn, index_id, path)
+    return (
+        doc is not None
+        and doc.origin == "git"
+        and doc.content_hash == content_hash
+        and doc.chunk_config == cfg
+    )

@@ -1,0 +1,120 @@
+"""``cite_check``: is a citation from a git source still true?
+
+A citation names a chunk; its document came from ``<path>`` at ``<commit>``
+(the ``source_uri`` ``git+<remote>@<commit>:<path>``). The check re-reads
+the file at that commit and compares the cited characters with the chunk's
+text, then looks at the branch head (fetched now; the last fetched head if
+the remote cannot be reached) and says whether the text is still there:
+
+* ``current`` -- at the head, at the same lines;
+* ``moved``   -- at the head, at other lines;
+* ``changed`` -- the file exists at the head, the text does not;
+* ``deleted`` -- the file is gone at the head;
+* ``not_at_commit`` -- the cited commit does not hold the text (rewritten history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
+from gitkb.services.context import Context
+from gitkb.services.sources.registry import open_repo
+from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.repos import ManagedRepo
+
+
+def _locate(text: str, needle: str, hint_char: int) -> tuple[int, int] | None:
+    """(line_start, line_end) of the occurrence of ``needle`` nearest ``hint_char``."""
+    if not needle:
+        return None
+    best, pos = -1, text.find(needle)
+    while pos != -1:
+        if best == -1 or abs(pos - hint_char) < abs(best - hint_char):
+            best = pos
+        pos = text.find(needle, pos + 1)
+    if best == -1:
+        return None
+    start = text.count("\n", 0, best) + 1
+    return start, start + needle.rstrip("\r\n").count("\n")
+
+
+def _read(repo: ManagedRepo, commit: str, path: str) -> str | None:
+    try:
+        return repo.read_blob(commit, path).decode("utf-8-sig", "replace")
+    except NotFound:
+        return None
+
+
+def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
+    if not isinstance(chunk_id, str) or not chunk_id.strip().startswith("kchk_"):
+        raise InvalidArgument("chunk_id must be a chunk id from a search result (kchk_...)")
+    conn = ctx.catalog.conn
+    cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks WHERE id = ?", (chunk_id.strip(),))]
+    hits = chunks_by_cids(conn, cids)
+    if not hits:
+        raise NotFound(f"no chunk {chunk_id!r}: it was never indexed or its text has changed since")
+    chunk, doc = next(iter(hits.values()))
+    meta = doc.metadata.get("gitkb_source") if isinstance(doc.metadata, dict) else None
+    if doc.origin != "git" or not isinstance(meta, dict):
+        raise InvalidArgument(
+            f"chunk {chunk_id} comes from {doc.source_uri}, not from a git source; nothing to check"
+        )
+    row = source_rows.get_by_name(conn, str(meta.get("source")))
+    if row is None:
+        raise NotFound(f"the source {meta.get('source')!r} of chunk {chunk_id} is no longer registered")
+    commit = str(meta["commit"])
+    repo = open_repo(ctx, row)
+    warnings = []
+    try:
+        head = repo.fetch(row.branch)
+    except GitkbError as exc:
+        head = repo.tracking_head(row.branch) or commit
+        warnings.append(
+            f"could not fetch {row.branch!r} ({exc.message}); checked the last fetched head {head[:12]}"
+        )
+    out: dict[str, Any] = {
+        "chunk_id": chunk.id,
+        "source": row.name,
+        "source_uri": doc.source_uri,
+        "branch": row.branch,
+        "commit": commit,
+        "path": doc.path,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "snippet": chunk.text[:300],
+        "head_commit": head,
+    }
+    try:
+        then = _read(repo, commit, doc.path)
+    except NotFound:
+        then = None
+    out["present_at_commit"] = then is not None and then[chunk.char_start : chunk.char_end] == chunk.text
+    now = _read(repo, head, doc.path)
+    where = _locate(now, chunk.text, chunk.char_start) if now is not None else None
+    out["current_at_head"] = where is not None
+    if where is not None:
+        out["head_line_start"], out["head_line_end"] = where
+    if not out["present_at_commit"]:
+        status = "not_at_commit"
+    elif now is None:
+        status = "deleted"
+    elif where is None:
+        status = "changed"
+    elif where == (chunk.line_start, chunk.line_end):
+        status = "current"
+    else:
+        status = "moved"
+    out["status"] = status
+    out["Message"] = {
+        "current": f"{doc.path} lines {chunk.line_start}-{chunk.line_end} still say this at {head[:12]}",
+        "moved": f"the text is still in {doc.path} at {head[:12]}, now at lines {out.get('head_line_start')}-"
+        f"{out.get('head_line_end')}",
+        "changed": f"{doc.path} no longer contains this text at {head[:12]}",
+        "deleted": f"{doc.path} no longer exists at {head[:12]}",
+        "not_at_commit": f"commit {commit[:12]} does not hold this text at {doc.path}",
+    }[status]
+    if warnings:
+        out["Warnings"] = warnings
+    return out

@@ -1,0 +1,60 @@
+"""The append-only audit log: who did what, when, to what, and with which result.
+
+Callers redact before writing; this module stores what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    at: float
+    actor: str
+    action: str
+    target: str
+    result: str
+    detail: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "actor": self.actor,
+            "action": self.action,
+            "target": self.target,
+            "result": self.result,
+            "detail": self.detail,
+        }
+
+
+def append(
+    conn: sqlite3.Connection, *, actor: str, action: str, target: str, result: str, detail: dict[str, Any]
+) -> int:
+    cur = conn.execute(
+        "INSERT INTO audit(at, actor, action, target, result, detail) VALUES (?,?,?,?,?,?)",
+        (time.time(), actor, action, target, result, json.dumps(detail, sort_keys=True, default=str)),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def recent(conn: sqlite3.Connection, *, target: str | None = None, limit: int = 100) -> list[AuditEntry]:
+    sql = "SELECT * FROM audit"
+    args: list[Any] = []
+    if target:
+        sql += " WHERE target = ?"
+        args.append(target)
+    sql += " ORDER BY id DESC LIMIT ?"
+    args.append(limit)
+    return [
+        AuditEntry(
+            r["id"], r["at"], r["actor"], r["action"], r["target"], r["result"], json.loads(r["detail"])
+        )
+        for r in conn.execute(sql, args)
+    ]
