@@ -214,7 +214,7 @@ def specs() -> list[tuple[ToolSpec, ToolFn]]:
                 "reindex",
                 "Bring a directory-fed index up to date with files changed on disk (force: parse everything"
                 " again). Returns added, modified, deleted, unchanged, skipped, or status 'working' with a"
-                " job_id: poll get_job_result. " + AFTER,
+                " job_id. Next: poll get_job_result with that job_id, then search again. " + AFTER,
                 (
                     Param("force", {"type": "boolean"}, "Drop and re-parse every document."),
                     Param("index_name", INDEX_NAME, "The index to reindex (required for an agent)."),
@@ -227,7 +227,8 @@ def specs() -> list[tuple[ToolSpec, ToolFn]]:
             ToolSpec(
                 "build_embeddings",
                 "Embed every chunk that lacks a vector (force: rebuild all vectors of the active identity)."
-                " Returns chunks_embedded, or status 'working' with a job_id: poll get_job_result. " + AFTER,
+                " Returns chunks_embedded, or status 'working' with a job_id. Next: poll get_job_result with that"
+                " job_id; semantic and hybrid search use the vectors once built. " + AFTER,
                 (Param("force", {"type": "boolean"}, "Discard and rebuild all vectors."),),
                 Hints(read_only=False, destructive=False, idempotent=True),
             ),
