@@ -215,6 +215,7 @@ def test_bad_input_clear_error_nothing_written(
 ) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     ok(ws.document_index("ADD_TEXT", index_name="kb", text="hello there", filepath="a.txt"))
+    ok(ws.build_embeddings())  # let the background embedder settle before the snapshot
     (kb_copy / "main.o").write_text("not really an object file\n")
     subst = {"EXCLUDED": str(kb_copy / "main.o"), "DOCS": str(kb_copy / "docs")}
     params = {k: subst.get(v, v) if isinstance(v, str) else v for k, v in params.items()}

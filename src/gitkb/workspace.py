@@ -71,6 +71,8 @@ class Workspace:
         import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
 
         become_writer(self.ctx)
+        if self.ctx.is_writer:
+            self._resume_embeddings()
 
     @property
     def home(self) -> Path:
@@ -351,3 +353,42 @@ class Workspace:
             return {"Success": True, **jobs.run_inline(self.ctx, "purge_expired", {})}
         with self.ctx.write_lock:
             return {"Success": True, **ttl.purge_expired(self.ctx)}
+
+    # -- embeddings ------------------------------------------------------------
+
+    def _resume_embeddings(self) -> None:
+        """Vectors that lag behind the change log (a crash, another process) catch up in the background."""
+        from gitkb.services import embeddings
+
+        try:
+            embeddings.resume_if_pending(self.ctx)
+        except Exception as exc:  # noqa: BLE001 - opening a workspace never fails on the derived vectors
+            log.warning("could not resume background embedding: %s", exc)
+
+    @tool
+    def build_embeddings(self, force: bool = False, progress: Any = None) -> dict[str, Any]:
+        """Block until every chunk has its vector (``force``: re-embed everything); returns ``chunks_embedded``."""
+        from gitkb.services import embeddings
+
+        return {"Success": True, **embeddings.build_embeddings(self.ctx, force=bool(force), progress=progress)}
+
+    @tool
+    def embeddings_status(self) -> dict[str, Any]:
+        """available, provider, model, identity, fingerprint, chunk_count, pending, collections, path."""
+        from gitkb.services import embeddings
+
+        return {"Success": True, **embeddings.embeddings_status(self.ctx)}
+
+    @tool
+    def reembed(self, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
+        """Re-embed an index (default: every index stranded by a model change) into its active identity."""
+        from gitkb.services import embeddings
+
+        return {"Success": True, **embeddings.reembed(self.ctx, index_name, progress=progress)}
+
+    @tool
+    def set_embedding_identity(self, provider: str, model: str | None = None) -> dict[str, Any]:
+        """Change the workspace's active embedding identity (indexes with vectors elsewhere need a re-embed)."""
+        from gitkb.services import identity
+
+        return {"Success": True, **identity.set_active_identity(self.ctx, provider, model)}

@@ -28,6 +28,7 @@ class Context:
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
         self.extras: dict[str, Any] = {}
+        self._lazy_lock = threading.RLock()
         # The cross-process writer lease (services.writer.become_writer takes it).
         from gitkb.services.writer import WriterLease
 
@@ -43,7 +44,37 @@ class Context:
         if self.writer is not None:
             self.writer.notify()
 
+    @property
+    def vectors(self) -> Any:
+        """The vector store (``gitkb.stores.vectors.VectorStore``), opened on first use."""
+        with self._lazy_lock:
+            store = self.extras.get("vectors")
+            if store is None:
+                from gitkb.stores.vectors import VectorStore
+
+                s = self.settings
+                if s.chroma_host:
+                    store = VectorStore.open_http(s.chroma_host, s.chroma_port or 8000, s.chroma_headers)
+                else:
+                    store = VectorStore.open_persistent(s.vectors_path)
+                self.extras["vectors"] = store
+            return store
+
+    @property
+    def embedding_worker(self) -> Any:
+        """This process's background embedder (``services.embedding_worker``); its thread starts on ``kick()``."""
+        with self._lazy_lock:
+            worker = self.extras.get("embedding_worker")
+            if worker is None:
+                from gitkb.services.embedding_worker import EmbeddingWorker
+
+                worker = self.extras["embedding_worker"] = EmbeddingWorker(self)
+            return worker
+
     def close(self) -> None:
+        worker = self.extras.pop("embedding_worker", None)
+        if worker is not None:  # before the stores it writes to
+            worker.close()
         if self.writer is not None:
             self.writer.stop()
             self.writer = None

@@ -6,9 +6,11 @@ from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.chunking import resolve_config
-from gitkb.core.errors import Conflict, NotFound
+from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import validate_index_name
 from gitkb.services.catchup import catch_up_keywords
+from gitkb.services import embeddings as emb_service
+from gitkb.services import identity as emb_identity
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
@@ -37,6 +39,8 @@ def create_index(
     chunk_strategy: str | None = None,
     embeddings: bool = True,
     embedding_identity: str | None = None,
+    embedding_provider: Any = None,
+    embedding_model: Any = None,
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     name = validate_index_name(index_name)
@@ -45,6 +49,13 @@ def create_index(
     cfg = None
     if given:
         cfg, warnings = resolve_config(chunk_strategy, chunk_size, chunk_overlap)
+    if not isinstance(embeddings, bool):
+        raise InvalidArgument(f"embeddings must be true or false, got {embeddings!r}")
+    pin = embedding_identity or emb_identity.pinned_identity(embedding_provider, embedding_model)
+    if pin and not embeddings:
+        raise InvalidArgument("embedding_provider/embedding_model make no sense with embeddings=False (keyword-only)")
+    # Fails closed (embedding_not_configured) before anything is written.
+    identity = (pin or emb_identity.active_identity(ctx, save=True)) if embeddings else None
     with ctx.write_lock, ctx.catalog.write() as conn:
         existing = index_rows.get_by_name(conn, name)
         if existing is not None:
@@ -58,13 +69,16 @@ def create_index(
             name=name,
             chunk=cfg,
             embeddings=embeddings,
-            embedding_identity=embedding_identity,
+            embedding_identity=pin,
             settings=settings,
         )
+        if identity is not None:
+            emb_service.bind_new_index(conn, row.id, identity)
     out: dict[str, Any] = {"Message": f"Index {name!r} created", "index_name": name, "index_id": row.id}
     if cfg is not None:
         out["chunk_config"] = cfg.as_dict()
     out["embeddings"] = embeddings
+    out["embedding_identity"] = identity
     if warnings:
         out["Warnings"] = warnings
     return out
@@ -83,11 +97,15 @@ def rename_index(ctx: Context, index_name: object, new_index_name: object) -> di
 
 def delete_index(ctx: Context, index_name: object) -> dict[str, Any]:
     with ctx.write_lock:
-        row = get_index(ctx, index_name)
+        try:
+            row = get_index(ctx, index_name)
+        except NotFound as exc:  # a retry after a failed vector purge finishes it
+            return emb_service.not_found_unless_pending(ctx, exc, index_name)
         with ctx.catalog.write() as conn:
             changes.log_drop_index(conn, row.id)
             index_rows.delete(conn, row.id)
         catch_up_keywords(ctx)
+        emb_service.purge_index(ctx, row.id, row.name)  # every identity's collection
     return {"Message": "Index deleted successfully", "index_name": row.name, "index_id": row.id}
 
 
@@ -103,6 +121,7 @@ def index_details(ctx: Context, row: IndexRow) -> dict[str, Any]:
         "last_updated": st["last_updated"],
         "embeddings": row.embeddings,
         "chunk_config": row.chunk_config_dict(),
+        **emb_service.index_vector_state(ctx, row, st["chunk_count"]),
     }
 
 
@@ -111,6 +130,7 @@ def list_indices(ctx: Context) -> dict[str, Any]:
     return {
         "Indices": [r.name for r in rows],
         "IndexDetails": {r.name: index_details(ctx, r) for r in rows},
+        "EmbeddingIdentityState": emb_identity.identity_state(ctx).as_dict(),
         "Message": f"{len(rows)} index(es)",
     }
 
@@ -119,12 +139,19 @@ def indices_stats(ctx: Context) -> dict[str, Any]:
     out = {}
     for r in index_rows.list_all(ctx.catalog.conn):
         st = index_rows.stats(ctx.catalog.conn, r.id)
+        vec = emb_service.index_vector_state(ctx, r, st["chunk_count"])
+        stranded = vec["needs_reindex"]  # vectors only in another identity's collection
         out[r.name] = {
             "index_id": r.id,
             "file_count": st["file_count"],
             "chunk_count": st["chunk_count"],
             "created_at": r.created_at,
-            "needs_reindex": False,
-            "chunk_config": r.chunk_config_dict(),
+            "embeddings": r.embeddings,
+            **vec,
+            "chunk_config": {k: None for k in r.chunk_config_dict()} if stranded else r.chunk_config_dict(),
         }
-    return {"Stats": out, "Message": f"{len(out)} index(es)"}
+    return {
+        "Stats": out,
+        "EmbeddingIdentityState": emb_identity.identity_state(ctx).as_dict(),
+        "Message": f"{len(out)} index(es)",
+    }

@@ -1,0 +1,354 @@
+"""Embeddings as a service: what writes must check, the per-index vector state,
+building and re-embedding, status, and purging an index from every collection.
+
+Long operations (``build_embeddings``, ``reembed``) are plain functions
+``fn(ctx, ..., progress=None) -> dict`` so a job runner can call them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gitkb.core.embedders import fingerprint, split_identity
+from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, NotFound, StoreUnavailable
+from gitkb.services.context import Context
+from gitkb.services.identity import active_identity, effective_identity, embedder_for, identity_state
+from gitkb.services.vectors_catchup import (
+    CatchupStats,
+    Progress,
+    catch_up_identity,
+    clipped_count,
+    live_bindings,
+    pending_chunks,
+    wanted_identities,
+    watermark_name,
+)
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.catalog.indexes import IndexRow
+
+REEMBED_HINT = "re-embed it: Workspace.reembed(index_name) or `gitkb embeddings reembed --index {name}`"
+_purge_lock = threading.Lock()
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+
+def prepare_write(ctx: Context, row: IndexRow) -> str | None:
+    """Before writing chunks to ``row``: fail closed, make sure the index is bound. Returns its identity.
+
+    None for a keyword-only index. Raises EmbeddingNotConfigured when the
+    index embeds but no identity resolves. An index still empty follows a
+    changed identity silently; one with chunks stays stranded until re-embedded.
+    """
+    if not row.embeddings:
+        return None
+    identity = row.embedding_identity or active_identity(ctx, save=True)
+    conn = ctx.catalog.conn
+    b = vs.binding_of(conn, row.id)
+    if b is None or (b.identity != identity and index_rows.stats(conn, row.id)["chunk_count"] == 0):
+        with ctx.catalog.write() as w:
+            vs.bind(w, row.id, identity, changes.head(w) if b is not None else 0)
+    return identity
+
+
+def bind_new_index(conn: Any, index_id: str, identity: str) -> None:
+    """CREATE_INDEX: the new index's vectors go to ``identity`` from now on (inside the caller's transaction)."""
+    vs.bind(conn, index_id, identity, changes.head(conn))
+
+
+def resume_if_pending(ctx: Context) -> bool:
+    """On opening a workspace as its writer: wake the embedder when vectors lag behind the log."""
+    conn = ctx.catalog.conn
+    head = changes.head(conn)
+    for identity in wanted_identities(ctx):
+        if changes.watermark(conn, watermark_name(identity)) < head:
+            ctx.embedding_worker.kick()
+            return True
+    return False
+
+
+def after_write(ctx: Context, row: IndexRow, token_counts: list[int]) -> list[str]:
+    """After writing chunks: warnings (clipped chunks, stranded index), and wake the embedder."""
+    if not row.embeddings:
+        return []
+    warnings: list[str] = []
+    try:
+        identity = effective_identity(ctx, row)
+        b = vs.binding_of(ctx.catalog.conn, row.id)
+        if b is not None and b.identity != identity:
+            warnings.append(
+                f"index {row.name!r} needs re-embedding: its vectors are in {b.identity}, the active identity is "
+                f"{identity}; new chunks get vectors after you {REEMBED_HINT.format(name=row.name)}"
+            )
+        if token_counts:
+            emb = embedder_for(ctx, identity)
+            n = clipped_count(emb, token_counts)
+            if n:
+                warnings.append(
+                    f"{n} chunk(s) are longer than the embedding model's input window "
+                    f"({emb.max_input_tokens} tokens): they are embedded from their leading part only "
+                    "(the full text is stored and returned); a smaller chunk_size avoids this"
+                )
+    except GitkbError as exc:
+        warnings.append(f"embeddings are unavailable, keyword search works: {exc.message}")
+        return warnings
+    if token_counts:
+        ctx.embedding_worker.kick()
+    return warnings
+
+
+# -- per-index state ----------------------------------------------------------------------------
+
+
+def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = None) -> dict[str, Any]:
+    """``embedding_identity`` (effective), ``vectors_identity`` (bound), ``needs_reindex``, ``vectors`` state.
+
+    ``vectors``: ``off`` (keyword-only), ``unresolved``, ``stranded``, ``building``, ``ready``.
+    """
+    if not row.embeddings:
+        return {"embedding_identity": None, "vectors_identity": None, "needs_reindex": False, "vectors": "off"}
+    conn = ctx.catalog.conn
+    try:
+        identity = effective_identity(ctx, row)
+    except EmbeddingNotConfigured:
+        identity = None
+    b = vs.binding_of(conn, row.id)
+    n = index_rows.stats(conn, row.id)["chunk_count"] if chunk_count is None else chunk_count
+    out: dict[str, Any] = {
+        "embedding_identity": identity,
+        "vectors_identity": b.identity if b else identity,
+        "needs_reindex": False,
+        "pending_embeddings": 0,
+    }
+    if identity is None:
+        out["vectors"] = "unresolved"
+    elif b is not None and b.identity != identity and n > 0:
+        out["needs_reindex"] = True
+        out["vectors"] = "stranded"
+    else:
+        wm = changes.watermark(conn, watermark_name(identity))
+        pending = vs.pending_adds(conn, wm, row.id, b.since_seq if b else 0) if n else 0
+        out["pending_embeddings"] = pending
+        out["vectors"] = "building" if pending else "ready"
+    return out
+
+
+# -- catching up, building, re-embedding ---------------------------------------------------------
+
+
+def catch_up_all(
+    ctx: Context, *, stop: threading.Event | None = None, progress: Progress | None = None
+) -> CatchupStats:
+    """Catch every identity some live index is bound to up; retry pending purges."""
+    _bind_unbound(ctx)
+    total = CatchupStats()
+    for identity in wanted_identities(ctx):
+        if stop is not None and stop.is_set():
+            break
+        total.add(catch_up_identity(ctx, identity, progress=progress, stop=stop))
+    if vs.purges(ctx.catalog.conn):
+        retry_purges(ctx)
+    return total
+
+
+def _bind_unbound(ctx: Context) -> None:
+    """Indexes created before bindings existed (or by code that skipped them) follow their identity."""
+    conn = ctx.catalog.conn
+    binds = vs.bindings(conn)
+    missing = [r for r in index_rows.list_all(conn) if r.embeddings and r.id not in binds]
+    if not missing:
+        return
+    active = identity_state(ctx).identity
+    with ctx.catalog.write() as w:
+        for r in missing:
+            identity = r.embedding_identity or active
+            if identity:
+                vs.bind(w, r.id, identity, 0)
+
+
+def build_embeddings(ctx: Context, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Block until every chunk of every embedding index has its vector; ``force`` re-embeds from scratch."""
+    identity = active_identity(ctx, save=True)
+    if force:
+        _bind_unbound(ctx)
+        binds = live_bindings(ctx)
+        with ctx.catalog.write() as w:
+            for ident in {b.identity for b in binds.values()}:
+                ctx.vectors.drop_collection(ident)
+            for b in binds.values():
+                vs.bind(w, b.index_id, b.identity, vs.log_reembed(w, b.index_id))
+    stats = catch_up_all(ctx, progress=progress)
+    stranded = [r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
+    out: dict[str, Any] = {
+        "identity": identity,
+        "chunks_embedded": stats.embedded,
+        "chunks_reused": stats.reused,
+        "chunks_clipped": stats.clipped,
+        "cost": stats.cost(),
+        "Message": f"{stats.embedded} chunk(s) embedded, {stats.reused} reused",
+    }
+    if stranded:
+        out["Warnings"] = [f"index(es) {', '.join(stranded)} need re-embedding after the model change: " + REEMBED_HINT.format(name=stranded[0])]
+    return out
+
+
+def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Re-embed an index (default: every stranded one) from the catalog's text into its effective identity."""
+    from gitkb.services.indexes import get_index
+
+    if index_name not in (None, ""):
+        targets = [get_index(ctx, index_name)]
+        if not targets[0].embeddings:
+            from gitkb.core.errors import InvalidArgument
+
+            raise InvalidArgument(f"index {targets[0].name!r} is keyword-only (created with embeddings=False)")
+    else:
+        targets = [r for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
+    idents = {r.id: effective_identity(ctx, r) for r in targets}
+    with ctx.write_lock, ctx.catalog.write() as w:
+        for r in targets:
+            vs.bind(w, r.id, idents[r.id], vs.log_reembed(w, r.id))
+    stats = CatchupStats()
+    for ident in sorted(set(idents.values())):
+        stats.add(catch_up_identity(ctx, ident, progress=progress))
+    names = [r.name for r in targets]
+    return {
+        "reembedded": names,
+        "chunks_embedded": stats.embedded,
+        "chunks_reused": stats.reused,
+        "chunks_clipped": stats.clipped,
+        "cost": stats.cost(),
+        "Message": f"re-embedded {len(names)} index(es): {stats.embedded} chunk(s) embedded, {stats.reused} reused"
+        if names
+        else "no index needs re-embedding",
+    }
+
+
+def embeddings_status(ctx: Context) -> dict[str, Any]:
+    st = identity_state(ctx)
+    conn = ctx.catalog.conn
+    out: dict[str, Any] = {
+        "available": False,
+        "identity": st.identity,
+        "provider": None,
+        "model": None,
+        "fingerprint": None,
+        "EmbeddingIdentityState": st.as_dict(),
+        "path": str(ctx.settings.vectors_path) if not ctx.settings.chroma_host else None,
+    }
+    if st.identity:
+        out["provider"], out["model"] = split_identity(st.identity)
+        try:
+            out["fingerprint"] = fingerprint(embedder_for(ctx, st.identity))
+            out["available"] = True
+        except GitkbError as exc:
+            out["error"] = exc.message
+    rows = index_rows.list_all(conn)
+    per_index = {}
+    chunk_count = 0
+    for r in rows:
+        n = index_rows.stats(conn, r.id)["chunk_count"]
+        state = index_vector_state(ctx, r, n)
+        per_index[r.name] = {"chunk_count": n, **state}
+        if r.embeddings:
+            chunk_count += n
+    out["chunk_count"] = chunk_count
+    out["pending_embeddings"] = sum(pending_chunks(ctx, i) for i in wanted_identities(ctx))
+    out["indexes"] = per_index
+    try:
+        cols = ctx.vectors.list_collections() if _has_vectors(ctx) else []
+        out["collections"] = cols
+        out["path"] = ctx.vectors.location if _has_vectors(ctx) else out["path"]
+    except GitkbError as exc:
+        out["collections"] = []
+        out["vector_store_error"] = exc.message
+    out["worker"] = ctx.embedding_worker.as_dict() if "embedding_worker" in ctx.extras else {"running": False}
+    out["last_runs"] = vs.events(conn, "embedding", limit=5)
+    out["Message"] = (
+        f"{st.identity or 'no identity'}: {chunk_count} chunk(s), {out['pending_embeddings']} waiting for vectors"
+    )
+    return out
+
+
+# -- purging -------------------------------------------------------------------------------------
+
+
+def _has_vectors(ctx: Context) -> bool:
+    return bool(ctx.settings.chroma_host) or "vectors" in ctx.extras or ctx.settings.vectors_path.exists()
+
+
+def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
+    """Record that ``index_id`` must leave every collection, then try; StoreUnavailable names survivors."""
+    if not _has_vectors(ctx):
+        return
+    try:
+        idents = [c["identity"] for c in ctx.vectors.list_collections()]
+    except GitkbError as exc:
+        raise StoreUnavailable(
+            f"index {index_name!r} was removed from the catalog, but the vector store could not be listed "
+            f"to purge its vectors ({exc.message}); run DELETE_INDEX {index_name!r} again to finish",
+            details={"surviving_collections": ["*"], "index_name": index_name},
+        ) from exc
+    with ctx.catalog.write() as w:
+        vs.add_purges(w, index_id, index_name, idents)
+    left = retry_purges(ctx, index_id)
+    if left:
+        from gitkb.stores.vectors import collection_name
+
+        names = [collection_name(p.identity) for p in left]
+        raise StoreUnavailable(
+            f"index {index_name!r} was removed from the catalog, but its vectors could not be purged from "
+            f"collection(s) {', '.join(names)} ({left[0].error}); run DELETE_INDEX {index_name!r} again to finish",
+            next_steps=[f"retry DELETE_INDEX {index_name!r} when the vector store is reachable"],
+            details={"surviving_collections": names, "index_name": index_name},
+        )
+
+
+def retry_purges(ctx: Context, index_id: str | None = None) -> list[vs.Purge]:
+    """Try every pending purge (of ``index_id``, or all); returns those still failing."""
+    left = []
+    with _purge_lock:
+        for p in vs.purges(ctx.catalog.conn):
+            if index_id is not None and p.index_id != index_id:
+                continue
+            try:
+                ctx.vectors.delete_where(p.identity, {"index_id": p.index_id})
+            except GitkbError as exc:
+                with ctx.catalog.write() as w:
+                    vs.purge_failed(w, p.index_id, p.identity, exc.message)
+                left.append(vs.Purge(p.index_id, p.index_name, p.identity, exc.message))
+                continue
+            with ctx.catalog.write() as w:
+                vs.purge_done(w, p.index_id, p.identity)
+    return left
+
+
+def finish_deleted_index(ctx: Context, index_name: str) -> dict[str, Any] | None:
+    """DELETE_INDEX retry for a name no longer in the catalog: finish its pending purges."""
+    pend = [p for p in vs.purges(ctx.catalog.conn) if p.index_name == index_name]
+    if not pend:
+        return None
+    ids = {p.index_id for p in pend}
+    for ix in ids:
+        left = retry_purges(ctx, ix)
+        if left:
+            from gitkb.stores.vectors import collection_name
+
+            names = [collection_name(p.identity) for p in left]
+            raise StoreUnavailable(
+                f"the vectors of deleted index {index_name!r} still could not be purged from {', '.join(names)} "
+                f"({left[0].error}); run DELETE_INDEX {index_name!r} again later",
+                details={"surviving_collections": names, "index_name": index_name},
+            )
+    return {"Message": "Index deleted successfully", "index_name": index_name, "index_id": sorted(ids)[0]}
+
+
+def not_found_unless_pending(ctx: Context, exc: NotFound, index_name: Any) -> dict[str, Any]:
+    if isinstance(index_name, str):
+        done = finish_deleted_index(ctx, index_name.strip())
+        if done is not None:
+            return done
+    raise exc
