@@ -80,6 +80,7 @@ async def call(
         if caller:
             kwargs["caller"] = caller
         result = await run_blocking(state, ws.promoted, method, write=True, **kwargs)
+        result.setdefault("Success", True)  # a job's inline result may not carry it; failures always do
     else:
         result = await run_blocking(state, getattr(ws, method), write=write, **kwargs)
     return respond(result, status=status, retry_after_s=state.cfg.busy_retry_after_s)
