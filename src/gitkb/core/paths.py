@@ -194,7 +194,8 @@ def _shape(s: str) -> tuple[object, ...]:
 def _check_decoded_forms(raw: str) -> None:
     shape = _shape(raw)
     decoded = _fully_unquoted(raw)
-    if _shape(decoded) != shape:
+    smuggled = any(decoded.count(ch) > raw.count(ch) for ch in "./\\:")
+    if smuggled or _shape(decoded) != shape:
         _refuse(
             raw, "percent-encoded separators, dots, colons or control characters are not allowed", "encoded"
         )
