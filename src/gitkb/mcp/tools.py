@@ -26,7 +26,7 @@ from gitkb.mcp.spec import (
     ToolFn,
     ToolSpec,
 )
-from gitkb.services import actions, scope
+from gitkb.services import actions, jobs, scope
 from gitkb.services.knowledge import MAX_TOP_K
 
 if TYPE_CHECKING:
@@ -91,7 +91,9 @@ def reindex(env: Env, force: bool = False, index_name: str | None = None) -> dic
 def build_embeddings(env: Env, force: bool = False) -> dict[str, Any]:
     sc = env.scope()
     scope.require_writer(sc, "build_embeddings")
-    return env.ws.promoted("build_embeddings", force=force, caller=scope.job_caller(sc))
+    if "build_embeddings" in jobs.JOB_KINDS:
+        return env.ws.promoted("build_embeddings", force=force, caller=scope.job_caller(sc))
+    return env.ws.build_embeddings(force=force)  # type: ignore[attr-defined, no-any-return]
 
 
 def propose_kb_edit(env: Env, source_id_or_index: str, relative_path: str, **params: Any) -> dict[str, Any]:
@@ -311,14 +313,14 @@ REQUIRES: dict[str, str] = {
     "get_index_status": "get_index_status",
     "embeddings_status": "embeddings_status",
     "reindex": "reindex",
-    "build_embeddings": "promoted",
+    "build_embeddings": "build_embeddings",
     "get_job_result": "get_job_result",
     "propose_kb_edit": "propose_kb_edit",
     "open_kb_pull_request": "open_kb_pull_request",
     "list_knowledge_bases": "list_knowledge_bases",
 }
 # Tools that also need a registered job kind.
-REQUIRES_JOB_KIND: dict[str, str] = {"build_embeddings": "build_embeddings", "reindex": "reindex"}
+REQUIRES_JOB_KIND: dict[str, str] = {"reindex": "reindex"}
 
 
 def carries_passages(spec: ToolSpec, arguments: dict[str, Any]) -> bool:
