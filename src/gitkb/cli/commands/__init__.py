@@ -10,3 +10,7 @@ def register_all(group: click.Group) -> None:
 
     for mod in (index, add, docs, search, status, jobs, kb, agent, mcp, serve):
         mod.register(group)
+    from gitkb.cli.commands import cite, proposals, source
+
+    for mod in (source, proposals, cite):
+        mod.register(group)

@@ -1,0 +1,103 @@
+"""gitkb source add|list|sync|remove"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitkb.cli.main import run
+from gitkb.cli.output import table
+
+
+@click.group("source")
+def source_group() -> None:
+    """Git repositories that feed indexes (synced, never written by hand)."""
+
+
+@source_group.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option("--branch", default="main", show_default=True, help="Branch to index and propose against.")
+@click.option("--documents-root", default="docs", show_default=True, help="Folder holding the documents.")
+@click.option("--index", "indexes", multiple=True, help="Index to feed (repeatable; created when missing).")
+@click.option("--include", multiple=True, help="Glob of files to index, relative to the documents root.")
+@click.option("--exclude", multiple=True, help="Glob of files to leave out (repeatable).")
+@click.option(
+    "--forge", "forge_kind", type=click.Choice(["local", "github", "gitlab"]), help="Where PRs/MRs go."
+)
+@click.option("--forge-repo", help="GitHub owner/name or GitLab project path.")
+@click.option("--forge-api-url", help="API root (GitHub Enterprise, self-hosted GitLab).")
+@click.option("--forge-token-env", help="Environment variable holding the forge token.")
+@click.option("--token-env", help="Environment variable holding the HTTPS git token.")
+@click.option("--secrets-file", type=click.Path(dir_okay=False), help="TOML secrets file (mode 0600).")
+@click.option("--secrets-key", help="Key of the git token in the secrets file (default git_token).")
+@click.option("--ssh-key", type=click.Path(dir_okay=False), help="SSH private key (default: the agent).")
+def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[str, ...], include: tuple[str, ...],
+        exclude: tuple[str, ...], forge_kind: str | None, forge_repo: str | None, forge_api_url: str | None,
+        forge_token_env: str | None, token_env: str | None, secrets_file: str | None, secrets_key: str | None,
+        ssh_key: str | None) -> None:  # fmt: skip
+    """Register the git repository URL as source NAME and clone it."""
+    forge = {"kind": forge_kind, "repo": forge_repo, "api_url": forge_api_url, "token_env": forge_token_env,
+             "secrets_file": secrets_file if forge_kind in ("github", "gitlab") else None}  # fmt: skip
+    auth = {
+        "token_env": token_env,
+        "secrets_file": secrets_file,
+        "secrets_key": secrets_key,
+        "ssh_key": ssh_key,
+    }
+    run(
+        lambda ws: ws.source_add(
+            name, url, branch=branch, documents_root=documents_root, index=list(indexes) or None,
+            include=list(include), exclude=list(exclude),
+            forge={k: v for k, v in forge.items() if v} or None, auth={k: v for k, v in auth.items() if v} or None,
+        )
+    )  # fmt: skip
+
+
+def _render_list(data: dict[str, Any]) -> None:
+    rows = [
+        (s["name"], s["url"], s["branch"], s["documents_root"], ",".join(s["indexes"]),
+         (s["synced_commit"] or "never")[:12], s["forge"].get("kind"))
+        for s in data.get("Sources", [])
+    ]  # fmt: skip
+    if not rows:
+        click.echo("No sources yet. Add one with: gitkb source add NAME URL")
+        return
+    click.echo(table(rows, ["name", "url", "branch", "root", "indexes", "synced", "forge"]))
+
+
+@source_group.command("list")
+def list_() -> None:
+    """List sources (credentials are shown by reference, never by value)."""
+    run(lambda ws: ws.source_list(), _render_list)
+
+
+def _render_sync(data: dict[str, Any]) -> None:
+    click.echo(data.get("Message", ""))
+    for s in data.get("skipped", [])[:20]:
+        click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
+    if data.get("status") == "synced":
+        click.echo(f"  chunks added {data.get('chunks_added')}, removed {data.get('chunks_removed')}; "
+                   f"{data.get('took_ms')} ms")  # fmt: skip
+
+
+@source_group.command("sync")
+@click.argument("name")
+@click.option("--commit", help="Sync to this commit instead of the branch head.")
+@click.option("--full", is_flag=True, help="Compare every file, not only what changed since the last sync.")
+def sync(name: str, commit: str | None, full: bool) -> None:
+    """Fetch source NAME and re-index only what changed."""
+    run(lambda ws: ws.source_sync(name, commit=commit, full=full), _render_sync)
+
+
+@source_group.command("remove")
+@click.argument("name")
+@click.option("--keep-documents", is_flag=True, help="Leave the synced documents in the indexes.")
+def remove(name: str, keep_documents: bool) -> None:
+    """Forget source NAME: its clone, proposals, reviews and (by default) its documents."""
+    run(lambda ws: ws.source_remove(name, keep_documents=keep_documents))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(source_group)
