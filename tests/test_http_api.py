@@ -197,7 +197,7 @@ def test_allowed_roots(home: Path, tmp_path: Path) -> None:
         }
         assert any(p and p.endswith("a.md") for p in paths), listed
         assert not any(p and "s-link" in p or p and p.endswith("s.md") for p in paths), paths
-        hits = ok(c.post("/search", json={"query": "Outside"}))["Results"]
+        hits = ok(c.post("/search", json={"query": "Outside", "mode": "keyword"}))["Results"]
         assert hits == []
 
 

@@ -8,7 +8,9 @@ Tokens come from ``[[server.tokens]]`` (see ``gitkb.http.config``); they are
 compared as SHA-256 digests with ``hmac.compare_digest``, against every
 configured token, so timing says nothing about which (if any) matched. The
 matching token's name is the principal: the actor of audited writes and the
-reviewer recorded on approve/deny.
+reviewer recorded on approve/deny. A token bound to an agent (``agent = "ID"``)
+reaches only ``/search_index`` and the action API, both scoped to that agent's
+knowledge bases (never widened).
 
 With no token configured the API is open, and therefore loopback only: the
 server refuses to bind anywhere else (``check_bind``), and a request from a
@@ -28,6 +30,7 @@ from fastapi import Request
 from gitkb.core.errors import Forbidden, Unauthorized
 from gitkb.http.config import SCOPES, ServerConfig, token_digest
 
+AGENT_ROUTES = frozenset({"/search_index", "/actions/document_index"})
 IMPLIED: dict[str, frozenset[str]] = {
     "read": frozenset({"read"}),
     "write": frozenset({"read", "write"}),
@@ -41,6 +44,7 @@ class Principal:
     name: str
     scopes: frozenset[str]
     authenticated: bool
+    agent: str | None = None
 
     def has(self, scope: str) -> bool:
         return scope in self.scopes
@@ -104,7 +108,7 @@ def authenticate(cfg: ServerConfig, authorization: str | None, client_host: str 
             found = spec
     if found is None:
         raise Unauthorized("unknown or revoked token")
-    return Principal(found.name, effective_scopes(found.scopes), authenticated=True)
+    return Principal(found.name, effective_scopes(found.scopes), authenticated=True, agent=found.agent)
 
 
 def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:
@@ -123,6 +127,14 @@ def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:
                 f"token {principal.name!r} lacks the {scope!r} scope",
                 details={"required_scope": scope, "token_scopes": sorted(principal.scopes)},
             )
+        if principal.agent:
+            route = getattr(request.scope.get("route"), "path", request.url.path)
+            if route not in AGENT_ROUTES:
+                raise Forbidden(
+                    f"token {principal.name!r} is bound to agent {principal.agent!r}; it may only use "
+                    + ", ".join(sorted(AGENT_ROUTES)),
+                    next_steps=["agents use the MCP server (gitkb mcp) for everything else"],
+                )
         request.state.principal = principal
         return principal
 

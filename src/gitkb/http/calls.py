@@ -62,13 +62,13 @@ async def call(
     request: Request,
     method: str,
     /,
-    *,
+    *args: Any,
     write: bool = False,
     long: bool = False,
     status: int = 200,
     **params: Any,
 ) -> JSONResponse:
-    """``Workspace.<method>(**params)`` (None values dropped) → the HTTP answer."""
+    """``Workspace.<method>(*args, **params)`` (None values dropped) → the HTTP answer."""
     state = get_state(request)
     ws = state.workspace
     if not has(method):
@@ -79,10 +79,10 @@ async def call(
         caller = principal_name(request)
         if caller:
             kwargs["caller"] = caller
-        result = await run_blocking(state, ws.promoted, method, write=True, **kwargs)
+        result = await run_blocking(state, ws.promoted, method, *args, write=True, **kwargs)
         result.setdefault("Success", True)  # a job's inline result may not carry it; failures always do
     else:
-        result = await run_blocking(state, getattr(ws, method), write=write, **kwargs)
+        result = await run_blocking(state, getattr(ws, method), *args, write=write, **kwargs)
     return respond(result, status=status, retry_after_s=state.cfg.busy_retry_after_s)
 
 

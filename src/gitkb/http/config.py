@@ -15,6 +15,7 @@ write_threads = 4                 # concurrent blocking writes (the writer seria
 name = "ci"                       # recorded as the actor / reviewer
 token_env = "GITKB_TOKEN_CI"      # or token_sha256 = "<hex>", or token = "<literal>"
 scopes = ["read", "write"]        # read, write, review, admin
+# agent = "support-bot"           # bind to an agent: only /search_index and the action API, in its KBs
 ```
 
 ``GITKB_WEBHOOK_SECRET`` is the webhook secret for sources that have none of
@@ -42,6 +43,7 @@ class TokenSpec:
     name: str
     digest: bytes  # sha256 of the token
     scopes: frozenset[str]
+    agent: str | None = None  # an agent-bound token only reaches that agent's knowledge bases
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,10 @@ def _token(raw: Any, env: Mapping[str, str], i: int) -> TokenSpec:
             where = f"environment variable {raw['token_env']}" if "token_env" in raw else "token"
             raise InvalidArgument(f"token {name!r}: the {where} is unset or shorter than 16 characters")
         digest = token_digest(value)
-    return TokenSpec(name.strip(), digest, frozenset(scopes))
+    agent = raw.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent.strip()):
+        raise InvalidArgument(f"token {name!r}: agent must be an agent id")
+    return TokenSpec(name.strip(), digest, frozenset(scopes), agent.strip() if agent else None)
 
 
 def load_server_config(settings: Settings, env: Mapping[str, str] | None = None) -> ServerConfig:

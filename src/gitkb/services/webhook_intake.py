@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gitkb.core.errors import GitkbError, NotFound
+from gitkb.core.errors import NotFound
 from gitkb.services.context import Context
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
 from gitkb.stores.catalog import deliveries
@@ -66,12 +66,24 @@ def _job_id(result: Any) -> str | None:
 
 
 def request_sync(ctx: Context, row: SourceRow, commit: str) -> str | None:
-    """Enqueue the source's sync to ``commit`` (the same deduplicated job a local-forge merge enqueues)."""
-    try:
-        from gitkb.services.sources import merges  # type: ignore[attr-defined]
-    except ImportError as exc:  # pragma: no cover - until the merge → sync service lands
-        raise GitkbError("syncing a source on a merge event is not available in this build") from exc
-    return _job_id(merges.request_sync(ctx, row.name, commit))
+    """Enqueue the source's sync to ``commit``: the same job, deduplicated per (source, commit),
+    that a local-forge merge enqueues (``services.sources.request_sync``)."""
+    from gitkb.services import sources
+
+    fn = getattr(sources, "request_sync", None)
+    if fn is not None:
+        return _job_id(fn(ctx, row.name, commit))
+    # Until the merge -> sync service lands: the sync job kind itself, deduplicated the same way.
+    from gitkb.services import jobs
+
+    job = jobs.submit(
+        ctx,
+        sources.SYNC_JOB_KIND,
+        {"source": row.name, "commit": commit, "full": False},
+        dedupe_key=f"{sources.SYNC_JOB_KIND}:{row.id}:{commit}",
+        check_limit=False,
+    )
+    return job.id
 
 
 def accept(

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import require
-from gitkb.http.calls import action
+from gitkb.http.calls import action, call
 from gitkb.http.limits import cap, server_path
 from gitkb.http.state import get_state
 from gitkb.services import actions as action_table
@@ -41,6 +41,7 @@ def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[st
 
 @router.post(
     "/actions/document_index",
+    dependencies=[Depends(require("read"))],
     summary="The action API (CREATE_INDEX, ADD_DOCUMENTS, ADD_TEXT, SEARCH, ASK, ...)",
 )
 async def document_index(
@@ -55,6 +56,11 @@ async def document_index(
     if "progress" in params:
         raise InvalidArgument("progress is not an HTTP parameter; long actions answer with a job_id to poll")
     read = action_table.is_read(name)
-    await require("read" if read else "write")(request)
+    who = await require("read" if read else "write")(request)
     params = guard_params(request, name, params)
-    return await action(request, name, write=not read, long=name in LONG_ACTIONS, **params)
+    long = name in LONG_ACTIONS
+    if who.agent:  # confined to the agent's knowledge bases; ids outside are ignored, never widened
+        return await call(
+            request, "document_index_as", who.agent, name, write=not read, promote=long, **params
+        )
+    return await action(request, name, write=not read, long=long, **params)

@@ -1,44 +1,113 @@
 """Knowledge bases (named bundles of indexes) and agent bindings (issue: MCP).
-Routes appear once the library offers the method."""
+
+Managing them needs ``admin``; reading them ``read``. ``POST /search_index``
+is the agent-scoped search: a token bound to an agent (``agent = "ID"`` in its
+``[[server.tokens]]`` entry) only ever searches that agent's indexes; other
+tokens may name an ``agent_id``. Routes appear once the library offers the method.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
-from gitkb.http.auth import require
-from gitkb.http.calls import ActionBody, call, has
+from gitkb.http.auth import Principal, require
+from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.routes.actions import guard_params
 
 router = APIRouter(tags=["knowledge bases"])
 READ = [Depends(require("read"))]
 ADMIN = [Depends(require("admin"))]
 
 
-class CreateKb(ActionBody):
+class CreateKb(Body):
     name: str
-    indexes: list[str]
+    indexes: list[str] = Field(description="index names or kidx_ ids")
 
 
-class AssignAgent(ActionBody):
-    knowledge_bases: list[str]
+class Assign(Body):
+    kbs: list[str]
+    read_only: bool | None = None
+    default_top_k: int | None = None
+
+
+class Unassign(Body):
+    kbs: list[str]
+
+
+class SearchIndex(ActionBody):
+    query: str
+    indexes: list[str] | None = Field(
+        None, description="names or kidx_ ids; ids outside the agent's set are ignored"
+    )
+    top_k: int | None = None
+    tenant: str | None = None
+    tiers: list[str] | None = None
+    mode: str | None = None
+    agent_id: str | None = Field(None, description="ignored for agent-bound tokens (they use their own)")
 
 
 if has("list_knowledge_bases"):
 
-    @router.get("/kbs", dependencies=READ, summary="Knowledge bases")
-    async def list_kbs(request: Request) -> JSONResponse:
-        return await call(request, "list_knowledge_bases")
+    @router.get("/kbs", dependencies=READ, summary="Knowledge bases (all, or one agent's)")
+    async def list_kbs(request: Request, agent_id: str | None = Query(None)) -> JSONResponse:
+        return await call(request, "list_knowledge_bases", agent_id=agent_id)
 
 
-if has("create_knowledge_base"):
+if has("kb_create"):
 
     @router.post("/kbs", dependencies=ADMIN, summary="Create a knowledge base from index names")
     async def create_kb(request: Request, body: CreateKb) -> JSONResponse:
-        return await call(request, "create_knowledge_base", write=True, **body.params())
+        return await call(request, "kb_create", write=True, **body.params())
 
 
-if has("delete_knowledge_base"):
+if has("kb_delete"):
 
-    @router.delete("/kbs/{name}", dependencies=ADMIN, summary="Delete a knowledge base")
-    async def delete_kb(request: Request, name: str) -> JSONResponse:
-        return await call(request, "delete_knowledge_base", write=True, name=name)
+    @router.delete(
+        "/kbs/{name}", dependencies=ADMIN, summary="Delete a knowledge base (force: unassign it first)"
+    )
+    async def delete_kb(request: Request, name: str, force: bool = False) -> JSONResponse:
+        return await call(request, "kb_delete", write=True, name=name, force=force)
+
+
+if has("agent_show"):
+
+    @router.get("/agents/{agent_id}", dependencies=READ, summary="An agent's knowledge bases and bindings")
+    async def show_agent(request: Request, agent_id: str) -> JSONResponse:
+        return await call(request, "agent_show", agent_id=agent_id)
+
+
+if has("agent_usage"):
+
+    @router.get("/agents/{agent_id}/usage", dependencies=READ, summary="An agent's query-embedding usage")
+    async def agent_usage(request: Request, agent_id: str) -> JSONResponse:
+        return await call(request, "agent_usage", agent_id=agent_id)
+
+
+if has("agent_assign"):
+
+    @router.post("/agents/{agent_id}/assign", dependencies=ADMIN, summary="Bind an agent to knowledge bases")
+    async def assign(request: Request, agent_id: str, body: Assign) -> JSONResponse:
+        return await call(request, "agent_assign", write=True, agent_id=agent_id, **body.params())
+
+
+if has("agent_unassign"):
+
+    @router.post("/agents/{agent_id}/unassign", dependencies=ADMIN, summary="Unbind knowledge bases")
+    async def unassign(request: Request, agent_id: str, body: Unassign) -> JSONResponse:
+        return await call(request, "agent_unassign", write=True, agent_id=agent_id, **body.params())
+
+
+if has("search_index"):
+
+    @router.post("/search_index", summary="Agent-scoped search with citations (search_index)")
+    async def search_index(
+        request: Request,
+        body: SearchIndex,
+        who: Principal = Depends(require("read")),  # noqa: B008
+    ) -> JSONResponse:
+        params = guard_params(request, "SEARCH", body.params())
+        if who.agent:
+            params["agent_id"] = who.agent
+        return await call(request, "search_index", **params)

@@ -27,6 +27,16 @@ class Propose(ActionBody):
     note: str | None = None
 
 
+class ProposeDelete(ActionBody):
+    source_id_or_index: str
+    relative_path: str
+    note: str | None = None
+
+
+class ProposeRename(ProposeDelete):
+    new_relative_path: str
+
+
 class OpenPull(ActionBody):
     source_id_or_index: str
     target_index: str | None = None
@@ -42,11 +52,27 @@ if has("propose_kb_edit"):
         return await call(request, "propose_kb_edit", write=True, **body.params())
 
 
+if has("propose_kb_delete"):
+
+    @router.post("/proposals/delete", dependencies=WRITE, summary="Stage a file deletion (propose_kb_delete)")
+    async def propose_delete(request: Request, body: ProposeDelete) -> JSONResponse:
+        return await call(request, "propose_kb_delete", write=True, **body.params())
+
+
+if has("propose_kb_rename"):
+
+    @router.post("/proposals/rename", dependencies=WRITE, summary="Stage a file rename (propose_kb_rename)")
+    async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
+        return await call(request, "propose_kb_rename", write=True, **body.params())
+
+
 if has("list_proposals"):
 
-    @router.get("/proposals", dependencies=READ, summary="Staged proposals")
-    async def list_proposals(request: Request, source: str | None = Query(None)) -> JSONResponse:
-        return await call(request, "list_proposals", source=source)
+    @router.get("/proposals", dependencies=READ, summary="Proposals (staged by default)")
+    async def list_proposals(
+        request: Request, source: str | None = Query(None), state: str | None = Query(None)
+    ) -> JSONResponse:
+        return await call(request, "list_proposals", source=source, state=state)
 
 
 if has("show_proposal"):

@@ -3,12 +3,14 @@ library offers the method; a sync is long work and may answer with a job_id."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from gitkb.http.auth import require
-from gitkb.http.calls import ActionBody, call, has
+from gitkb.http.calls import ActionBody, Body, call, has
 
 router = APIRouter(tags=["sources"])
 READ = [Depends(require("read"))]
@@ -22,10 +24,18 @@ class AddSource(ActionBody):
     url: str = Field(description="a local path, file://, git://, https:// or ssh URL")
     branch: str | None = None
     documents_root: str | None = None
+    index: str | list[str] | None = None
+    include: list[str] | None = None
+    exclude: list[str] | None = None
+    forge: dict[str, Any] | None = Field(
+        None, description="kind, repo, api_url, token_env, ... (references only)"
+    )
+    auth: dict[str, Any] | None = Field(None, description="token_env, secrets_file, ... (references only)")
 
 
-class SyncSource(ActionBody):
-    pass
+class SyncSource(Body):
+    commit: str | None = Field(None, description="sync to this commit instead of the branch head")
+    full: bool = Field(False, description="compare whole trees instead of the history")
 
 
 if has("source_list"):
@@ -49,11 +59,11 @@ if has("source_sync"):
     @router.post("/sources/{name}/sync", dependencies=WRITE, summary="Fetch and re-index what changed; long")
     async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
         extra = body.params() if body else {}
-        return await call(request, "source_sync", write=True, long=True, name=name, **extra)
+        return await call(request, "source_sync", write=True, long=True, source=name, **extra)
 
 
 if has("source_remove"):
 
-    @router.delete("/sources/{name}", dependencies=WRITE, summary="Remove a source")
-    async def remove_source(request: Request, name: str) -> JSONResponse:
-        return await call(request, "source_remove", write=True, name=name)
+    @router.delete("/sources/{name}", dependencies=WRITE, summary="Remove a source (and its documents)")
+    async def remove_source(request: Request, name: str, keep_documents: bool = False) -> JSONResponse:
+        return await call(request, "source_remove", write=True, source=name, keep_documents=keep_documents)

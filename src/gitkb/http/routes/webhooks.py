@@ -26,6 +26,12 @@ from gitkb.services.webhooks import WebhookEvent
 from gitkb.stores.catalog.sources import SourceRow
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+JSON_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+    }
+}
 SOURCE_QUERY = Query(None, description="the source's name; else matched by the payload's repository URL")
 
 
@@ -65,7 +71,11 @@ async def _accept(
     return JSONResponse(result, status_code=202 if result.get("queued") else 200)
 
 
-@router.post("/github", summary="GitHub: pull_request merged, push, ping (X-Hub-Signature-256)")
+@router.post(
+    "/github",
+    openapi_extra=JSON_BODY,
+    summary="GitHub: pull_request merged, push, ping (X-Hub-Signature-256)",
+)
 async def github(request: Request, source: str | None = SOURCE_QUERY) -> JSONResponse:
     state = get_state(request)
     signature = request.headers.get("x-hub-signature-256")
@@ -84,7 +94,11 @@ async def github(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
     return await _accept(state, "github", request.headers.get("x-github-delivery"), row, event)
 
 
-@router.post("/gitlab", summary="GitLab: Merge Request Hook (merged), Push Hook (X-Gitlab-Token)")
+@router.post(
+    "/gitlab",
+    openapi_extra=JSON_BODY,
+    summary="GitLab: Merge Request Hook (merged), Push Hook (X-Gitlab-Token)",
+)
 async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONResponse:
     state = get_state(request)
     token = request.headers.get("x-gitlab-token")
@@ -103,6 +117,7 @@ async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
 
 @router.post(
     "/generic",
+    openapi_extra=JSON_BODY,
     dependencies=[Depends(require("write"))],
     summary="CI: {source, commit} with a bearer token of scope write",
 )
