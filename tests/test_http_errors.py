@@ -9,6 +9,7 @@ later is walked too: for each one, no token (401), a token without the scope
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from gitkb.http.errors import STATUS_BY_CODE, respond
 
 TOKENS = {"reader": "r" * 24, "admin": "a" * 24}
 TOML = (
-    '[server]\nmax_body_bytes = 4096\nwebhook_max_body_bytes = 2048\n'
+    "[server]\nmax_body_bytes = 4096\nwebhook_max_body_bytes = 2048\n"
     '[[server.tokens]]\nname = "reader"\ntoken = "' + TOKENS["reader"] + '"\nscopes = ["read"]\n'
     '[[server.tokens]]\nname = "admin"\ntoken = "' + TOKENS["admin"] + '"\nscopes = ["admin"]\n'
 )
@@ -113,7 +114,7 @@ def test_every_route_every_error_path(client: TestClient) -> None:
     for method, tpl, op in routes:
         url = w.url(tpl)
         body = w.minimal_body(op)
-        send = lambda headers=None, **kw: client.request(method.upper(), url, headers=headers, **kw)  # noqa: E731
+        send = functools.partial(client.request, method.upper(), url)
         if (method, tpl) in OPEN:
             continue
         # 1. no credentials
@@ -134,8 +135,15 @@ def test_every_route_every_error_path(client: TestClient) -> None:
             # 4. malformed bodies: not an object; not JSON; too big; not declared as JSON
             hdrs = {**auth("admin"), "X-Hub-Signature-256": "sha256=00", "X-Gitlab-Token": "t"}
             w.expect(method, tpl, send(json=[1, 2], headers=hdrs))
-            w.expect(method, tpl, send(content=b"{nope", headers={**hdrs, "Content-Type": "application/json"}))
-            w.expect(method, tpl, send(content=b"x" * 5000, headers={**hdrs, "Content-Type": "application/json"}), 413)
+            w.expect(
+                method, tpl, send(content=b"{nope", headers={**hdrs, "Content-Type": "application/json"})
+            )
+            w.expect(
+                method,
+                tpl,
+                send(content=b"x" * 5000, headers={**hdrs, "Content-Type": "application/json"}),
+                413,
+            )
             w.expect(method, tpl, send(content=b"a=1", headers={**hdrs, "Content-Type": "text/plain"}), 415)
         # 5. a method the route does not have
         wrong = next(m for m in ("put", "patch") if m not in w.spec["paths"][tpl])
@@ -162,7 +170,9 @@ def test_query_parameter_errors(client: TestClient) -> None:
     assert r.status_code == 422
 
 
-def test_crash_is_internal_with_a_log_path(client: TestClient, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_is_internal_with_a_log_path(
+    client: TestClient, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = client.app.state.gitkb.workspace  # type: ignore[attr-defined]
 
     def boom(*a: Any, **k: Any) -> dict[str, Any]:
