@@ -47,6 +47,8 @@ _QUESTION_WORDS = (
 QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
 _SENTENCE_END = re.compile(r"""[.!?]["')\]*_]*\s+(?=[\[("'`*_]?[A-Z0-9])""")
 _FENCE = re.compile(r"\s{0,3}(```|~~~)")
+_FENCE_LINE = re.compile(r"(?m)^\s{0,3}(?:```|~~~)")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<[^>]+>")
 _HEADING = re.compile(r"\s{0,3}#{1,6}(\s|$)")
 _TABLE_RULE = re.compile(r"\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LEAD = re.compile(r"\s*(?:>\s*)*(?:[-*+]\s+|\d{1,3}[.)]\s+)?(?:\|\s*)?")
@@ -121,10 +123,14 @@ def query_terms(query: str) -> list[str]:
 
 
 def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Quotable sentence ranges of ``text[start:end]``: stripped of markdown lead-ins, never headings or code."""
+    """Quotable sentence ranges of the lines ``text[start:end]`` touches (a chunk may start or end
+    mid-sentence): stripped of markdown lead-ins and trailing pipes, never headings, code or bare links."""
     out: list[tuple[int, int]] = []
     para: list[tuple[int, int]] = []
-    in_code = False
+    start = text.rfind("\n", 0, start) + 1
+    nl_end = text.find("\n", max(start, end - 1))
+    end = len(text) if nl_end < 0 else nl_end
+    in_code = len(_FENCE_LINE.findall(text, 0, start)) % 2 == 1
 
     def flush() -> None:
         if para:
@@ -156,12 +162,20 @@ def _split_paragraph(text: str, start: int, end: int, out: list[tuple[int, int]]
     piece = text[start:end]
     cuts = [0] + [m.end() for m in _SENTENCE_END.finditer(piece)] + [len(piece)]
     for a, b in zip(cuts, cuts[1:], strict=False):
-        s = start + a + _LEAD.match(piece, a).end()  # type: ignore[union-attr]
+        s = start + _LEAD.match(piece, a).end()  # type: ignore[union-attr]
         e = start + b
         tail = _TRAIL.search(text, s, e)
         e = tail.start() if tail else e
-        if len(_WORDS.findall(text[s:e])) >= 2:
+        if informative(text[s:e]):
             out.append((s, e))
+
+
+def informative(sentence: str) -> bool:
+    """At least three words outside markup: no bare links, no bold-only procedure titles."""
+    st = sentence.strip()
+    if st.startswith("**") and st.endswith("**"):
+        return False
+    return len(_WORDS.findall(_LINK.sub(r"\1", st))) >= 3
 
 
 def _load_passages(ctx: Context, results: list[dict[str, Any]]) -> list[Passage]:
@@ -204,28 +218,45 @@ def relevant(passages: list[Passage], cfg: AskConfig) -> list[Passage]:
     ]
 
 
+def _bigrams(terms: list[str]) -> set[tuple[str, str]]:
+    return set(zip(terms, terms[1:], strict=False))
+
+
 def pick_sentences(passages: list[Passage], qterms: list[str], cfg: AskConfig) -> list[Sentence]:
-    """The best quotable sentences, best first."""
-    sentences = [
-        Sentence(p, s, e, frozenset(analyze(p.doc_text[s:e])))
-        for p in passages
-        for s, e in sentence_spans(p.doc_text, p.start, p.end)
-    ]
-    if not sentences or not qterms:
+    """The best quotable sentences, best first.
+
+    Score: the idf-weighted share of query terms in the sentence, plus half
+    the weight of query bigrams it holds in order (``c5d.12xlarge``,
+    ``General Purpose SSD``), a 15% cut for sentences over 60 words, and a
+    small prior for the passage's search rank.
+    """
+    seqs: list[tuple[Passage, int, int, list[str]]] = []
+    seen_spans: set[tuple[str, int]] = set()
+    for p in passages:
+        for s, e in sentence_spans(p.doc_text, p.start, p.end):
+            key = (p.citation["file_id"], s)
+            if key not in seen_spans:  # overlapping chunks of one document
+                seen_spans.add(key)
+                seqs.append((p, s, e, analyze(p.doc_text[s:e])))
+    if not seqs or not qterms:
         return []
-    n = len(sentences)
-    df = {t: sum(1 for s in sentences if t in s.terms) for t in qterms}
+    n = len(seqs)
+    df = {t: sum(1 for *_, terms in seqs if t in terms) for t in qterms}
     weight = {t: math.log(1 + n / (df[t] + 0.5)) for t in qterms}
     total = sum(weight.values())
+    qbigrams = _bigrams(qterms)
     scored: list[tuple[float, int, Sentence]] = []
-    for i, s in enumerate(sentences):
-        hit = sum(weight[t] for t in qterms if t in s.terms)
+    for i, (p, s, e, terms) in enumerate(seqs):
+        present = set(terms)
+        hit = sum(weight[t] for t in qterms if t in present)
         if hit <= 0:
             continue
-        words = len(_WORDS.findall(s.text))
+        pairs = qbigrams & _bigrams(terms)
+        hit += 0.5 * sum((weight[a] + weight[b]) / 2 for a, b in pairs)
+        words = len(_WORDS.findall(p.doc_text[s:e]))
         length = 0.85 if words > 60 else 1.0
-        score = (hit / total) * length + 0.08 / (1 + s.passage.rank)
-        scored.append((score, -i, s))
+        score = (hit / total) * length + 0.08 / (1 + p.rank)
+        scored.append((score, -i, Sentence(p, s, e, frozenset(present))))
     scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
     if not scored:
         return []
@@ -233,16 +264,38 @@ def pick_sentences(passages: list[Passage], qterms: list[str], cfg: AskConfig) -
     chosen: list[Sentence] = []
     seen: set[str] = set()
     used = 0
-    for score, _, s in scored:
+    for score, _, sent in scored:
         if len(chosen) >= cfg.max_sentences or score < 0.6 * best:
             break
-        key = " ".join(s.text.lower().split())
-        if key in seen or (chosen and used + len(s.text) > cfg.max_answer_chars):
+        key = " ".join(sent.text.lower().split())
+        if key in seen or (chosen and used + len(sent.text) > cfg.max_answer_chars):
             continue
         seen.add(key)
-        chosen.append(s)
-        used += len(s.text)
+        sent = with_list(sent, cfg.max_answer_chars - used)
+        chosen.append(sent)
+        used += len(sent.text)
     return chosen
+
+
+def with_list(sent: Sentence, budget: int) -> Sentence:
+    """A sentence ending in ':' (``one of the following states:``) takes the lines it introduces,
+    up to the next heading or code block and within ``budget`` characters, cut at a line end."""
+    text = sent.passage.doc_text
+    if not sent.text.rstrip().endswith(":"):
+        return sent
+    end = sent.end
+    pos = text.find("\n", sent.end)
+    limit = sent.start + max(budget, len(sent.text))
+    while 0 <= pos < len(text):
+        nxt = text.find("\n", pos + 1)
+        line_end = len(text) if nxt < 0 else nxt
+        line = text[pos + 1 : line_end]
+        if _HEADING.match(line) or _FENCE.match(line) or line_end > limit:
+            break
+        if line.strip():
+            end = pos + 1 + len(line.rstrip())
+        pos = nxt
+    return Sentence(sent.passage, sent.start, end, sent.terms)
 
 
 def location(doc_text: str, start: int, end: int) -> dict[str, int]:

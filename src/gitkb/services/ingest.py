@@ -339,6 +339,9 @@ def add_texts(
     index_name: Any,
     items: Any,
     *,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Bulk ADD_TEXT: ``items`` is a list of ``{"text", "filepath", "metadata"?}``.
@@ -346,14 +349,15 @@ def add_texts(
     Every item is checked before anything is written (non-empty text, a path,
     no path twice); then documents are written ``WRITE_BATCH`` per transaction
     and the keyword index catches up once at the end. Unchanged texts (same
-    path, text hash and chunk config) are skipped; a changed text is rewritten. Index chunk defaults apply.
+    path, text hash and chunk config) are skipped; a changed text is rewritten.
+    Chunk parameters work as in ADD_TEXT (the index defaults when none is given).
     """
     from gitkb.core.names import normalize_stored_path
 
     row = get_index(ctx, index_name)
     if not isinstance(items, list | tuple):
         raise InvalidArgument("items must be a list of {text, filepath, metadata} objects")
-    cfg, warnings = chunk_config_for(row, None, None, None)
+    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     prepared: list[tuple[str, str, dict[str, Any], str]] = []
     ensure_not_managed(ctx, row, "ADD_TEXT")
     seen: set[str] = set()

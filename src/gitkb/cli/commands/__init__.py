@@ -7,8 +7,13 @@ import click
 
 def register_all(group: click.Group) -> None:
     from gitkb.cli.commands import add, agent, docs, index, jobs, kb, mcp, search, serve, status
+    from gitkb.cli.commands import ask as ask_cmd
+    from gitkb.cli.commands import embeddings
+    from gitkb.cli.commands import eval as eval_cmd
 
     for mod in (index, add, docs, search, status, jobs, kb, agent, mcp, serve):
+        mod.register(group)
+    for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
     from gitkb.cli.commands import cite, proposals, source
 
