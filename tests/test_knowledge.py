@@ -126,16 +126,24 @@ def test_deleted_index_is_reported_missing_and_dropped_from_scope(ws: Any) -> No
     assert scope.load_scope(ws.ctx, "bot").readable == {ids["runbooks"]}
 
 
-def test_usage_records_one_event_per_query(ws: Any) -> None:
+def test_usage_records_each_query_embedding(ws: Any) -> None:
     _setup(ws)
     ws.kb_create("ops", ["runbooks"])
     ws.agent_assign("bot", ["ops"])
-    for q in ("keys", "quarter", "signing"):
-        assert ws.search_index(q, agent_id="bot")["Success"]
-    ws.search_index("keys")  # the operator's searches are not an agent's spend
+    assert ws.build_embeddings()["Success"]
+    for q in ("rotate keys", "signing quarter", "rotate keys"):  # the repeat is served from the query cache
+        res = ws.search_index(q, mode="hybrid", agent_id="bot")
+        assert res["Success"] and res["mode"] == "hybrid", res
+    assert ws.search_index("keys", mode="keyword", agent_id="bot")["Success"]  # no embedding: counted as 0
+    ws.search_index("operator query", mode="hybrid")  # the operator's searches are not an agent's spend
     usage = ws.agent_usage("bot")
-    assert usage["Success"] and usage["embedding_events"] == 3
-    assert len(usage["Recent"]) == 3 and all(e["duration_ms"] >= 0 for e in usage["Recent"])
+    assert usage["Success"] and usage["embedding_events"] == 4
+    assert usage["embeddings"] == 2
+    assert usage["tokens"] >= 4
+    recent = usage["Recent"]  # newest first
+    assert [e["count"] for e in recent] == [0, 0, 1, 1]
+    assert recent[0]["data"]["mode"] == "keyword" and recent[-1]["data"]["identities"]
+    assert all(e["duration_ms"] >= 0 for e in recent)
     assert ws.agent_usage("nobody")["code"] == "not_found"
 
 

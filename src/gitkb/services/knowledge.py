@@ -226,15 +226,6 @@ def agent_usage(ctx: Context, agent_id: object) -> dict[str, Any]:
     }
 
 
-def record_query_embedding(
-    ctx: Context, agent_id: str, *, count: int, tokens: int, duration_ms: float, data: dict[str, Any]
-) -> None:
-    with ctx.catalog.write() as conn:
-        kb_rows.record_event(
-            conn, agent_id, "query_embedding", count=count, tokens=tokens, duration_ms=duration_ms, data=data
-        )
-
-
 def list_knowledge_bases(ctx: Context, agent_id: object = None) -> dict[str, Any]:
     """All knowledge bases, or (with an agent) only the ones bound to it, with its access to each."""
     if agent_id is None:

@@ -22,12 +22,11 @@ cannot probe which index names exist.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gitkb.core.errors import Forbidden, InvalidArgument, NotFound
-from gitkb.services import actions, knowledge, search, tenancy
+from gitkb.services import actions, knowledge, search, tenancy, usage
 from gitkb.services.context import Context
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import knowledge as kb_rows
@@ -182,7 +181,7 @@ def search_index(
     k = validate_top_k(top_k, scope.default_top_k)
     rows, ignored = resolve_refs(ctx, scope, indexes)
     warnings: list[str] = []
-    t0 = time.perf_counter()
+    cost = usage.QueryCost()
     if not rows:
         warnings.append(
             "none of the requested indexes is available to this agent; nothing was searched"
@@ -195,12 +194,13 @@ def search_index(
         params["tenant"] = tenant
         if tiers is not None:
             params["tiers"] = tiers
+        if scope.scoped:  # the agent's spend: query embeddings made now (cache hits are free)
+            cost = usage.embed_query(ctx, rows, mode, q)
         res = actions.run_action(ctx, "SEARCH", params)
         warnings.extend(res.get("Warnings") or [])
         for w in tenancy.tenant_warnings(ctx, rows, tenant):
             if w not in warnings:
                 warnings.append(w)
-    took = (time.perf_counter() - t0) * 1000
     results = [citation(h) for h in res.get("Results", [])]
     out: dict[str, Any] = {
         "Success": True,
@@ -217,34 +217,8 @@ def search_index(
     if warnings:
         out["Warnings"] = warnings
     if scope.scoped and rows:
-        _record_query_embedding(ctx, scope, q, res, took, len(rows))
+        usage.record(ctx, scope.agent_id or "", cost, mode=res.get("mode"), indexes=len(rows), results=len(results))
     return out
-
-
-def _record_query_embedding(
-    ctx: Context, scope: AgentScope, query: str, res: dict[str, Any], took_ms: float, n_indexes: int
-) -> None:
-    """One event per query: embeddings computed (0 for keyword-only), their tokens, the search time."""
-    cost = res.get("query_embedding") or res.get("embedding_cost") or {}
-    if isinstance(cost, dict) and cost:
-        count = int(cost.get("texts", cost.get("count", 0)) or 0)
-        tokens = int(cost.get("tokens", 0) or 0)
-        duration = float(cost.get("seconds", took_ms / 1000) or 0) * 1000
-    elif res.get("mode") in ("semantic", "hybrid"):
-        from gitkb.core.tokenizer import count_tokens
-
-        count, tokens, duration = 1, count_tokens([query])[0], took_ms
-    else:
-        count, tokens, duration = 0, 0, took_ms
-    assert scope.agent_id is not None
-    knowledge.record_query_embedding(
-        ctx,
-        scope.agent_id,
-        count=count,
-        tokens=tokens,
-        duration_ms=round(duration, 3),
-        data={"mode": res.get("mode"), "indexes": n_indexes, "results": len(res.get("Results", []))},
-    )
 
 
 @dataclass(frozen=True)
