@@ -9,6 +9,9 @@ docs at ``/docs``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -17,8 +20,9 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from gitkb.core.config import Settings
+from gitkb.core.errors import StoreUnavailable
 from gitkb.http.config import ServerConfig, load_server_config
-from gitkb.http.discovery import remove_record, write_record
+from gitkb.http.discovery import read_record, remove_record, write_record
 from gitkb.http.errors import install_handlers
 from gitkb.http.limits import BodyGate
 from gitkb.http.state import AppState
@@ -33,6 +37,33 @@ Authenticate with `Authorization: Bearer <token>` (tokens and their scopes are i
 Every error has one shape: `{"ok": false, "error": {"code", "message", "next_steps"?, "details"?}}`.
 Long calls answer `{"status": "working", "job_id", "poll_with": "get_job_result"}`: poll `GET /jobs/{job_id}`.
 """
+
+
+def refuse_second_embedded_server(settings: Settings) -> None:
+    """Embedded Chroma belongs to one process: a second server on the workspace needs a Chroma server."""
+    other = read_record(settings.home)
+    if other and other.get("pid") != os.getpid() and not settings.chroma_host:
+        raise StoreUnavailable(
+            f"gitkb serve (pid {other.get('pid')}, {other.get('url')}) already serves {settings.home}"
+            " with the embedded vector store, which belongs to one process",
+            next_steps=[
+                "send requests to that server",
+                "or run several servers against a Chroma server: [chroma] host/port in gitkb.toml",
+            ],
+        )
+
+
+async def advertise_while_writer(state: AppState, url: str, every_s: float = 2.0) -> None:
+    """Keep ``<home>/server.json`` pointing at this server while its Workspace holds the writer
+    lease (it may take the lease over later, when the holder goes away)."""
+    home = state.settings.home
+    while True:
+        ws = state.ws
+        if ws is not None and ws.ctx.is_writer:
+            rec = read_record(home)
+            if rec is None or rec.get("pid") != os.getpid():
+                write_record(home, url, auth=state.cfg.auth_enabled, writer=True)
+        await asyncio.sleep(every_s)
 
 
 def create_app(
@@ -58,17 +89,22 @@ def create_app(
         if owned:
             from gitkb.workspace import Workspace
 
+            refuse_second_embedded_server(settings)
             state.ws = await anyio.to_thread.run_sync(lambda: Workspace(settings=settings))
         else:
             state.ws = workspace
-        recorded = False
-        if advertise and state.workspace.ctx.is_writer:
-            write_record(settings.home, advertise, auth=cfg.auth_enabled, writer=True)
-            recorded = True
+        task = (
+            asyncio.get_running_loop().create_task(advertise_while_writer(state, advertise))
+            if advertise
+            else None
+        )
         try:
             yield
         finally:
-            if recorded:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
                 remove_record(settings.home)
             ws, state.ws = state.ws, None
             if owned and ws is not None:

@@ -89,8 +89,10 @@ async def call(
 async def action(
     request: Request, name: str, /, *, write: bool, long: bool = False, **params: Any
 ) -> JSONResponse:
-    """``Workspace.document_index(name, **params)``; long writes are promoted to jobs."""
-    return await call(request, "document_index", write=write, long=long, action=name, **params)
+    """``Workspace.document_index(name, **params)``. Writes go through ``promoted``: the writer
+    (in this process or the one holding the lease) runs them as jobs; a quick one answers
+    inline, a slow one with its ``job_id``, so no request waits on the writer's queue."""
+    return await call(request, "document_index", write=write, long=long or write, action=name, **params)
 
 
 class Body(BaseModel):
