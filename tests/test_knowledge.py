@@ -31,7 +31,7 @@ def test_kb_stores_index_ids_and_follows_renames(ws: Any) -> None:
     assert [i["index_name"] for i in kb["indexes"]] == ["ops-runbooks", "policies"]
     assert kb["index_ids"] == [ids["runbooks"], ids["policies"]]
     ws.agent_assign("bot", ["ops"])
-    hits = ws.search_index("signing keys", agent_id="bot")
+    hits = ws.search_index("signing keys", mode="keyword", agent_id="bot")
     assert hits["Success"] and hits["count"] == 1
     assert hits["Results"][0]["index_name"] == "ops-runbooks"
 

@@ -31,8 +31,8 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
         {
             "action": {"enum": [
                 "ADD_DOCUMENTS", "ADD_TEXT", "ASK", "CREATE_INDEX", "DELETE_DOCUMENT", "DELETE_INDEX",
-                "GET_DOCUMENT", "GET_INDICES_STATS", "LIST_DOCUMENTS", "LIST_INDICES", "RENAME_DOCUMENT",
-                "RENAME_INDEX", "SEARCH",
+                "GET_DOCUMENT", "GET_INDICES_STATS", "LIST_DOCUMENTS", "LIST_INDICES", "RECHUNK",
+                "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH",
             ]},
             "answer_mode": {"enum": ["extractive", "generative"]},
             "base_path": S,
@@ -41,6 +41,8 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
             "chunk_strategy": S,
             "count": {"type": "integer", "minimum": 0},
             "embeddings": BOOL,
+            "embedding_model": S,
+            "embedding_provider": S,
             "file_id": S,
             "filepath": S,
             "index_name": NAME,

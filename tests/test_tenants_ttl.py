@@ -18,7 +18,7 @@ def _add(ws: Any, text: str, **place: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def tenants(ws: Any) -> Any:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     _add(ws, "shared untenanted runbook about failover")
     _add(ws, "acme failover runbook", tenant="acme")
     _add(ws, "globex failover runbook", tenant="globex")
@@ -49,14 +49,14 @@ def test_unknown_tenant_warns_instead_of_silent_zero(tenants: Any) -> None:
 
 
 def test_tenant_search_on_untenanted_index_warns(ws: Any) -> None:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     _add(ws, "plain failover notes")
     res = ws.document_index("SEARCH", query="failover", tenant="acme")
     assert res["Results"] == [] and "untenanted" in res["Warnings"][0]
 
 
 def test_search_without_tenant_on_tenanted_index_warns(ws: Any) -> None:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     _add(ws, "acme failover runbook", tenant="acme")
     res = ws.document_index("SEARCH", query="failover")
     assert res["Results"] == [] and "only tenanted documents" in res["Warnings"][0]
@@ -73,7 +73,7 @@ def test_agent_search_carries_the_tenant_warning(tenants: Any) -> None:
 
 
 def test_tiers_filter(ws: Any) -> None:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     _add(ws, "hot failover page", tier="hot")
     _add(ws, "cold failover archive", tier="cold")
     _add(ws, "untiered failover page")
@@ -87,13 +87,23 @@ def test_tiers_filter(ws: Any) -> None:
     assert ws.document_index("ADD_TEXT", index_name="kb", text="x", tier="lukewarm")["code"] == "invalid_argument"
 
 
+def _expire(ws: Any, file_id: str) -> None:
+    """Let the clock pass the document's expiry (instead of sleeping through a real TTL)."""
+    with ws.ctx.catalog.write() as conn:
+        conn.execute("UPDATE documents SET expires_at = ? WHERE id = ?", (time.time() - 1, file_id))
+
+
 @pytest.fixture
 def expiring(ws: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     keep = _add(ws, "durable failover runbook", filepath="docs/durable.md")
-    gone = _add(ws, "ephemeral failover notice", filepath="docs/ephemeral.md", ttl_seconds=0.2)
+    t0 = time.time()
+    gone = _add(ws, "ephemeral failover notice", filepath="docs/ephemeral.md", ttl_seconds=3600)
+    [doc] = [d for d in ws.document_index("LIST_DOCUMENTS", index_name="kb")["Documents"] if d["file_id"] == gone["file_id"]]
+    assert t0 + 3600 <= doc["expires_at"] <= time.time() + 3600
     assert ws.document_index("SEARCH", query="ephemeral")["count"] == 1  # live before it expires
-    time.sleep(0.3)
+    assert ttl.count_expired(ws.ctx) == 0
+    _expire(ws, gone["file_id"])
     return ws, keep, gone
 
 
@@ -133,16 +143,31 @@ def test_purge_expired_removes_them_and_counts(expiring: Any) -> None:
     " tenant/tier/expiry, so re-adding cannot change or clear a TTL (owner of ingest.py to fix)",
 )
 def test_readding_refreshes_a_ttl(ws: Any) -> None:
-    ws.document_index("CREATE_INDEX", index_name="kb")
-    _add(ws, "short lived page", filepath="p.md", ttl_seconds=0.2)
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
+    first = _add(ws, "short lived page", filepath="p.md", ttl_seconds=3600)
+    _expire(ws, first["file_id"])
     _add(ws, "short lived page", filepath="p.md")  # same text, no ttl now: it no longer expires
-    time.sleep(0.3)
     assert ws.document_index("SEARCH", query="short lived")["count"] == 1
     assert ttl.count_expired(ws.ctx) == 0
 
 
 def test_ttl_validation(ws: Any) -> None:
-    ws.document_index("CREATE_INDEX", index_name="kb")
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     for bad in (0, -5, "60", True):
         out = ws.document_index("ADD_TEXT", index_name="kb", text="x", ttl_seconds=bad)
         assert out["code"] == "invalid_argument", bad
+
+
+def test_semantic_and_hybrid_respect_tenant_tier_and_ttl(ws: Any) -> None:
+    ws.document_index("CREATE_INDEX", index_name="kb")
+    _add(ws, "failover for everyone")
+    _add(ws, "acme failover", tenant="acme", tier="cold")
+    gone = _add(ws, "expired failover", ttl_seconds=3600)
+    assert ws.build_embeddings()["Success"]
+    _expire(ws, gone["file_id"])
+    for mode in ("semantic", "hybrid"):
+        plain = ws.document_index("SEARCH", query="failover", mode=mode)
+        assert _paths(plain) == ["failover for everyone"], mode
+        acme = ws.document_index("SEARCH", query="failover", mode=mode, tenant="acme", tiers=["cold"])
+        assert _paths(acme) == ["acme failover"], mode
+        assert ws.document_index("SEARCH", query="failover", mode=mode, tenant="acme", tiers=["hot"])["count"] == 0

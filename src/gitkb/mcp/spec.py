@@ -32,6 +32,8 @@ ACTION_PARAMS: dict[str, dict[str, Any]] = {
     "chunk_overlap": {"type": "integer", "minimum": 0},
     "chunk_strategy": STRING,
     "embeddings": {"type": "boolean"},
+    "embedding_provider": STRING,
+    "embedding_model": STRING,
     "settings": {"type": "object"},
     "filepath": STRING,
     "base_path": STRING,

@@ -66,7 +66,7 @@ def get_index_status(env: Env) -> dict[str, Any]:
 
 
 def embeddings_status(env: Env) -> dict[str, Any]:
-    return env.ws.embeddings_status()  # type: ignore[attr-defined, no-any-return]
+    return env.ws.embeddings_status()
 
 
 def get_job_result(env: Env, job_id: str) -> dict[str, Any]:
@@ -93,12 +93,12 @@ def build_embeddings(env: Env, force: bool = False) -> dict[str, Any]:
     scope.require_writer(sc, "build_embeddings")
     if "build_embeddings" in jobs.JOB_KINDS:
         return env.ws.promoted("build_embeddings", force=force, caller=scope.job_caller(sc))
-    return env.ws.build_embeddings(force=force)  # type: ignore[attr-defined, no-any-return]
+    return env.ws.build_embeddings(force=force)
 
 
 def propose_kb_edit(env: Env, source_id_or_index: str, relative_path: str, **params: Any) -> dict[str, Any]:
     scope.require_source(env.ws.ctx, env.scope(), source_id_or_index)
-    return env.ws.propose_kb_edit(source_id_or_index, relative_path, **params)  # type: ignore[attr-defined, no-any-return]
+    return env.ws.propose_kb_edit(source_id_or_index, relative_path, **params)
 
 
 def open_kb_pull_request(env: Env, source_id_or_index: str, **params: Any) -> dict[str, Any]:

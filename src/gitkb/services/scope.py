@@ -120,21 +120,20 @@ def require_writer(scope: AgentScope, what: str) -> None:
 def resolve_refs(ctx: Context, scope: AgentScope, refs: Any) -> tuple[list[IndexRow], list[Any]]:
     """(in-scope indexes, ignored refs). ``refs`` None means every readable index."""
     if refs is None:
-        rows = index_rows.list_all(ctx.catalog.conn)
-        return [r for r in rows if scope.can_read(r.id)], []
+        return [r for r in index_rows.list_all(ctx.catalog.conn) if scope.can_read(r.id)], []
     if isinstance(refs, str):
         refs = [refs]
     if not isinstance(refs, list | tuple):
         raise InvalidArgument("indexes must be a list of index names or kidx_ ids")
-    rows: dict[str, IndexRow] = {}
+    found: dict[str, IndexRow] = {}
     ignored: list[Any] = []
     for ref in refs:
         row = knowledge.resolve_index_ref(ctx, ref) if isinstance(ref, str) and ref else None
         if row is None or not scope.can_read(row.id):
             ignored.append(ref)
         else:
-            rows.setdefault(row.id, row)
-    return list(rows.values()), ignored
+            found.setdefault(row.id, row)
+    return list(found.values()), ignored
 
 
 def validate_top_k(top_k: Any, default: int) -> int:
