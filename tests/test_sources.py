@@ -342,3 +342,50 @@ def test_state_survives_reopening(tmp_path: Path, upstream: Upstream) -> None:
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         assert w.source_sync(SOURCE)["status"] == "unchanged"
         assert hits(w, "incident commander")
+
+
+# -- cite check ------------------------------------------------------------------------------
+
+
+def test_cite_check_follows_the_text_to_the_branch_head(source_ws: Any, upstream: Upstream) -> None:
+    cite = hits(source_ws, "payments gateway expire")[0]
+    first = source_ws.cite_check(cite["id"])
+    assert first["Success"] and first["status"] == "current" and first["present_at_commit"] is True
+    assert first["commit"] in cite["source_uri"] and first["branch"] == "main"
+    path = "docs/runbooks/rotate-api-keys.md"
+    text = (upstream.work / path).read_text()
+    upstream.write(path, text.replace("# Rotate API keys\n", "# Rotate API keys\n\nRead this first.\n", 1))
+    upstream.commit_push("preface")  # not synced: the check reads git, not the index
+    changed_lines = source_ws.cite_check(cite["id"])
+    if changed_lines["status"] != "changed":  # one chunk for the whole file: the preface changes its text
+        assert changed_lines["status"] == "moved"
+    upstream.write(path, "---\ntitle: Rotate API keys\n---\n# Rotate\n\nAsk the platform team.\n")
+    upstream.commit_push("rewrite")
+    assert source_ws.cite_check(cite["id"])["status"] == "changed"
+    git(upstream.work, "rm", "-q", path)
+    upstream.commit_push("gone")
+    gone = source_ws.cite_check(cite["id"])
+    assert (
+        gone["status"] == "deleted" and gone["present_at_commit"] is True and gone["current_at_head"] is False
+    )
+    assert source_ws.cite_check("kchk_" + "0" * 32)["code"] == "not_found"
+    assert source_ws.cite_check("nope")["code"] == "invalid_argument"
+
+
+def test_cite_check_reports_moved_lines(ws: Any, upstream: Upstream) -> None:
+    path = "docs/runbooks/long.md"
+    sections = "\n\n".join(
+        f"## Part {i}\n\n" + f"Sentence {i} about widgets and gadgets. " * 40 for i in range(12)
+    )
+    upstream.write(path, "---\ntitle: Long\n---\n# Long\n\n" + sections + "\n")
+    upstream.commit_push("long page")
+    assert ws.source_add(SOURCE, str(upstream.remote))["Success"] and ws.source_sync(SOURCE)["Success"]
+    got = ws.document_index("GET_DOCUMENT", index_name=SOURCE, filepath=path)
+    last = got["Chunks"][-1]
+    assert len(got["Chunks"]) > 1
+    text = (upstream.work / path).read_text()
+    upstream.write(path, text.replace("# Long\n", "# Long\n\nA new first paragraph.\n", 1))
+    upstream.commit_push("preface")
+    out = ws.cite_check(last["id"])
+    assert out["status"] == "moved", out
+    assert out["head_line_start"] == last["location"]["line_start"] + 2

@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from gitkb.core.change_planning import changed_files
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.paths import normalize_proposal_path
 from gitkb.services import audit
@@ -178,8 +177,16 @@ def _stage(
         "commit": commit,
         "base": base,
         "diff": repo.unified_diff(base, commit),
-        "changed_files": changed_files(repo.diff_names(base, commit)),
+        "changed_files": _changed(op, path, new_path),
     }
+
+
+def _changed(op: str, path: str, new_path: str | None) -> list[dict[str, str]]:
+    """What this one proposal changes, as the forge will list it (no tree diff needed)."""
+    if op == "rename":
+        assert new_path is not None
+        return [{"path": new_path, "status": "R", "old_path": path}]
+    return [{"path": path, "status": {"add": "A", "edit": "M", "delete": "D"}[op]}]
 
 
 def propose_kb_edit(
