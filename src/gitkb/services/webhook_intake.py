@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gitkb.core.errors import NotFound
+from gitkb.services import sources  # registers the source_sync job kind (recovery after a crash needs it)
 from gitkb.services.context import Context
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
 from gitkb.stores.catalog import deliveries
@@ -68,8 +69,6 @@ def _job_id(result: Any) -> str | None:
 def request_sync(ctx: Context, row: SourceRow, commit: str) -> str | None:
     """Enqueue the source's sync to ``commit``: the same job, deduplicated per (source, commit),
     that a local-forge merge enqueues (``services.sources.request_sync``)."""
-    from gitkb.services import sources
-
     fn = getattr(sources, "request_sync", None)
     if fn is not None:
         return _job_id(fn(ctx, row.name, commit))
