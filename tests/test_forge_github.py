@@ -362,17 +362,17 @@ def test_registry_builds_forges_and_stays_open(github: GitHubMock) -> None:
     with pytest.raises(InvalidArgument, match="known kinds: github, gitlab"):
         create_forge(ForgeConfig(kind="nope", repo="a/b"))
 
-    class Local:
-        name = "local"
+    class Custom:
+        name = "custom"
 
     saved = dict(FORGES)
     try:
-        register_forge("local", lambda cfg: Local())
+        register_forge("custom", lambda cfg: Custom())
         assert (
-            create_forge(ForgeConfig(kind="local", repo="src", options={"catalog": object()})).name == "local"
+            create_forge(ForgeConfig(kind="custom", repo="src", options={"catalog": object()})).name == "custom"
         )
         with pytest.raises(InvalidArgument, match="already registered"):
-            register_forge("local", lambda cfg: Local())
+            register_forge("local", lambda cfg: Custom())  # built in
     finally:
         FORGES.clear()
         FORGES.update(saved)

@@ -274,6 +274,73 @@ class Workspace:
     def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
         """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""
         return {"Success": True, **knowledge.kb_create(self.ctx, name, indexes)}
+    @tool
+    def open_kb_pull_request(
+        self, source_id_or_index: str, target_index: str = "", title: str = "", body: str = "",
+        commit_message: str = "",
+    ) -> dict[str, Any]:  # fmt: skip
+        """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files."""
+        from gitkb.services import review
+
+        return {"Success": True, **review.open_kb_pull_request(
+            self.ctx, source_id_or_index, target_index, title, body, commit_message,
+        )}  # fmt: skip
+
+    @tool
+    def list_reviews(self, state: str | None = None, source: str | None = None) -> dict[str, Any]:
+        """Reviews, pending first (``Reviews``)."""
+        from gitkb.services import review
+
+        return {"Success": True, **review.list_reviews(self.ctx, state, source)}
+
+    @tool
+    def show_review(self, review_id: str) -> dict[str, Any]:
+        from gitkb.services import review
+
+        return {"Success": True, **review.show_review(self.ctx, review_id)}
+
+    @tool
+    def approve_review(self, review_id: str, reviewer: str = "operator") -> dict[str, Any]:
+        """Push the staged branch with a lease and open/update the PR/MR: number, url, changed_files."""
+        from gitkb.services import review
+
+        return {"Success": True, **review.approve_review(self.ctx, review_id, reviewer=reviewer)}
+
+    @tool
+    def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:
+        from gitkb.services import review
+
+        return {"Success": True, **review.deny_review(self.ctx, review_id, reason, reviewer=reviewer)}
+
+    @tool
+    def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
+        """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.forge_merge(self.ctx, source, number, wait=wait)}
+
+    @tool
+    def forge_close(self, source: str, number: int) -> dict[str, Any]:
+        """Local forge: close change request NUMBER unmerged (its reviews become 'closed')."""
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.forge_close(self.ctx, source, number)}
+
+    @tool
+    def list_pull_requests(self, source: str, state: str | None = None) -> dict[str, Any]:
+        from gitkb.services import sources
+
+        return {"Success": True, **sources.list_pull_requests(self.ctx, source, state)}
+
+    @tool
+    def list_audit(self, target: str | None = None, limit: int = 100) -> dict[str, Any]:
+        """The audit log, newest first: who, when, what, result."""
+        from gitkb.services import audit
+
+        return {"Success": True, **audit.list_audit(self.ctx, target=target, limit=limit)}
+
+    # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
+
 
     @tool
     def kb_list(self) -> dict[str, Any]:

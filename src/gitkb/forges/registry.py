@@ -2,9 +2,9 @@
 
 A factory is ``(config: ForgeConfig) -> Forge``. ``github`` and ``gitlab`` are
 built in (imported lazily, so a workspace that never talks to GitHub never
-imports github3.py); other kinds, such as the embedded ``local`` forge backed
-by gitkb's catalog, are added with :func:`register_forge`, which reads its own
-settings from ``config.options``.
+imports github3.py), and so is ``local``, the embedded forge backed by gitkb's
+catalog (it reads the catalog from ``config.options["catalog"]``); other kinds
+are added with :func:`register_forge`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,16 @@ def _gitlab(config: ForgeConfig) -> Forge:
     return GitLabForge(config)
 
 
+def _local(config: ForgeConfig) -> Forge:
+    from .local import LocalForge
+
+    return LocalForge(config)
+
+
 FORGES: dict[str, ForgeFactory] = {
     "github": _github,
     "gitlab": _gitlab,
+    "local": _local,
 }
 
 

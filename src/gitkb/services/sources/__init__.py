@@ -5,25 +5,38 @@ Public API::
     add_source, list_sources, remove_source, resolve_source   # registry
     sync_source, sync_job                                     # sync (a plain job function)
     request_sync                                              # deduplicated per (source, commit)
+    forge_merge, forge_close, list_pull_requests              # the local forge's buttons
+    change_request_closed                                     # a CR closed unmerged
     cite_check                                                # is a citation still true?
 """
 
 from __future__ import annotations
 
+from gitkb.services.sources.merges import (
+    SYNC_JOB_KIND,
+    change_request_closed,
+    forge_close,
+    forge_merge,
+    list_pull_requests,
+    request_sync,
+)
 from gitkb.services.sources.registry import add_source, list_sources, remove_source, resolve_source
 from gitkb.services.sources.sync import sync_job, sync_source
 
 __all__ = [
     "SYNC_JOB_KIND",
     "add_source",
+    "change_request_closed",
+    "forge_close",
+    "forge_merge",
+    "list_pull_requests",
+    "request_sync",
     "list_sources",
     "remove_source",
     "resolve_source",
     "sync_job",
     "sync_source",
 ]
-
-SYNC_JOB_KIND = "source_sync"
 
 
 def _register_job_kind() -> None:

@@ -116,6 +116,9 @@ def sync_source(
             source_rows.set_synced(w, row.id, target, key)
         catch_up_keywords(ctx)
         added_chunks, removed_chunks = _chunk_changes(ctx, seq0)
+        from gitkb.services.sources.merges import reconcile_merges
+
+        settled = reconcile_merges(ctx, row, repo, target)
     warnings = []
     linked = set(row.index_ids)
     if sidecars.index and not row.settings.get("index"):
@@ -142,6 +145,8 @@ def sync_source(
         "chunks_removed": removed_chunks,
         "took_ms": round((time.perf_counter() - t0) * 1000, 1),
     }
+    if settled:
+        out["merged"] = settled
     if warnings:
         out["Warnings"] = warnings
     audit.record(ctx, actor=actor, action="source.sync", target=row.name, result="ok",
