@@ -131,8 +131,8 @@ def test_github_push_syncs_and_replay_is_a_duplicate(
 
 
 def test_forged_deliveries_enqueue_nothing(hook: TestClient, upstream: Upstream, home: Path) -> None:
-    head = upstream.remote_sha("main")
-    assert head
+    upstream.write("docs/runbooks/forged.md", page("Forged", "The photon replay guard."))
+    head = upstream.commit_push("a change")
     payload = push_payload(upstream, "0" * 40, head)
     body = json.dumps(payload).encode()
     base = {"Content-Type": "application/json", "X-GitHub-Event": "push", "X-GitHub-Delivery": "forged"}
@@ -155,6 +155,7 @@ def test_forged_deliveries_enqueue_nothing(hook: TestClient, upstream: Upstream,
     assert counts(home) == n  # no job, no delivery recorded
     # a replay of a delivery id already seen is refused as a duplicate, also enqueueing nothing
     first = github(hook, "push", payload, delivery="seen")
+    assert first.status_code == 202 and first.json()["job_id"]
     n2 = counts(home)
     replay = github(hook, "push", payload, delivery="seen")
     assert replay.status_code == 200 and replay.json()["duplicate"] is True
@@ -172,8 +173,8 @@ def test_source_matching(hook: TestClient, upstream: Upstream, home: Path) -> No
     r = github(hook, "push", other)
     assert r.status_code == 404 and "else" in json.dumps(r.json()["error"]["details"])
     r = github(hook, "push", other, query=f"?source={SOURCE}")  # named explicitly: the URL is not needed
-    assert r.status_code == 202, r.text
-    wait_job(hook, r.json()["job_id"])
+    assert r.status_code == 200, r.text  # matched; the source is already at that commit: nothing to queue
+    assert r.json()["queued"] is False and r.json()["job_id"] is None and "already" in r.json()["reason"]
 
 
 def test_github_pull_request_ping_and_other_branches(hook: TestClient, upstream: Upstream) -> None:
@@ -224,16 +225,20 @@ def test_gitlab_events(hook: TestClient, upstream: Upstream, home: Path) -> None
     assert search(hook, "pulsar drain")
     r = hook.post("/webhooks/gitlab", content=body, headers=hdrs | {"X-Gitlab-Token": SECRET})
     assert r.status_code == 200 and r.json()["duplicate"] is True
+    upstream.write("docs/runbooks/gl2.md", page("GitLab push", "The comet rollback note."))
+    sha2 = upstream.commit_push("gitlab push")
     push = {
         "ref": "refs/heads/main",
         "before": sha,
-        "after": sha,
+        "after": sha2,
         "project": {"git_http_url": str(upstream.remote)},
     }
     r = hook.post(
         "/webhooks/gitlab", json=push, headers={"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": SECRET}
     )
     assert r.status_code == 202, r.text
+    assert wait_job(hook, r.json()["job_id"])["status"] == "completed"
+    assert search(hook, "comet rollback")
 
 
 def test_generic_needs_write_scope(hook: TestClient, upstream: Upstream, home: Path) -> None:
@@ -253,8 +258,13 @@ def test_generic_needs_write_scope(hook: TestClient, upstream: Upstream, home: P
     assert r.status_code == 404
     assert counts(home) == n
     r = hook.post("/webhooks/generic", json=body, headers={"Authorization": f"Bearer {WRITER}"})
+    assert r.status_code == 200 and r.json()["queued"] is False  # already synced at that commit
+    upstream.write("docs/runbooks/ci.md", page("CI", "The meteor deploy gate."))
+    body["commit"] = upstream.commit_push("ci change")
+    r = hook.post("/webhooks/generic", json=body, headers={"Authorization": f"Bearer {WRITER}"})
     assert r.status_code == 202, r.text
     assert wait_job(hook, r.json()["job_id"])["status"] == "completed"
+    assert search(hook, "meteor deploy")
 
 
 def test_no_secret_anywhere_refuses_and_env_fallback_works(
@@ -262,8 +272,8 @@ def test_no_secret_anywhere_refuses_and_env_fallback_works(
 ) -> None:
     ws = hook.app.state.gitkb.workspace  # type: ignore[attr-defined]
     webhook_intake.set_webhook_secret(ws.ctx, SOURCE, None)
-    head = upstream.remote_sha("main")
-    assert head
+    upstream.write("docs/runbooks/env.md", page("Env", "The galaxy secret fallback."))
+    head = upstream.commit_push("env change")
     payload = push_payload(upstream, "0" * 40, head)
     r = github(hook, "push", payload)
     assert r.status_code == 401 and "no webhook secret" in r.json()["error"]["message"]

@@ -56,33 +56,11 @@ def set_webhook_secret(ctx: Context, source: str, secret: str | None) -> dict[st
     return {"Message": f"webhook secret for {source!r} {'set' if secret else 'cleared'}", "source": source}
 
 
-def _job_id(result: Any) -> str | None:
-    if isinstance(result, str):
-        return result
-    if isinstance(result, dict):
-        v = result.get("job_id")
-        return str(v) if v else None
-    v = getattr(result, "id", None) or getattr(result, "job_id", None)
-    return str(v) if v else None
-
-
-def request_sync(ctx: Context, row: SourceRow, commit: str) -> str | None:
+def request_sync(ctx: Context, row: SourceRow, commit: str) -> dict[str, Any]:
     """Enqueue the source's sync to ``commit``: the same job, deduplicated per (source, commit),
-    that a local-forge merge enqueues (``services.sources.request_sync``)."""
-    fn = getattr(sources, "request_sync", None)
-    if fn is not None:
-        return _job_id(fn(ctx, row.name, commit))
-    # Until the merge -> sync service lands: the sync job kind itself, deduplicated the same way.
-    from gitkb.services import jobs
-
-    job = jobs.submit(
-        ctx,
-        sources.SYNC_JOB_KIND,
-        {"source": row.name, "commit": commit, "full": False},
-        dedupe_key=f"{sources.SYNC_JOB_KIND}:{row.id}:{commit}",
-        check_limit=False,
-    )
-    return job.id
+    that a local-forge merge enqueues. ``{job_id, queued, deduplicated, reason?}``; no job when
+    the source is already at that commit."""
+    return dict(sources.request_sync(ctx, row.name, commit))
 
 
 def accept(
@@ -112,13 +90,19 @@ def accept(
         return {**base, "Success": True, "duplicate": False, "job_id": None, "queued": False}
     assert event.commit is not None
     try:
-        job_id = request_sync(ctx, row, event.commit)
+        sync = request_sync(ctx, row, event.commit)
     except BaseException:
         if delivery_id:
             with ctx.catalog.write() as conn:
                 deliveries.release(conn, provider, delivery_id)
         raise
+    job_id = sync.get("job_id")
     if delivery_id:
         with ctx.catalog.write() as conn:
             deliveries.set_job(conn, provider, delivery_id, job_id)
-    return {**base, "Success": True, "duplicate": False, "job_id": job_id, "queued": True}
+    out = {**base, "Success": True, "duplicate": False, "job_id": job_id, "queued": job_id is not None}
+    if sync.get("deduplicated") and job_id:
+        out["deduplicated"] = True  # the same sync was already queued (e.g. by a local-forge merge)
+    if sync.get("reason"):
+        out["reason"] = sync["reason"]
+    return out
