@@ -121,7 +121,9 @@ def test_proposals_staged_after_a_push_survive_the_merge(source_ws: Any, upstrea
     first = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="Tuesday", replace="Thursday")
     pr = ws.open_kb_pull_request(SOURCE)
     ws.approve_review(pr["review_id"])
-    later = ws.propose_kb_edit(SOURCE, "policies/password-policy.md", content="---\ntitle: Passwords\n---\n# New\n")
+    later = ws.propose_kb_edit(
+        SOURCE, "policies/password-policy.md", content="---\ntitle: Passwords\n---\n# New\n"
+    )
     merged = ws.forge_merge(SOURCE, 1)
     settled = merged["sync"]["merged"]
     assert settled["proposals_merged"] == [first["proposal_id"]] and settled["kept"] == [later["proposal_id"]]
@@ -136,7 +138,9 @@ def test_proposals_staged_after_a_push_survive_the_merge(source_ws: Any, upstrea
     assert out["Success"] and out["number"] == 2 and out["created"] is True  # #1 is merged: a new one
 
 
-def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(source_ws: Any, upstream: Upstream) -> None:
+def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(
+    source_ws: Any, upstream: Upstream
+) -> None:
     ws = source_ws
     ws.propose_kb_edit(SOURCE, "runbooks/incident-response.md", search="30 minutes", replace="15 minutes")
     pr = ws.open_kb_pull_request(SOURCE)

@@ -15,7 +15,7 @@ def register_all(group: click.Group) -> None:
         mod.register(group)
     for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
-    from gitkb.cli.commands import cite, proposals, source
+    from gitkb.cli.commands import cite, forge, pr, proposals, review, source
 
-    for mod in (source, proposals, cite):
+    for mod in (source, proposals, cite, pr, review, forge):
         mod.register(group)

@@ -1,0 +1,93 @@
+"""gitkb review list|show|approve|deny"""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+import click
+
+from gitkb.cli.commands.pr import render_files
+from gitkb.cli.main import run
+from gitkb.cli.output import table
+
+
+def _me() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+@click.group("review")
+def review_group() -> None:
+    """The gate in front of every push: approve or deny what an agent staged."""
+
+
+def _render_list(data: dict[str, Any]) -> None:
+    rows = [
+        (r["review_id"], r["review_state"], r["source"], r["number"] or "", len(r["changed_files"]), r["title"],
+         r["requested_by"] or "")
+        for r in data.get("Reviews", [])
+    ]  # fmt: skip
+    if not rows:
+        click.echo("No reviews.")
+        return
+    click.echo(table(rows, ["id", "state", "source", "pr", "files", "title", "requested by"]))
+
+
+@review_group.command("list")
+@click.option("--state", type=click.Choice(["pending", "approved", "denied", "closed", "merged", "superseded", "all"]),
+              help="Only this state.")  # fmt: skip
+@click.option("--source", help="Only this source.")
+def list_(state: str | None, source: str | None) -> None:
+    """List reviews, pending first."""
+    run(lambda ws: ws.list_reviews(state, source), _render_list)
+
+
+def _render_show(data: dict[str, Any]) -> None:
+    click.echo(
+        f"{data['review_id']}  {data['review_state']}  {data['source']}  {data['branch']} -> {data['base_branch']}"
+    )
+    click.echo(f"title: {data['title']}")
+    if data.get("reason"):
+        click.echo(f"reason: {data['reason']}")
+    if data.get("push_error"):
+        click.echo(f"not pushed: {data['push_error']}")
+    render_files(data.get("changed_files") or [])
+    if data.get("diff"):
+        click.echo(data["diff"], nl=False)
+
+
+@review_group.command("show")
+@click.argument("review_id")
+def show(review_id: str) -> None:
+    """Show what approving REVIEW_ID would push: files and diff."""
+    run(lambda ws: ws.show_review(review_id), _render_show)
+
+
+def _render_approved(data: dict[str, Any]) -> None:
+    click.echo(data.get("Message", ""))
+    click.echo(f"number: {data['number']}  url: {data['url']}  review_state: {data['review_state']}")
+    render_files(data.get("changed_files") or [])
+
+
+@review_group.command("approve")
+@click.argument("review_id")
+@click.option("--reviewer", default=_me, show_default="your user name", help="Recorded in the audit log.")
+def approve(review_id: str, reviewer: str) -> None:
+    """Approve: push the staged branch with a lease and open or update the PR/MR."""
+    run(lambda ws: ws.approve_review(review_id, reviewer=reviewer), _render_approved)
+
+
+@review_group.command("deny")
+@click.argument("review_id")
+@click.option("--reason", required=True, help="Why; recorded and shown to whoever proposed it.")
+@click.option("--reviewer", default=_me, show_default="your user name", help="Recorded in the audit log.")
+def deny(review_id: str, reason: str, reviewer: str) -> None:
+    """Deny: nothing is pushed; the proposals stay staged until discarded."""
+    run(lambda ws: ws.deny_review(review_id, reason, reviewer=reviewer))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(review_group)
