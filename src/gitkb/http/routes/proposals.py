@@ -101,5 +101,25 @@ if has("open_kb_pull_request"):
 if has("list_pull_requests"):
 
     @router.get("/pulls", dependencies=READ, summary="Change requests of a source")
-    async def list_pulls(request: Request, source: str | None = Query(None)) -> JSONResponse:
-        return await call(request, "list_pull_requests", source=source)
+    async def list_pulls(
+        request: Request, source: str = Query(...), state: str | None = Query(None)
+    ) -> JSONResponse:
+        return await call(request, "list_pull_requests", source=source, state=state)
+
+
+if has("forge_merge"):
+
+    @router.post(
+        "/pulls/{source}/{number}/merge",
+        dependencies=WRITE,
+        summary="Local forge: merge a change request into its base; the sync is queued like a webhook's",
+    )
+    async def merge_pull(request: Request, source: str, number: int) -> JSONResponse:
+        return await call(request, "forge_merge", write=True, source=source, number=number, wait=False)
+
+
+if has("forge_close"):
+
+    @router.post("/pulls/{source}/{number}/close", dependencies=WRITE, summary="Local forge: close unmerged")
+    async def close_pull(request: Request, source: str, number: int) -> JSONResponse:
+        return await call(request, "forge_close", write=True, source=source, number=number)

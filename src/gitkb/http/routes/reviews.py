@@ -17,11 +17,22 @@ class Deny(Body):
     reason: str
 
 
+if has("list_audit"):
+
+    @router.get("/audit", dependencies=[Depends(require("admin"))], summary="The audit log, newest first")
+    async def audit(
+        request: Request, target: str | None = Query(None), limit: int | None = Query(None, ge=1, le=1000)
+    ) -> JSONResponse:
+        return await call(request, "list_audit", target=target, limit=limit)
+
+
 if has("list_reviews"):
 
     @router.get("/reviews", dependencies=READ, summary="Reviews (pending first)")
-    async def list_reviews(request: Request, state: str | None = Query(None)) -> JSONResponse:
-        return await call(request, "list_reviews", state=state)
+    async def list_reviews(
+        request: Request, state: str | None = Query(None), source: str | None = Query(None)
+    ) -> JSONResponse:
+        return await call(request, "list_reviews", state=state, source=source)
 
 
 if has("show_review"):

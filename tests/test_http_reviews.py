@@ -1,0 +1,110 @@
+"""The change flow over HTTP with the local forge: propose → pull request (pending review,
+nothing pushed) → approve (needs the `review` scope; the token's name is the recorded
+reviewer) → merge → the sync brings the new text into the index. Deny records its reason."""
+
+# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gitkb.core.config import load_settings
+from gitkb.http import create_app
+from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
+
+TOKENS = {"writer": "w" * 24, "alice": "v" * 24, "reader": "r" * 24, "root": "a" * 24}
+SCOPES = {"writer": "write", "alice": "review", "reader": "read", "root": "admin"}
+TOML = "".join(
+    f'[[server.tokens]]\nname = "{n}"\ntoken = "{t}"\nscopes = ["{SCOPES[n]}"]\n' for n, t in TOKENS.items()
+)
+PAGE = "docs/runbooks/rotate-api-keys.md"
+
+
+def as_(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[name]}"}
+
+
+def ok(r: Any) -> dict[str, Any]:
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+@pytest.fixture
+def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
+    home.mkdir(parents=True)
+    (home / "gitkb.toml").write_text(TOML)
+    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
+    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
+        ok(c.post("/sources", json={"name": SOURCE, "url": str(upstream.remote)}, headers=as_("writer")))
+        ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))
+        yield c
+
+
+def open_pull(c: TestClient, search: str, replace: str) -> dict[str, Any]:
+    body = {"source_id_or_index": SOURCE, "relative_path": PAGE, "search": search, "replace": replace,
+            "note": "fix the rotation period"}  # fmt: skip
+    ok(c.post("/proposals", json=body, headers=as_("writer")))
+    pr = ok(c.post("/pulls", json={"source_id_or_index": SOURCE, "title": "Rotation"}, headers=as_("writer")))
+    assert pr["review_state"] == "pending"
+    return pr
+
+
+def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, upstream: Upstream) -> None:
+    before = upstream.remote_sha(f"gitkb/proposals/{SOURCE}")
+    pr = open_pull(api, "every 90 days", "every 60 days")
+    rid = pr["review_id"]
+    assert upstream.remote_sha(f"gitkb/proposals/{SOURCE}") == before  # nothing pushed while pending
+    assert ok(api.get("/reviews", headers=as_("reader")))["Reviews"][0]["review_id"] == rid
+    for who in ("reader", "writer"):
+        r = api.post(f"/reviews/{rid}/approve", headers=as_(who))
+        assert r.status_code == 403 and r.json()["error"]["details"]["required_scope"] == "review"
+    done = ok(api.post(f"/reviews/{rid}/approve", headers=as_("alice")))
+    assert done["review_state"] == "approved" and done["number"]
+    assert {"path": PAGE, "status": "M"} in [
+        {k: f[k] for k in ("path", "status")} for f in done["changed_files"]
+    ]
+    shown = ok(api.get(f"/reviews/{rid}", headers=as_("reader")))
+    assert "alice" in str(shown)
+    audit = ok(api.get("/audit", headers=as_("root")))
+    assert any(e.get("actor") == "alice" for e in audit.get("Entries", audit.get("entries", [])))
+    assert api.get("/audit", headers=as_("alice")).status_code == 403
+    # the local forge merges; the sync (queued like a webhook's) brings the new text in
+    pulls = ok(api.get("/pulls", params={"source": SOURCE}, headers=as_("reader")))
+    assert pulls
+    merged = ok(api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("writer")))
+    job = merged.get("job_id") or (merged.get("sync") or {}).get("job_id")
+    deadline = time.time() + 60
+    while job and time.time() < deadline:
+        j = ok(api.get(f"/jobs/{job}", headers=as_("reader")))
+        if j["status"] in ("completed", "failed"):
+            break
+        time.sleep(0.05)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        hits = ok(
+            api.post("/search", json={"query": "every 60 days", "mode": "keyword"}, headers=as_("reader"))
+        )
+        if hits["Results"] and "60 days" in hits["Results"][0]["snippet"]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the merged text never became searchable: {merged}")
+
+
+def test_deny_records_reason_and_reviewer(api: TestClient, upstream: Upstream) -> None:
+    pr = open_pull(api, "every 90 days", "every 30 days")
+    r = api.post(f"/reviews/{pr['review_id']}/deny", json={}, headers=as_("alice"))
+    assert r.status_code == 422  # a reason is required
+    denied = ok(api.post(f"/reviews/{pr['review_id']}/deny", json={"reason": "policy says 90"},
+                         headers=as_("alice")))  # fmt: skip
+    assert denied["review_state"] == "denied"
+    shown = ok(api.get(f"/reviews/{pr['review_id']}", headers=as_("reader")))
+    assert "policy says 90" in str(shown) and "alice" in str(shown)
+    assert upstream.remote_sha(f"gitkb/proposals/{SOURCE}") is None
+    r = api.post(f"/reviews/{pr['review_id']}/approve", headers=as_("alice"))
+    assert r.status_code == 409 and r.json()["ok"] is False
