@@ -121,4 +121,7 @@ def create_app(
     app.add_middleware(BodyGate, cfg=cfg)
     for router in all_routers():
         app.include_router(router)
+    from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)
+
+    mount_ui(app)
     return app
