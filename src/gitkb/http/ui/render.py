@@ -21,7 +21,7 @@ from starlette.templating import Jinja2Templates
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 WORD = re.compile(r"[\w][\w'-]*", re.UNICODE)
-SUFFIXES = ("ations", "ation", "ings", "ing", "ions", "ion", "ies", "es", "ed", "s")
+SUFFIXES = ("ings", "ing", "ions", "ion", "ies", "es", "ed", "s")
 
 
 def stem(word: str) -> str:
@@ -99,11 +99,13 @@ def _css_class(ttype: Any) -> str:
 
 def highlight_lines(text: str, filename: str) -> list[Markup]:
     """``text`` split into lines (no line ends), each escaped and syntax-highlighted on its own."""
+    if not text:
+        return []
     raw = text.split("\n")
     if text.endswith("\n"):
         raw.pop()
     lexer = _lexer(filename)
-    if lexer is None or not text:  # pragma: no cover - no Pygments
+    if lexer is None:  # pragma: no cover - no Pygments
         return [Markup(escape(line)) for line in raw]
     lines: list[list[str]] = [[]]
     for ttype, value in lexer.get_tokens(text):
