@@ -173,7 +173,7 @@ def _split_paragraph(text: str, start: int, end: int, out: list[tuple[int, int]]
 def informative(sentence: str) -> bool:
     """At least three words outside markup: no bare links, no bold-only procedure titles."""
     st = sentence.strip()
-    if st.startswith("**") and st.endswith("**"):
+    if (st.startswith("**") and st.endswith("**")) or _LINK.fullmatch(st.rstrip(".\\ ")):
         return False
     return len(_WORDS.findall(_LINK.sub(r"\1", st))) >= 3
 
