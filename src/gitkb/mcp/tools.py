@@ -107,7 +107,7 @@ def open_kb_pull_request(env: Env, source_id_or_index: str, **params: Any) -> di
     target = params.get("target_index")
     if target:
         scope.require_index(env.ws.ctx, sc, target, write=True)
-    return env.ws.open_kb_pull_request(source_id_or_index, **params)  # type: ignore[attr-defined, no-any-return]
+    return env.ws.open_kb_pull_request(source_id_or_index, **params)
 
 
 # -- specifications -----------------------------------------------------------------
