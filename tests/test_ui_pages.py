@@ -6,6 +6,8 @@ errors. The browser-driven version of the same flows is tests/test_ui_browser.py
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
+from gitkb.services import jobs
 from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
 
 LOCAL = ("127.0.0.1", 50000)
@@ -133,6 +136,35 @@ def test_overview_indexes_and_status_panel(open_client: TestClient, upstream: Up
     idx = c.get("/ui/indexes").text
     head = ws_of(c).source_list()["Sources"][0]["synced_commit"]
     assert head[:12] in idx and "hashing/hashing-384" in idx and ">6</td>" in idx
+
+
+def test_status_panel_shows_the_job_in_flight(open_client: TestClient) -> None:
+    c = open_client
+    started, release = threading.Event(), threading.Event()
+
+    def slow(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
+        progress(3, 4, "batch 3 of 4")
+        started.set()
+        release.wait(20)
+        return {"Message": "done"}
+
+    jobs.register_kind("ui_progress_test", slow)
+    try:
+        job = ws_of(c).promoted("ui_progress_test", wait=0.01)
+        assert started.wait(10)
+        status = c.get("/ui/status.json").json()
+        assert status["status"] == "building" and status["progress_percent"] == 75
+        assert status["in_flight_job"]["job_id"] == job["job_id"]
+        page = c.get("/ui").text
+        assert 'value="75"' in page and "3 / 4 · batch 3 of 4" in page and job["job_id"] in page
+    finally:
+        release.set()
+        jobs.JOB_KINDS.pop("ui_progress_test", None)
+    deadline = time.monotonic() + 10
+    while c.get("/ui/status.json").json()["in_flight_job"] is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "no job running" in c.get("/ui").text
 
 
 def test_search_citations_and_document_lines(open_client: TestClient, upstream: Upstream) -> None:

@@ -130,6 +130,12 @@ def when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(float(ts), tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def when_short(ts: float | None) -> str:
+    if not ts:
+        return "—"
+    return dt.datetime.fromtimestamp(float(ts), tz=dt.UTC).strftime("%b %d %H:%M")
+
+
 def iso(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(float(ts), tz=dt.UTC).isoformat() if ts else ""
 
@@ -176,6 +182,7 @@ def build_templates() -> Jinja2Templates:
     env.lstrip_blocks = True
     env.filters.update(
         when=when,
+        when_short=when_short,
         iso=iso,
         short_sha=short_sha,
         score=score,
