@@ -47,7 +47,6 @@ class World:
     ws: Any
     ids: dict[str, str]
     b_file_id: str
-    has_sources: bool
 
     def call(self, agent: str | None, tool: str, args: dict[str, Any]) -> tuple[bool, str, Any]:
         """(is_error, text, structured) of one tool call through an in-memory MCP client."""
@@ -88,26 +87,23 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                                  filepath="notes/hostile.md")["Success"]
         b = ws.document_index("ADD_TEXT", index_name="b", text=f"failover {SECRET} credentials for payroll",
                               filepath="secret/payroll.md")
-        has_sources = callable(getattr(ws, "source_add", None)) and callable(getattr(ws, "propose_kb_edit", None))
-        kb_indexes = ["notes"]
-        if has_sources:
-            work = tmp / "kb"
-            shutil.copytree(REPO / "example_kb_repo", work)
-            (work / "docs" / "runbooks" / "escape.md").symlink_to("../../README.md")
-            _git(work, "init", "-q", "-b", "main")
-            _git(work, "add", "-A")
-            _git(work, "commit", "-q", "-m", "handbook")
-            _git(tmp, "clone", "-q", "--bare", str(work), str(tmp / "remote.git"))
-            assert ws.source_add("handbook", str(tmp / "remote.git"))["Success"]
-            assert ws.source_sync("handbook")["Success"]
-            ids["handbook"] = ws.document_index("LIST_INDICES")["IndexDetails"]["handbook"]["index_id"]
-            kb_indexes.append("handbook")
-        assert ws.kb_create("a", kb_indexes)["Success"]
+        # a git source feeding an index of KB a, with a symlink that leads out of its root
+        work = tmp / "kb"
+        shutil.copytree(REPO / "example_kb_repo", work)
+        (work / "docs" / "runbooks" / "escape.md").symlink_to("../../README.md")
+        _git(work, "init", "-q", "-b", "main")
+        _git(work, "add", "-A")
+        _git(work, "commit", "-q", "-m", "handbook")
+        _git(tmp, "clone", "-q", "--bare", str(work), str(tmp / "remote.git"))
+        assert ws.source_add("handbook", str(tmp / "remote.git"))["Success"]
+        assert ws.source_sync("handbook")["Success"]
+        ids["handbook"] = ws.document_index("LIST_INDICES")["IndexDetails"]["handbook"]["index_id"]
+        assert ws.kb_create("a", ["notes", "handbook"])["Success"]
         assert ws.kb_create("payroll_kb", ["b"])["Success"]
         assert ws.agent_assign("alice", ["a"])["Success"]
         assert ws.agent_assign("reader", ["a"], read_only=True)["Success"]
         try:
-            yield World(ws, ids, b["file_id"], has_sources)
+            yield World(ws, ids, b["file_id"])
         finally:
             ws.close()
 
@@ -178,6 +174,10 @@ REFUSED: list[tuple[str, str, str, dict[str, Any]]] = [
     ("read_only_propose", "reader", "propose_kb_edit", {"source_id_or_index": "handbook",
                                                         "relative_path": "docs/runbooks/rotate-api-keys.md",
                                                         "search": "90 days", "replace": "9 days"}),
+    ("pull_request_against_b", "alice", "open_kb_pull_request", {"source_id_or_index": "b"}),
+    ("pull_request_target_b", "alice", "open_kb_pull_request", {"source_id_or_index": "handbook",
+                                                                "target_index": "b"}),
+    ("read_only_pull_request", "reader", "open_kb_pull_request", {"source_id_or_index": "handbook"}),
 ]
 IGNORED = {"search_b_by_id", "search_b_by_name", "search_a_and_b", "search_unknown_index", "action_search_b",
            "action_ask_b"}
@@ -202,10 +202,6 @@ def _resolve(world: World, args: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case, agent, tool, args", REFUSED, ids=[c[0] for c in REFUSED])
 def test_refused(world: World, case: str, agent: str, tool: str, args: dict[str, Any]) -> None:
-    if tool == "propose_kb_edit" and not world.has_sources:
-        pytest.skip("propose_kb_edit needs Workspace.source_add/propose_kb_edit (git sources issue)")
-    if "propose" in case and "handbook" not in world.ids:
-        pytest.skip("no source")
     args = _resolve(world, args)
     before = world.counts()
     is_error, text, structured = world.call(agent, tool, args)
