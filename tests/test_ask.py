@@ -318,7 +318,7 @@ def test_awsdocs_every_footnote_is_verbatim_and_gold_is_cited(aws_ws: Workspace)
         assert r["Success"] and r["answered"], (q, r)
         assert_footnotes_verbatim(r, read)
         cited += any(f["filepath"] == q["doc"] for f in r["Footnotes"])
-    assert cited / len(questions) >= 0.7  # measured 0.75-0.8 with keyword search
+    assert cited / len(questions) >= 0.75  # measured 0.85 with keyword search, 10 passages
 
 
 def test_awsdocs_unrelated_questions_are_not_answered(aws_ws: Workspace) -> None:
