@@ -181,7 +181,7 @@ REFUSED: list[tuple[str, str, str, dict[str, Any]]] = [
 ]
 IGNORED = {"search_b_by_id", "search_b_by_name", "search_a_and_b", "search_unknown_index", "action_search_b",
            "action_ask_b"}
-CASES = len(REFUSED) + 3  # + inventory, knowledge-base listing and prompt-injection cases below
+CASES = len(REFUSED) + 4  # + inventory, status, knowledge-base listing and prompt-injection cases below
 
 
 def _resolve(world: World, args: dict[str, Any]) -> dict[str, Any]:
@@ -229,6 +229,13 @@ def test_inventory_hides_b(world: World) -> None:
         assert not is_error
         assert world.ids["b"] not in text and '"b"' not in text
         assert "notes" in text
+
+
+def test_status_tools_hide_b(world: World) -> None:
+    for tool in ("get_index_status", "embeddings_status"):
+        is_error, text, _ = world.call("alice", tool, {})
+        assert not is_error, text
+        assert world.ids["b"] not in text and '"b"' not in text and str(world.ws.home) not in text
 
 
 def test_knowledge_base_listing_hides_b(world: World) -> None:

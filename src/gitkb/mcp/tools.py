@@ -66,7 +66,7 @@ def get_index_status(env: Env) -> dict[str, Any]:
 
 
 def embeddings_status(env: Env) -> dict[str, Any]:
-    return env.ws.embeddings_status()
+    return scope.filter_embeddings_status(env.ws.ctx, env.scope(), env.ws.embeddings_status())
 
 
 def get_job_result(env: Env, job_id: str) -> dict[str, Any]:

@@ -287,6 +287,7 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
         out["skipped_files"] = [
             f for f in out["skipped_files"] if isinstance(f, dict) and scope.can_read(str(f.get("index_id")))
         ]
+    out = _filter_inventory(ctx, scope, out)
     out.pop("in_flight_job", None)
     out.pop("writer", None)
     if isinstance(out.get("documents_indexed"), int) and not out.get("documents_indexed_error"):
@@ -297,6 +298,15 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
             if ids
             else 0
         )
+    return out
+
+
+def filter_embeddings_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
+    """embeddings_status for an agent: per-index entries of its own indexes only, no server paths."""
+    if not scope.scoped or not out.get("Success"):
+        return out
+    out = _filter_inventory(ctx, scope, out)
+    out.pop("path", None)
     return out
 
 
