@@ -17,8 +17,9 @@ from fastapi.testclient import TestClient
 
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
+from gitkb.http.ui.session import load_secret
 from gitkb.services import jobs
-from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
+from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
 
 LOCAL = ("127.0.0.1", 50000)
 TOKENS = {
@@ -222,6 +223,19 @@ def test_approve_pushes_and_shows_the_change_request(open_client: TestClient, up
     assert again.status_code == 409 and is_html(again) and "alert-error" in again.text
 
 
+def test_stale_lease_is_shown_and_can_be_retried(open_client: TestClient, upstream: Upstream) -> None:
+    c = open_client
+    rid = seed(c, upstream.remote)
+    git(upstream.work, "push", "-q", "origin", "HEAD:refs/heads/gitkb/proposals/handbook")  # someone else
+    before = upstream.remote_sha("gitkb/proposals/handbook")
+    token = csrf(c.get(f"/ui/reviews/{rid}").text)
+    r = c.post(f"/ui/reviews/{rid}/approve", data={"csrf_token": token})
+    assert r.status_code == 409 and 'id="decide-error"' in r.text and "nothing was overwritten" in r.text
+    assert upstream.remote_sha("gitkb/proposals/handbook") == before
+    page = c.get(f"/ui/reviews/{rid}").text
+    assert "Retry the push and PR step" in page and "Push refused: stale lease" in page
+
+
 def test_deny_needs_a_reason(open_client: TestClient, upstream: Upstream) -> None:
     c = open_client
     rid = seed(c, upstream.remote)
@@ -299,6 +313,13 @@ def test_csrf_refusals(auth_client: TestClient, upstream: Upstream) -> None:
         url, data={"csrf_token": token}, headers={"Origin": "http://testserver"}, follow_redirects=False
     )
     assert same.status_code == 303
+
+
+def test_csrf_secret_belongs_to_the_workspace(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    first = load_secret(home)
+    assert load_secret(home) == first and len(first) == 32  # every server of the workspace, every restart
+    assert ((home / "ui-secret").stat().st_mode & 0o777) == 0o600
 
 
 def test_no_tokens_means_loopback_only(home: Path) -> None:

@@ -27,7 +27,7 @@ def mount_ui(app: FastAPI) -> None:
     """Add the page's routes and its static files (``/ui/static``) to ``app``."""
     from gitkb.http.ui import pages, reviews
 
-    app.state.gitkb_ui = UiState(templates=build_templates())
+    app.state.gitkb_ui = UiState(home=app.state.gitkb.settings.home, templates=build_templates())
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR / "ui")), name="ui-static")
     app.include_router(reviews.router)
     app.include_router(pages.router)

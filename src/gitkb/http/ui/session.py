@@ -6,18 +6,21 @@
   the token's name is the principal, so it is the reviewer recorded on approve and deny. A token
   bound to an agent is refused here (agents use the MCP server). With no token configured the
   page, like the API, is open to loopback only and asks for no login.
-* CSRF: every state-changing form carries ``csrf_token`` = HMAC(per-app secret, a random nonce
-  kept in its own HTTP-only cookie + the session token's digest). A POST without the cookie, with
-  another token, or from another origin (``Origin``/``Referer`` checked when sent) is refused 403.
-  The secret is made when the app starts, so a form rendered before a restart must be reloaded.
+* CSRF: every state-changing form carries ``csrf_token`` = HMAC(secret, a random nonce kept in
+  its own HTTP-only cookie + the session token's digest). A POST without the cookie, with another
+  session's token, or from another host (``Origin``/``Referer`` checked when sent) is refused 403.
+  The secret lives in ``<home>/ui-secret`` (0600), so forms survive a restart and work on every
+  server of a workspace; a read-only home falls back to a secret of this process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -35,12 +38,46 @@ COOKIE_PATH = "/ui"
 SESSION_MAX_AGE_S = 12 * 3600
 
 
+SECRET_FILE = "ui-secret"
+
+
+def load_secret(home: Path) -> bytes:
+    """The workspace's CSRF signing secret, made once (0600); a process secret if home is read-only."""
+    path = home / SECRET_FILE
+    for _ in range(2):
+        try:
+            data = path.read_bytes()
+            if len(data) >= 32:
+                return data
+        except FileNotFoundError:
+            pass
+        except OSError:
+            break
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue  # another server made it first: read theirs
+        except OSError:
+            break
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+    return secrets.token_bytes(32)
+
+
 @dataclass
 class UiState:
-    """What the page keeps per app: the CSRF signing secret and the templates."""
+    """What the page keeps per app: the templates, and the CSRF signing secret (read on first use)."""
 
-    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    home: Path
     templates: Any = None
+    _secret: bytes | None = field(default=None, repr=False)
+
+    @property
+    def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = load_secret(self.home)
+        return self._secret
 
 
 class UiRedirect(Exception):
@@ -138,21 +175,21 @@ def sign(secret: bytes, nonce: str, session: str) -> str:
     return hmac.new(secret, f"{nonce}|{session}".encode(), hashlib.sha256).hexdigest()
 
 
-def csrf_token(request: Request, *, session: str | None = None) -> str:
-    """The token for forms on this page (``session``: the digest a login is about to set)."""
-    return sign(ui_state(request).secret, _nonce(request), session or _session_digest(request))
+def csrf_token(request: Request) -> str:
+    """The token for this page's forms: bound to the nonce cookie and to the session."""
+    return sign(ui_state(request).secret, _nonce(request), _session_digest(request))
 
 
 def same_origin(request: Request) -> bool:
-    """A browser's ``Origin`` (or, without it, ``Referer``) must name this server."""
+    """A browser's ``Origin`` (or, without it, ``Referer``) must name this server's host and port
+    (the scheme is not compared: a TLS proxy in front changes it)."""
     origin = request.headers.get("origin")
     if origin is None or origin == "null":
-        ref = request.headers.get("referer")
-        if not ref:
-            return origin is None  # no header at all: not a browser cross-site post
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(ref))
-    host = request.headers.get("host", "")
-    return hmac.compare_digest(origin.rstrip("/").lower(), f"{request.url.scheme}://{host}".lower())
+        origin = request.headers.get("referer")
+        if not origin:
+            return request.headers.get("origin") is None  # no header at all: not a browser's cross-site post
+    netloc = urlsplit(origin).netloc.lower()
+    return bool(netloc) and hmac.compare_digest(netloc, request.headers.get("host", "").lower())
 
 
 def check_csrf(request: Request, form: FormData) -> None:
