@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL an ingest at several points, restart, let the writer
 catch up, and check that nothing was lost or duplicated and that the catalog,
-the keyword index (and the vectors, once wired) agree.
+the keyword index and the vectors agree.
 
 The crash points are ``gitkb.core.faults.crash_point`` calls, armed only by
 ``GITKB_CRASH_AT`` in the child process.
@@ -27,12 +27,14 @@ with Workspace(home, embedding_provider="hashing") as ws:
     ws.document_index("CREATE_INDEX", index_name="kb")
     r = ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=corpus)
     print(r.get("Message"))
+    print(ws.build_embeddings())
 """
 
 POINTS = [
     "ingest.chunked:2",  # during chunking of the second batch
     "ingest.after_write:1",  # after the first catalog commit, before the keyword apply
     "keywords.after_commit:1",  # tantivy committed, watermark not yet stored
+    "vectors.after_upsert:3",  # during embedding: some vectors stored, watermark not yet
 ]
 
 
@@ -76,6 +78,8 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, point: str) -> None
         assert len(paths) == n and len(set(paths)) == n
         chunk_count = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         assert ws.ctx.keywords.count() == chunk_count
+        identity = ws.embeddings_status()["identity"]
+        assert ws.ctx.vectors.count(identity) == chunk_count
         jobs = ws.list_jobs()["Jobs"]
         assert any(j["status"] == "completed" and j["attempts"] >= 2 for j in jobs), jobs
         res = ws.document_index("SEARCH", query="topic7 sentence", index_name="kb", top_n=50)["Results"]

@@ -53,6 +53,9 @@ def test_inline_write_is_a_completed_job_and_bumps_generation(ws: Workspace) -> 
     assert st["write_generation"] == g0 + 2
     listed = ok(ws.list_jobs())["Jobs"]
     assert [j["status"] for j in listed[:2]] == ["completed", "completed"]
+    ok(ws.build_embeddings())  # vectors follow in the background; wait for them
+    st = ok(ws.get_index_status())
+    assert st["dirty_embeddings"] == 0 and st["dirty_paths"] == 0
     assert st["caught_up"] is True and st["queue_depth"] == 0 and st["in_flight"] is None
 
 

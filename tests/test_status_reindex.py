@@ -47,7 +47,7 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     assert nochange["added"] == [] and nochange["modified"] == [] and nochange["deleted"] == []
     assert nochange["unchanged"] == len(added) and nochange["full_rebuild"] is False
 
-    ids_before = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", query="incident commander", top_n=5))["Results"]}
+    ids_before = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
     target = docs / "runbooks" / "rotate-api-keys.md"
     target.write_text(target.read_text() + "\nAlso rotate the webhook signing secret quarterly.\n")
     os.utime(target, (time.time() + 5, time.time() + 5))
@@ -57,18 +57,18 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     assert r["modified"] == ["docs/runbooks/rotate-api-keys.md"]
     assert r["added"] == ["docs/policies/new-policy.md"]
     assert r["deleted"] == ["docs/onboarding/first-week.md"]
-    assert ok(ws.document_index("SEARCH", query="webhook signing secret"))["Results"][0]["filepath"].endswith("rotate-api-keys.md")
-    assert ok(ws.document_index("SEARCH", query="buddy laptop front desk"))["Results"] == [] or all(
+    assert ok(ws.document_index("SEARCH", mode="keyword", query="webhook signing secret"))["Results"][0]["filepath"].endswith("rotate-api-keys.md")
+    assert ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))["Results"] == [] or all(
         not x["filepath"].endswith("first-week.md")
-        for x in ok(ws.document_index("SEARCH", query="buddy laptop front desk"))["Results"]
+        for x in ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))["Results"]
     )
-    ids_after = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", query="incident commander", top_n=5))["Results"]}
+    ids_after = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
     assert ids_after == ids_before  # untouched documents keep their chunk ids
 
     forced = ok(ws.reindex(force=True))
     assert forced["full_rebuild"] is True and forced["modified"] == [] and forced["unchanged"] == 0
     assert len(forced["added"]) == len(added)  # 8 - 1 deleted + 1 new
-    again = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", query="incident commander", top_n=5))["Results"]}
+    again = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
     assert again == ids_before  # a forced rebuild keeps stable ids too
     st = ok(ws.get_index_status())
     assert st["caught_up"] and st["last_reindex_error"] is None

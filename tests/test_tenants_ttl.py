@@ -137,11 +137,6 @@ def test_purge_expired_removes_them_and_counts(expiring: Any) -> None:
     assert again["purged"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/ingest.py: ADD_TEXT's 'unchanged' shortcut compares text, chunking and metadata but not"
-    " tenant/tier/expiry, so re-adding cannot change or clear a TTL (owner of ingest.py to fix)",
-)
 def test_readding_refreshes_a_ttl(ws: Any) -> None:
     ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     first = _add(ws, "short lived page", filepath="p.md", ttl_seconds=3600)

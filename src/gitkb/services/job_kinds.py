@@ -30,3 +30,26 @@ def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[s
 
 register_kind("action", _action, resumable=True)
 register_kind("reindex", _reindex, resumable=True)
+
+
+def _build_embeddings(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from gitkb.services import embeddings
+
+    return embeddings.build_embeddings(ctx, force=bool(params.get("force")), progress=progress)
+
+
+def _reembed(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from gitkb.services import embeddings
+
+    return embeddings.reembed(ctx, params.get("index_name"), progress=progress)
+
+
+def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from gitkb.services import ttl
+
+    return ttl.purge_expired(ctx)
+
+
+register_kind("build_embeddings", _build_embeddings, resumable=True)
+register_kind("reembed", _reembed, resumable=True)
+register_kind("purge_expired", _purge_expired, resumable=True)

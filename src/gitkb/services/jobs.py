@@ -196,9 +196,25 @@ def run_next(ctx: Context, stop: threading.Event) -> bool:
         with ctx.catalog.write() as conn:
             job = job_rows.claim_next(conn, runner_name())
         if job is None:
+            schedule_maintenance(ctx)
             return False
         _execute(ctx, job, None, stop=stop)
     return True
+
+
+MAINTENANCE_EVERY_SECONDS = 60.0
+
+
+def schedule_maintenance(ctx: Context) -> None:
+    """When idle, at most once a minute: queue a purge of expired documents if any are due."""
+    now = time.monotonic()
+    if now - ctx.extras.get("maintenance_at", 0.0) < MAINTENANCE_EVERY_SECONDS:
+        return
+    ctx.extras["maintenance_at"] = now
+    from gitkb.services.ttl import count_expired
+
+    if "purge_expired" in JOB_KINDS and count_expired(ctx) > 0:
+        submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 
 
 def recover(ctx: Context) -> dict[str, list[str]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gitkb.services.catchup import KEYWORDS
 from gitkb.services.context import Context
+from gitkb.services.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 
@@ -25,9 +26,10 @@ def _last_error(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> str | None:
 
 
 def dirty_embeddings(ctx: Context) -> int:
-    """Chunks without a vector for their index's identity (0 until embeddings are wired)."""
-    fn = ctx.extras.get("dirty_embeddings")
-    return int(fn(ctx)) if callable(fn) else 0
+    """Chunks without a vector for their index's identity."""
+    from gitkb.services.vectors_catchup import pending_chunks, wanted_identities
+
+    return sum(pending_chunks(ctx, identity) for identity in wanted_identities(ctx))
 
 
 def index_status(ctx: Context) -> dict[str, Any]:
@@ -71,6 +73,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             "dirty_paths": dirty_paths,
             "dirty_embeddings": dirty_emb,
             "write_generation": int(job_rows.get_state(conn, "write_generation", "0") or 0),
+            "pending_purge": count_expired(ctx),
             "skipped_files": skipped,
             "caught_up": status == "queryable" and queue_depth == 0 and in_flight is None
             and dirty_paths == 0 and dirty_emb == 0,

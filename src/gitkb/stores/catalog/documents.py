@@ -114,20 +114,28 @@ def get_text(conn: sqlite3.Connection, rowid: int) -> str:
 
 
 def hashes_by_path(conn: sqlite3.Connection, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
-    """path -> (content_hash, size, mtime, chunk_strategy/size/overlap key) for cheap unchanged checks."""
+    """path -> (content_hash, size, mtime, state key) for cheap unchanged checks (see ``state_key``)."""
     out = {}
     for r in conn.execute(
-        "SELECT path, content_hash, size, mtime, chunk_strategy, chunk_size, chunk_overlap FROM documents"
-        " WHERE index_id = ?",
+        "SELECT path, content_hash, size, mtime, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at"
+        " FROM documents WHERE index_id = ?",
         (index_id,),
     ):
-        key = f"{r['chunk_strategy']}/{r['chunk_size']}/{r['chunk_overlap']}"
+        cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
+        key = state_key(cfg, r["tenant"], r["tier"], r["expires_at"])
         out[r["path"]] = (r["content_hash"], r["size"], r["mtime"], key)
     return out
 
 
 def config_key(cfg: ChunkConfig) -> str:
     return f"{cfg.strategy}/{cfg.size}/{cfg.overlap}"
+
+
+def state_key(cfg: ChunkConfig, tenant: str | None, tier: str | None, expires_at: float | None) -> str:
+    """What besides the text decides whether re-adding a file is a no-op: chunking and placement.
+
+    A document with an expiry never matches, so re-adding it always sets its TTL anew."""
+    return f"{config_key(cfg)}|{tenant or ''}|{tier or ''}|{'ttl' if expires_at is not None else ''}"
 
 
 def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow]:
@@ -170,6 +178,9 @@ def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow
         )
         status = "modified"
     replace_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks)
+    if existing is not None and existing.tenant != doc.tenant:
+        # derived indexes filter by tenant: every kept chunk must be applied again
+        changes.log_adds_for_document(conn, rowid)
     row = get_by_path(conn, doc.index_id, doc.path)
     assert row is not None
     return status, row
