@@ -167,7 +167,7 @@ def ingest_entries(
     report.skipped.extend(e for e in entries if isinstance(e, SkippedFile))
     total = len(files)
     done = 0
-    key = doc_rows.config_key(cfg)
+    key = doc_rows.state_key(cfg, place.tenant, place.tier, place.expires_at)
     for start in range(0, total, WRITE_BATCH):
         batch = files[start : start + WRITE_BATCH]
         pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]] = []
@@ -297,7 +297,10 @@ def add_text(
         title = first[:80]
     with ctx.write_lock:
         prev = doc_rows.get_by_path(ctx.catalog.conn, row.id, path)
-        if prev is not None and prev.content_hash == h and prev.chunk_config == cfg and prev.metadata == metadata:
+        if (
+            prev is not None and prev.content_hash == h and prev.chunk_config == cfg and prev.metadata == metadata
+            and (prev.tenant, prev.tier, prev.expires_at, place.expires_at) == (place.tenant, place.tier, None, None)
+        ):
             return {"Message": "Text unchanged", "index_name": row.name, "filepath": path, "file_id": prev.id,
                     "status": "unchanged", "chunks_written": 0}
         embeddings.prepare_write(ctx, row)
@@ -355,11 +358,11 @@ def add_texts(
     from gitkb.core.names import normalize_stored_path
 
     row = get_index(ctx, index_name)
+    ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(items, list | tuple):
         raise InvalidArgument("items must be a list of {text, filepath, metadata} objects")
     cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     prepared: list[tuple[str, str, dict[str, Any], str]] = []
-    ensure_not_managed(ctx, row, "ADD_TEXT")
     seen: set[str] = set()
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -381,7 +384,7 @@ def add_texts(
         todo = []
         for path, text, meta, h in prepared:
             prev = known.get(path)
-            if prev is not None and prev[0] == h and prev[3] == doc_rows.config_key(cfg):
+            if prev is not None and prev[0] == h and prev[3] == doc_rows.state_key(cfg, None, None, None):
                 report.unchanged.append(path)
             else:
                 todo.append((path, text, meta, h))
