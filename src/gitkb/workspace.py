@@ -98,6 +98,9 @@ class Workspace:
         if actions.is_read(name):
             return actions.run_action(self.ctx, name, params)
         progress = params.pop("progress", None)
+        from gitkb.services.rechunk import guard_action
+
+        guard_action(self.ctx, name, params)  # a write during RECHUNK is refused, not queued behind it
         result = jobs.run_inline(self.ctx, "action", {"action": name, "params": params}, progress=progress)
         return result
 
@@ -118,6 +121,9 @@ class Workspace:
             name = actions.validate_action(action, params)
             if actions.is_read(name):
                 return actions.run_action(self.ctx, name, params)
+            from gitkb.services.rechunk import guard_action
+
+            guard_action(self.ctx, name, params)
             kind, job_params = "action", {"action": name, "params": params}
         else:
             kind, job_params = method, params

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.services import ask, documents, indexes, ingest, search
+from gitkb.services import ask, documents, indexes, ingest, rechunk, search
 from gitkb.services.context import Context
+from gitkb.services.identity import identity_state
 
 ActionFn = Callable[..., dict[str, Any]]
 
@@ -20,7 +21,10 @@ _CHUNK = ("chunk_size", "chunk_overlap", "chunk_strategy")
 _PLACE = ("tenant", "tier", "ttl_seconds")
 
 ACTIONS: dict[str, tuple[ActionFn, tuple[str, ...]]] = {
-    "CREATE_INDEX": (indexes.create_index, ("index_name", *_CHUNK, "embeddings", "settings")),
+    "CREATE_INDEX": (
+        indexes.create_index,
+        ("index_name", *_CHUNK, "embeddings", "embedding_provider", "embedding_model", "settings"),
+    ),
     "RENAME_INDEX": (indexes.rename_index, ("index_name", "new_index_name")),
     "DELETE_INDEX": (indexes.delete_index, ("index_name",)),
     "LIST_INDICES": (lambda ctx: indexes.list_indices(ctx), ()),
@@ -28,7 +32,10 @@ ACTIONS: dict[str, tuple[ActionFn, tuple[str, ...]]] = {
     "ADD_DOCUMENTS": (ingest.add_documents, ("index_name", "filepath", *_CHUNK, "base_path", *_PLACE, "progress")),
     "ADD_TEXT": (ingest.add_text, ("index_name", "text", "metadata", "filepath", *_CHUNK, *_PLACE)),
     "LIST_DOCUMENTS": (
-        documents.list_documents,
+        lambda ctx, **kw: {
+            **documents.list_documents(ctx, **kw),
+            "EmbeddingIdentityState": identity_state(ctx).as_dict(),
+        },
         ("index_name", "path_filter", "query", "show_files_only", "start", "count"),
     ),
     "GET_DOCUMENT": (
@@ -94,6 +101,7 @@ def is_read(action: str) -> bool:
 def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
     name = validate_action(action, params)
     fn, _ = ACTIONS[name]
+    rechunk.guard_action(ctx, name, params)  # conflict while the index is being rebuilt
     clean = {k: v for k, v in params.items() if v is not None}
     result = fn(ctx, **clean)
     return {"Success": True, "action": name, **result}
@@ -106,3 +114,4 @@ register(
     ("query",),
     read_only=True,
 )
+register("RECHUNK", rechunk.rechunk, ("index_name", *_CHUNK, "progress"), ("index_name",))

@@ -13,7 +13,9 @@ from gitkb.core.errors import InvalidArgument
 from gitkb.core.snippets import make_snippet
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
+from gitkb.services.fusion import DEFAULT_RRF_K, rrf
 from gitkb.services.indexes import get_index
+from gitkb.services.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
@@ -133,27 +135,78 @@ def search(
     q = validate_query(query)
     n = validate_top_n(top_n)
     tier_set = validate_tiers(tiers)
-    if mode not in (None, "keyword"):
-        raise InvalidArgument(f"mode must be 'keyword' (semantic and hybrid need embeddings), got {mode!r}")
+    if mode is not None and mode not in MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}")
     rows = resolve_indexes(ctx, index_name, indexes)
     names = {r.id: r.name for r in rows}
     t0 = time.perf_counter()
-    hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
-    results = []
-    for chunk, doc, score in hits:
-        c = citation(chunk, doc, names[chunk.index_id], q, score)
-        c["retrievers"] = ["keyword"]
-        results.append(c)
+    plan = plan_modes(ctx, rows, mode)
+    if plan.mode == "keyword":
+        hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
+        results = []
+        for chunk, doc, score in hits:
+            c = citation(chunk, doc, names[chunk.index_id], q, score)
+            c["retrievers"] = ["keyword"]
+            results.append(c)
+    else:
+        results = fused_results(ctx, q, rows, plan, n, names, tenant=tenant, tiers=tier_set)
     out: dict[str, Any] = {
         "query": q,
-        "mode": "keyword",
+        "mode": plan.mode,
         "indexes": [r.name for r in rows],
         "Results": results,
         "count": len(results),
         "took_ms": round((time.perf_counter() - t0) * 1000, 2),
         "Message": f"{len(results)} result(s)",
     }
-    warnings = tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap
+    warnings = plan.warnings + tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap
     if warnings:
         out["Warnings"] = warnings
+    return out
+
+
+def rrf_k(ctx: Context) -> float:
+    """RRF's k: ``[search] rrf_k`` in gitkb.toml, else 60."""
+    v = ctx.settings.section("search").get("rrf_k", DEFAULT_RRF_K)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else DEFAULT_RRF_K
+
+
+def fused_results(
+    ctx: Context,
+    q: str,
+    rows: list[IndexRow],
+    plan: Plan,
+    n: int,
+    names: dict[str, str],
+    *,
+    tenant: str | None,
+    tiers: frozenset[str] | None,
+) -> list[dict[str, Any]]:
+    """Semantic (one list per identity) and, for hybrid, keyword lists fused by rank (RRF)."""
+    depth = max(n * 3, 30)
+    lists: dict[str, list[int]] = {}
+    hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
+    scores: dict[int, dict[str, float]] = {}
+    if plan.mode == "hybrid":
+        kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers)
+        lists["keyword"] = [c.cid for c, _, _ in kw]
+        for c, d, s in kw:
+            hits[c.cid] = (c, d)
+            scores.setdefault(c.cid, {})["keyword"] = s
+    for identity, group in sorted(plan.groups.items()):
+        sem = semantic_hits(ctx, q, identity, group, depth, tenant=tenant, tiers=tiers)
+        lists[f"semantic:{identity}"] = [c.cid for c, _, _ in sem]
+        for c, d, s in sem:
+            hits[c.cid] = (c, d)
+            scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
+    out = []
+    single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
+    for f in rrf(lists, k=rrf_k(ctx))[:n]:
+        chunk, doc = hits[f.key]
+        score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
+        c = citation(chunk, doc, names[chunk.index_id], q, score)
+        c["retrievers"] = f.retrievers
+        c["scores"] = scores[f.key]
+        c["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}
+        out.append(c)
     return out

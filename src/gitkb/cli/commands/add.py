@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.commands.embeddings import wait_for_vectors
 from gitkb.cli.main import run
 from gitkb.cli.output import is_tty
 
@@ -34,7 +35,8 @@ def _render_add(data: dict[str, Any]) -> None:
 @click.argument("path", type=click.Path())
 @click.option("--base-path", type=click.Path(), help="Store paths relative to this folder.")
 @_chunk_options
-def add(index: str, path: str, base_path: str | None, **opts: Any) -> None:
+@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
+def add(index: str, path: str, base_path: str | None, no_wait: bool, **opts: Any) -> None:
     """Add a file or a directory (recursively) to INDEX."""
     bar: Any = None
 
@@ -49,12 +51,13 @@ def add(index: str, path: str, base_path: str | None, **opts: Any) -> None:
 
     def call(ws: Any) -> dict[str, Any]:
         try:
-            return ws.document_index(  # type: ignore[no-any-return]
+            data: dict[str, Any] = ws.document_index(
                 "ADD_DOCUMENTS", index_name=index, filepath=path, base_path=base_path, progress=progress, **opts
             )
         finally:
             if bar is not None:
                 bar.__exit__(None, None, None)
+        return data if no_wait else wait_for_vectors(ws, data)
 
     run(call, _render_add)
 
@@ -65,7 +68,8 @@ def add(index: str, path: str, base_path: str | None, **opts: Any) -> None:
 @click.option("--metadata", help="A JSON object stored with the text.")
 @click.option("--filepath", help="Store the text under this path (default texts/<hash>.txt).")
 @_chunk_options
-def add_text(index: str, text: str, metadata: str | None, filepath: str | None, **opts: Any) -> None:
+@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
+def add_text(index: str, text: str, metadata: str | None, filepath: str | None, no_wait: bool, **opts: Any) -> None:
     """Add raw TEXT (or '-' to read standard input) to INDEX."""
     if text == "-":
         text = sys.stdin.read()
@@ -75,7 +79,14 @@ def add_text(index: str, text: str, metadata: str | None, filepath: str | None, 
             meta = json.loads(metadata)
         except json.JSONDecodeError as exc:
             raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--metadata") from exc
-    run(lambda ws: ws.document_index("ADD_TEXT", index_name=index, text=text, metadata=meta, filepath=filepath, **opts))
+
+    def call(ws: Any) -> dict[str, Any]:
+        data: dict[str, Any] = ws.document_index(
+            "ADD_TEXT", index_name=index, text=text, metadata=meta, filepath=filepath, **opts
+        )
+        return data if no_wait else wait_for_vectors(ws, data)
+
+    run(call)
 
 
 def register(group: click.Group) -> None:

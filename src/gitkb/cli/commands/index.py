@@ -21,13 +21,25 @@ def index_group() -> None:
 @click.option("--chunk-overlap", type=int, help="Overlap between chunks in word pieces.")
 @click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))
 @click.option("--no-embeddings", is_flag=True, help="Keyword-only: never embed.")
-def create(name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_embeddings: bool) -> None:
+@click.option("--embedding-provider", help="Pin this index to a provider (default: the workspace's active identity).")
+@click.option("--embedding-model", help="Pin this index to a model of --embedding-provider.")
+def create(
+    name: str,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    chunk_strategy: str | None,
+    no_embeddings: bool,
+    embedding_provider: str | None,
+    embedding_model: str | None,
+) -> None:
     """Create index NAME."""
     params: dict[str, Any] = {
         "index_name": name,
         "chunk_size": chunk_size,
         "chunk_overlap": chunk_overlap,
         "chunk_strategy": chunk_strategy,
+        "embedding_provider": embedding_provider,
+        "embedding_model": embedding_model,
     }
     if no_embeddings:
         params["embeddings"] = False
@@ -82,6 +94,39 @@ def _render_stats(data: dict[str, Any]) -> None:
 def stats() -> None:
     """Per-index file counts, chunk configuration and reindex needs."""
     run(lambda ws: ws.document_index("GET_INDICES_STATS"), _render_stats)
+
+
+def _render_rechunk(data: dict[str, Any]) -> None:
+    click.echo(data.get("Message", ""))
+    emb = data.get("embeddings")
+    if emb:
+        click.echo(f"vectors: {emb.get('chunks_embedded')} chunk(s) embedded, {emb.get('chunks_reused')} reused")
+
+
+@index_group.command("rechunk")
+@click.argument("name")
+@click.option("--chunk-size", type=int, help="Chunk size in word pieces (default: the index's, then the core default).")
+@click.option("--chunk-overlap", type=int, help="Overlap between chunks in word pieces.")
+@click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))
+@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
+def rechunk(
+    name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_wait: bool
+) -> None:
+    """Cut every document of index NAME again (in a temporary index, swapped in at the end)."""
+    from gitkb.cli.commands.embeddings import _Bar, wait_for_vectors
+
+    def call(ws: Any) -> dict[str, Any]:
+        bar = _Bar("re-chunking")
+        try:
+            data: dict[str, Any] = ws.document_index(
+                "RECHUNK", index_name=name, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                chunk_strategy=chunk_strategy, progress=bar,
+            )
+        finally:
+            bar.close()
+        return data if no_wait else wait_for_vectors(ws, data)
+
+    run(call, _render_rechunk)
 
 
 def register(group: click.Group) -> None:

@@ -19,6 +19,7 @@ def render_results(data: dict[str, Any]) -> None:
         click.echo(
             f"[{i}] {r.get('document_title') or r['filepath']}  ({r['index_name']}:{r['filepath']}"
             f" lines {loc.get('line_start')}-{loc.get('line_end')})  score {r['score']:.3f}"
+            f"  [{'+'.join(r.get('retrievers') or [])}]"
         )
         click.echo(f"    {r.get('snippet', '')}")
         click.echo(f"    id {r['id']}" + (f"  {r['source_uri']}" if r.get("source_uri") else ""))

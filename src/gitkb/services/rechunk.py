@@ -1,0 +1,250 @@
+"""RECHUNK: cut every document of an index again, in a temporary index, then swap it in.
+
+1. Mark the index as being rebuilt (a catalog row, plus an OS file lock held
+   for the duration, so a marker left by a killed process is recognised as
+   stale) and create a hidden temporary index ``.rechunk.<index id>.<token>``.
+2. Re-chunk each document's stored text (the catalog keeps the full text of
+   files and of ADD_TEXT entries, so nothing is reassembled or approximated)
+   into the temporary index, keeping document ids: unchanged chunk texts get
+   the same chunk ids, and their vectors are reused by content hash.
+3. Swap in one catalog transaction: the old documents go, the new ones move
+   to the original index id (delete-then-rename), the change log gets the
+   new chunks' adds before the old chunks' removes (so vectors are reused
+   before they are deleted), the temporary index is dropped.
+
+Writes to the index during the rebuild get ``conflict``. On failure, or after
+a crash, the original index is untouched; the temporary index is dropped (now
+or at the next write or RECHUNK that finds the stale marker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from gitkb.core import ids
+from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
+from gitkb.core.faults import crash_point
+from gitkb.services import embeddings
+from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.context import Context
+from gitkb.services.indexes import get_index
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.catalog.indexes import IndexRow
+
+BATCH = 64  # documents re-chunked per transaction
+Progress = Callable[[int, int], None]
+# Actions that write to the index named by ``index_name``: refused while it is rebuilt.
+WRITE_ACTIONS = frozenset(
+    {"ADD_DOCUMENTS", "ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT", "RENAME_INDEX", "DELETE_INDEX", "RECHUNK"}
+)
+
+
+def _lock_path(ctx: Context, index_id: str) -> Path:
+    return ctx.settings.home / "locks" / f"rebuild-{index_id}.lock"
+
+
+def _try_lock(path: Path) -> IO[str] | None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the rebuild ends
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def _release(fh: IO[str] | None) -> None:
+    if fh is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fh.close()
+
+
+def _drop_temp(ctx: Context, rb: vs.Rebuild) -> None:
+    """Remove the temporary index and the marker (the original index is untouched)."""
+    with ctx.catalog.write() as w:
+        if index_rows.get_by_id(w, rb.temp_index_id) is not None:
+            changes.log_drop_index(w, rb.temp_index_id)
+            index_rows.delete(w, rb.temp_index_id)
+        vs.clear_rebuild(w, rb.index_id)
+    catch_up_keywords(ctx)
+
+
+def recover_stale(ctx: Context, index_id: str) -> vs.Rebuild | None:
+    """The live rebuild of ``index_id``, or None; a stale one (its process died) is cleaned up first."""
+    rb = vs.get_rebuild(ctx.catalog.conn, index_id)
+    if rb is None:
+        return None
+    fh = _try_lock(_lock_path(ctx, index_id))
+    if fh is None:
+        return rb  # someone holds the lock: the rebuild is running
+    try:
+        _drop_temp(ctx, rb)
+    finally:
+        _release(fh)
+    return None
+
+
+def ensure_not_rebuilding(ctx: Context, row: IndexRow) -> None:
+    """Conflict while ``row`` is being rebuilt by RECHUNK."""
+    rb = recover_stale(ctx, row.id)
+    if rb is not None:
+        raise Conflict(
+            f"index {row.name!r} is being rebuilt by RECHUNK (temporary index {rb.temp_index_name!r}); "
+            "writes to it are refused until the rebuild finishes",
+            next_steps=["retry when RECHUNK has finished (it returns when the index is searchable again)"],
+            details={"index_name": row.name, "temporary_index": rb.temp_index_name},
+        )
+
+
+def guard_action(ctx: Context, action: str, params: dict[str, Any]) -> None:
+    """For the action API: refuse a write action aimed at an index being rebuilt."""
+    if action.upper() not in WRITE_ACTIONS or action.upper() == "RECHUNK":
+        return
+    name = params.get("index_name")
+    if not isinstance(name, str) or not name:
+        return
+    row = index_rows.get_by_name(ctx.catalog.conn, name.strip())
+    if row is not None and not row.hidden:
+        ensure_not_rebuilding(ctx, row)
+
+
+def rechunk(
+    ctx: Context,
+    index_name: Any,
+    *,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """RECHUNK an index with new chunk parameters (falling back to the index defaults, then the core's)."""
+    row = get_index(ctx, index_name)
+    for name, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise InvalidArgument(f"{name} must be an integer, got {v!r}")
+    cfg, warnings = resolve_config(chunk_strategy, chunk_size, chunk_overlap, defaults=row.chunk_defaults)
+    lock = _try_lock(_lock_path(ctx, row.id))
+    if lock is None:
+        rb = vs.get_rebuild(ctx.catalog.conn, row.id)
+        raise Conflict(
+            f"index {row.name!r} is already being rebuilt"
+            + (f" (temporary index {rb.temp_index_name!r})" if rb else ""),
+            details={"index_name": row.name},
+        )
+    rb = None
+    try:
+        with ctx.write_lock:
+            stale = vs.get_rebuild(ctx.catalog.conn, row.id)
+            if stale is not None:  # left by a process that died: we hold the lock, so it is stale
+                _drop_temp(ctx, stale)
+            embeddings.prepare_write(ctx, row)
+            rb = vs.Rebuild(row.id, ids.new_index_id(), f".rechunk.{row.id}.{secrets.token_hex(4)}", os.getpid(), time.time())
+            with ctx.catalog.write() as w:
+                index_rows.insert(
+                    w, index_id=rb.temp_index_id, name=rb.temp_index_name, chunk=cfg, embeddings=False,
+                    embedding_identity=None, settings=row.settings, hidden=True,
+                )
+                vs.set_rebuild(w, rb)
+        before = index_rows.stats(ctx.catalog.conn, row.id)["chunk_count"]
+        docs, tokens = _build(ctx, row, rb, cfg, progress)
+        crash_point("rechunk.before_swap")
+        with ctx.write_lock:
+            _swap(ctx, row, rb, cfg)
+            catch_up_keywords(ctx)
+    except BaseException as exc:
+        if rb is not None:
+            with contextlib.suppress(Exception):  # the original error matters more
+                _drop_temp(ctx, rb)
+        if isinstance(exc, GitkbError):
+            exc.details.setdefault("temporary_index", rb.temp_index_name if rb else None)
+            exc.message = f"RECHUNK of {row.name!r} failed, the index is unchanged: {exc.message}"
+            exc.args = (exc.message,)
+        raise
+    finally:
+        _release(lock)
+    warnings += embeddings.after_write(ctx, index_rows.get_by_id(ctx.catalog.conn, row.id) or row, tokens)
+    after = index_rows.stats(ctx.catalog.conn, row.id)["chunk_count"]
+    out: dict[str, Any] = {
+        "Message": f"Index {row.name!r} re-chunked: {docs} document(s), {before} -> {after} chunks; "
+        "searchable by keyword now, vectors for new chunk texts follow",
+        "index_name": row.name,
+        "docs_rechunked": docs,
+        "chunks_before": before,
+        "chunks_after": after,
+        "chunk_config": cfg.as_dict(),
+        "temporary_index": rb.temp_index_name,
+        "Warnings": warnings,
+    }
+    return out
+
+
+def _build(
+    ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: Any, progress: Progress | None
+) -> tuple[int, list[int]]:
+    """Write every document of ``row``, re-chunked with ``cfg``, into the temporary index."""
+    conn = ctx.catalog.conn
+    rowids = [int(r[0]) for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (row.id,))]
+    tokens: list[int] = []
+    for start in range(0, len(rowids), BATCH):
+        part = rowids[start : start + BATCH]
+        marks = ",".join("?" * len(part))
+        docs = [
+            (doc_rows.doc_from_row(r), str(r["text"]))
+            for r in conn.execute(f"SELECT {doc_rows.DOC_COLUMNS}, text FROM documents WHERE rowid IN ({marks})", part)
+        ]
+        spans = chunk_many([(text, cfg, d.kind == "markdown") for d, text in docs])
+        with ctx.catalog.write() as w:
+            for (d, text), chunks in zip(docs, spans, strict=True):
+                doc_rows.upsert(
+                    w,
+                    doc_rows.NewDocument(
+                        index_id=rb.temp_index_id, path=d.path, text=text, content_hash=d.content_hash, size=d.size,
+                        kind=d.kind, origin=d.origin, chunks=chunks, chunk_config=cfg, title=d.title,
+                        origin_path=d.origin_path, source_uri=d.source_uri, mtime=d.mtime, metadata=d.metadata,
+                        tenant=d.tenant, tier=d.tier, expires_at=d.expires_at, document_id=d.id,
+                    ),
+                )
+                tokens.extend(c.token_count for c in chunks)
+        crash_point("rechunk.batch")
+        if progress:
+            progress(min(start + BATCH, len(rowids)), len(rowids))
+    return len(rowids), tokens
+
+
+def _swap(ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: Any) -> None:
+    """Delete-then-rename in one transaction: the rebuilt documents take the original index's place."""
+    with ctx.catalog.write() as w:
+        old = [(int(r[0]), row.id, int(r[1])) for r in w.execute(
+            "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (row.id,)
+        )]
+        created = {r[0]: r[1] for r in w.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (row.id,))}
+        w.execute("DELETE FROM documents WHERE index_id = ?", (row.id,))  # chunks cascade; logged below
+        w.execute("UPDATE documents SET index_id = ? WHERE index_id = ?", (row.id, rb.temp_index_id))
+        w.execute("UPDATE chunks SET index_id = ? WHERE index_id = ?", (row.id, rb.temp_index_id))
+        w.executemany(
+            "UPDATE documents SET created_at = ? WHERE index_id = ? AND id = ?",
+            [(at, row.id, doc_id) for doc_id, at in created.items()],
+        )
+        # Adds before removes: the vector side copies vectors of unchanged texts before deleting the old ones.
+        w.execute(
+            "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+            " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE index_id = ? ORDER BY rowid",
+            (time.time(), row.id),
+        )
+        vs.log_removes(w, old)
+        changes.log_drop_index(w, rb.temp_index_id)
+        index_rows.delete(w, rb.temp_index_id)
+        index_rows.set_chunk_defaults(w, row.id, cfg)
+        vs.clear_rebuild(w, row.id)
