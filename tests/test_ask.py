@@ -95,6 +95,15 @@ def test_nothing_relevant(ws: Workspace, tmp_path: Path) -> None:
         assert r["Sources"] == [] and r["Footnotes"] == [] and "Nothing relevant" in r["Answer"]
 
 
+def test_tenant_and_tiers_pass_to_search(ws: Workspace, tmp_path: Path) -> None:
+    _kb(ws, tmp_path / "kb")
+    q = "How often should I rotate the signing keys?"
+    assert ws.document_index("ASK", query=q, tiers=["hot"])["answered"] is True  # untiered counts as hot
+    assert ws.document_index("ASK", query=q, tiers=["cold"])["answered"] is False
+    assert ws.document_index("ASK", query=q, tenant="acme")["answered"] is False
+    assert ws.document_index("ASK", query=q, tiers=["lukewarm"])["code"] == "invalid_argument"
+
+
 def test_sentence_spans_skip_headings_code_and_bare_links() -> None:
     text = DOCS["ops/rotate.md"] + "\n[See the guide](guide.md)\n\n**To rotate keys**\n"
     quotes = [text[s:e] for s, e in sentence_spans(text, 0, len(text))]

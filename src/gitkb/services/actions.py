@@ -110,7 +110,7 @@ def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, A
 register(
     "ASK",
     ask.ask,
-    ("query", "index_name", "indexes", "top_n", "mode", "tenant", "answer_mode"),
+    ("query", "index_name", "indexes", "top_n", "mode", "tenant", "tiers", "answer_mode"),
     ("query",),
     read_only=True,
 )

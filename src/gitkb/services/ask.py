@@ -197,11 +197,12 @@ def _load_passages(ctx: Context, results: list[dict[str, Any]]) -> list[Passage]
 
 
 def retrieve(
-    ctx: Context, query: str, *, index_name: Any, indexes: Any, top_n: int, mode: Any, tenant: Any
+    ctx: Context, query: str, *, index_name: Any, indexes: Any, top_n: int, mode: Any, tenant: Any,
+    tiers: Any = None,
 ) -> tuple[list[Passage], list[str], str]:
     """Top passages with their coverage of the query terms; (passages, query terms, mode used)."""
     res = search_service.search(
-        ctx, query, index_name=index_name, indexes=indexes, top_n=top_n, mode=mode, tenant=tenant
+        ctx, query, index_name=index_name, indexes=indexes, top_n=top_n, mode=mode, tenant=tenant, tiers=tiers
     )
     qterms = query_terms(query)
     passages = _load_passages(ctx, res["Results"])
@@ -360,6 +361,7 @@ def ask(
     top_n: Any = None,
     mode: Any = None,
     tenant: Any = None,
+    tiers: Any = None,
     answer_mode: Any = None,
 ) -> dict[str, Any]:
     q = search_service.validate_query(query)
@@ -374,7 +376,7 @@ def ask(
             next_steps=['set base_url and model in the [ask] section of gitkb.toml, or use answer_mode "extractive"'],
         )
     passages, qterms, used_mode = retrieve(
-        ctx, q, index_name=index_name, indexes=indexes, top_n=n, mode=mode, tenant=tenant
+        ctx, q, index_name=index_name, indexes=indexes, top_n=n, mode=mode, tenant=tenant, tiers=tiers
     )
     good = relevant(passages, cfg)
     warnings: list[str] = []
