@@ -44,21 +44,30 @@ Strategies
     A document of at most ``AUTO_WHOLE_DOC_MAX_TOKENS`` pieces stays whole;
     a longer one gets ``sentence`` with ``AUTO_CHUNK_SIZE`` and
     ``AUTO_CHUNK_OVERLAP`` (or the size and overlap the config gives). Why:
-    the default embedder reads at most 256 pieces (special tokens included)
-    and ignores the rest, so a larger chunk is searched semantically by its
-    first page only, while a short document cut into pieces loses the title
-    and context each piece needs. Whole short documents and 256-piece windows
-    with a small overlap keep every piece of text visible to the embedder.
+    the default embedder (all-MiniLM-L6-v2) reads at most 256 pieces, special
+    tokens included, and drops the rest, so text past that point of a larger
+    chunk is invisible to semantic search; and a short page cut into pieces
+    loses the title and context each piece needs, for no gain. So a page that
+    fits the model stays one chunk, and a longer one is cut into windows the
+    model reads (nearly) whole, with a small overlap so that a sentence cut
+    off at a window's end is seen whole in the next. (A full 256-piece window
+    plus [CLS] and [SEP] loses its last 2 pieces to truncation; 254 would
+    avoid that, and both constants are meant to be tuned on retrieval
+    results.)
 
 Speed
 -----
 Structure comes from a line scanner (ATX and setext headings, fences, front
-matter, blank lines), not markdown-it-py: ``MarkdownIt("commonmark").parse``
-took 15.3 s over the 2,757 awsdocs pages (21 MB) on 2 cores, against a
-budget of well under 3 s for chunking all of it. Token counts come from the
-exact per-word cache of ``gitkb.core.tokenizer``, not from tokenizing whole
-documents (9 s for the same corpus, plus 2.5 s to read the offsets);
-``chunk_many`` learns every unknown word of a batch in one ``encode_batch``.
+matter; only lines starting with one of ``#`~=-`` are looked at), not
+markdown-it-py: ``MarkdownIt("commonmark").parse`` took 15.3 s over the
+2,757 awsdocs pages (21 MB) on 2 cores, against a budget of well under 3 s
+for chunking all of it. The scanner is checked against markdown-it in the
+tests. Token counts come from the exact per-word cache of
+``gitkb.core.tokenizer``, not from tokenizing whole documents with offsets
+(``encode_batch`` took 9 s for the same corpus, plus 2.5 s to read the
+offsets). ``chunk_many`` learns the unknown words of each group of
+``_COUNT_GROUP`` documents in one ``encode_batch`` call, and cuts every
+over-long unit of the batch with one more.
 """
 
 from __future__ import annotations
@@ -95,7 +104,6 @@ _PARA_RE = re.compile(r"\n[^\S\n]*\n\s*")
 _LINE_RE = re.compile(r"\n\s*")
 _CANDIDATE_RE = re.compile(r"\n[ \t]*[#`~=-]")
 _FRONT_END_RE = re.compile(r"^(?:---|\.\.\.)[ \t\r]*$", re.MULTILINE)
-_ATX_RE = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t\r]*")
 _TAG_RE = re.compile(r"<[^>\n]*>")
 _ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _ORDERED_RE = re.compile(r"\d{1,9}[.)]")
@@ -114,11 +122,16 @@ def resolve_config(
 ) -> tuple[ChunkConfig, list[str]]:
     """Merge explicit chunk parameters, the index's stored defaults and the fallbacks; validate.
 
-    Explicit values win, then ``defaults``. When no parameter is given anywhere
-    (or only ``strategy="auto"``), the result is ``ChunkConfig("auto", None, None)``.
-    Otherwise missing values fall back to ``sentence``, size 1024 and overlap 200
-    (a fallback overlap that would not be smaller than the size becomes size // 5,
-    with a warning). Returns the config and warnings for the caller to show.
+    Explicit values win, then ``defaults`` (the index's stored ones). When no
+    parameter is given anywhere (or only ``strategy="auto"``; stored defaults
+    of ``auto`` with no size count as nothing given), the result is
+    ``ChunkConfig("auto", None, None)``. Otherwise missing values fall back to
+    ``sentence``, size 1024 and overlap 200 (a fallback overlap that would not
+    be smaller than the size becomes size // 5, with a warning); ``auto`` with
+    a size keeps whole the documents of at most ``AUTO_WHOLE_DOC_MAX_TOKENS``
+    pieces and cuts the others with that size. ``one_chunk_per_doc`` drops
+    size and overlap, with a warning when they were passed. Returns the config
+    and the warnings for the caller to show.
     """
     warnings: list[str] = []
     if strategy is not None and not isinstance(strategy, str):
@@ -134,10 +147,13 @@ def resolve_config(
                 f"{name} must be an integer >= {low} (got {value!r}); pass a value >= {low}."
             )
     d = defaults or ChunkConfig(strategy="", size=None, overlap=None)
+    if d == ChunkConfig("auto", None, None):
+        d = ChunkConfig(strategy="", size=None, overlap=None)  # stored "nothing given" is nothing given
     strat = strat or (d.strategy or None)
     if strat == "one_chunk_per_doc":
-        if size is not None:
-            warnings.append("chunk_size is ignored with chunk_strategy one_chunk_per_doc")
+        for name, value in (("chunk_size", size), ("chunk_overlap", overlap)):
+            if value is not None:
+                warnings.append(f"{name} is ignored with chunk_strategy one_chunk_per_doc")
         return ChunkConfig("one_chunk_per_doc", None, None), warnings
     size_v = size if size is not None else d.size
     overlap_v = overlap if overlap is not None else d.overlap
@@ -215,12 +231,25 @@ def _indent(line: str, s: str) -> int:
     return n + 3 if "\t" in line[:n] else n
 
 
+def _atx(s: str) -> tuple[int, str] | None:
+    """(level, raw title) when ``s`` (a line without its indent) is an ATX heading."""
+    rest = s.lstrip("#")
+    level = len(s) - len(rest)
+    if not 1 <= level <= 6 or (rest and rest[0] not in " \t"):
+        return None
+    rest = rest.strip()
+    body = rest.rstrip("#")  # an optional closing run of '#', after a space
+    if not body:
+        return level, ""
+    return level, body.rstrip() if body[-1] in " \t" else rest
+
+
 def _plain(line: str) -> bool:
     """Whether ``line`` can be part of a paragraph that a setext underline turns into a heading."""
     s = line.lstrip()
     if not s or _indent(line, s) > 3 or s[0] in _NOT_PLAIN_START or s[:3] in ("```", "~~~"):
         return False
-    if s[0] == "#" and _ATX_RE.fullmatch(s) is not None:
+    if s[0] == "#" and _atx(s) is not None:
         return False
     return not (s[0].isdigit() and _ORDERED_RE.match(s))
 
@@ -265,9 +294,9 @@ def _scan_markdown(text: str) -> _Markdown:
         if _indent(line, s) > 3:
             continue
         if c == "#":
-            h = _ATX_RE.fullmatch(s)
+            h = _atx(s)
             if h is not None:
-                md.headings.append((first, end, len(h.group(1)), _heading_title(h.group(2) or "")))
+                md.headings.append((first, end, h[0], _heading_title(h[1])))
             continue
         body = s.rstrip()
         if body.count(c) != len(body):
@@ -275,7 +304,7 @@ def _scan_markdown(text: str) -> _Markdown:
         # a setext underline if the lines right above are a plain paragraph
         top = start
         while top > floor:
-            above = text.rfind("\n", floor, top - 1) + 1
+            above = max(text.rfind("\n", floor, top - 1) + 1, floor)
             if not _plain(text[above : top - 1]):
                 break
             top = above

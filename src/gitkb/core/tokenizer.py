@@ -107,12 +107,13 @@ def learn_words(words: Iterable[str]) -> None:
         counts = _word_counts
         if not counts:
             _seed()
-        new = [w for w in (words if isinstance(words, set) else set(words)) if w not in counts]
-        if not new:
-            return
-        if len(counts) + 2 * len(new) > WORD_CACHE_MAX:
+        wanted = words if isinstance(words, set) else set(words)
+        if len(counts) + 2 * len(wanted) > WORD_CACHE_MAX:
             counts.clear()
             _seed()
+        new = [w for w in wanted if w not in counts]
+        if not new:
+            return
         get = counts.__getitem__
         split = _PUNCT_RE.split
         leaves: set[str] = set()
@@ -193,7 +194,7 @@ def count_spans_many(items: list[tuple[str, list[int], int]]) -> list[list[int]]
         except KeyError:
             results.append([])
             retry.append(i)
-            unknown.update(split_words(text[starts[0] : end]))
+            unknown.update(_words(text, starts, end))
     if retry:
         learn_words(unknown)
         for i in retry:
@@ -203,8 +204,20 @@ def count_spans_many(items: list[tuple[str, list[int], int]]) -> list[list[int]]
                     results[i] = _count_known(text, starts, end)
                     break
                 except KeyError:
-                    learn_words(split_words(text[starts[0] : end]))
+                    learn_words(_words(text, starts, end))
     return results
+
+
+def _words(text: str, starts: list[int], end: int) -> set[str]:
+    """Every word ``_count_known`` looks up for these slices."""
+    if not has_deleted_chars(text):
+        return set(text[starts[0] : end].split())  # slices start after whitespace: same words
+    ends = starts[1:]
+    ends.append(end)
+    out: set[str] = set()
+    for s, e in zip(starts, ends, strict=True):
+        out.update(split_words(text[s:e]))  # a deleted char at a slice edge glues nothing across it
+    return out
 
 
 def _count_known(text: str, starts: list[int], end: int) -> list[int]:
