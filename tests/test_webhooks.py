@@ -220,3 +220,11 @@ def test_normalised_forms_agree(owner: str, repo: str) -> None:
         f"ssh://git@host.example/{owner}/{repo}",
     ]
     assert len({wh.normalise_repo_url(f) for f in forms}) == 1
+
+
+def test_repository_urls_before_parsing() -> None:
+    gh = wh.repository_urls("github", {"repository": _gh_repo(), "pull_request": "not a dict"})
+    assert "https://github.com/Org/Docs.git" in gh
+    gl = wh.repository_urls("gitlab", {"project": {"git_ssh_url": "git@gl.example:g/d.git"}})
+    assert gl == ("git@gl.example:g/d.git",)
+    assert wh.repository_urls("generic", {"repository": _gh_repo()}) == ()

@@ -168,6 +168,21 @@ def _push(provider: str, payload: dict[str, Any], urls: tuple[str, ...]) -> Webh
     )
 
 
+def repository_urls(provider: str, payload: dict[str, Any]) -> tuple[str, ...]:
+    """Every repository URL a payload names (to find its source before the body is trusted)."""
+    if provider == "github":
+        return _urls(
+            *_repo_urls(payload.get("repository")), *_repo_urls(_get(payload, "pull_request", "base", "repo"))
+        )
+    if provider == "gitlab":
+        return _urls(
+            *_repo_urls(payload.get("project")),
+            *_repo_urls(payload.get("repository")),
+            *_repo_urls(_get(payload, "object_attributes", "target")),
+        )
+    return ()
+
+
 def parse_github(event: str | None, payload: dict[str, Any]) -> WebhookEvent:
     """``X-GitHub-Event`` + the decoded body → a ``WebhookEvent``."""
     repo = payload.get("repository")

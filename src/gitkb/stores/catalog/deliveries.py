@@ -25,7 +25,13 @@ class DeliveryRow:
 
 
 def claim(
-    conn: sqlite3.Connection, provider: str, delivery_id: str, *, source_id: str | None, commit: str | None, event: str
+    conn: sqlite3.Connection,
+    provider: str,
+    delivery_id: str,
+    *,
+    source_id: str | None,
+    commit: str | None,
+    event: str,
 ) -> DeliveryRow | None:
     """Record a new delivery; ``None`` when it is new, else the earlier row (a replay)."""
     cur = conn.execute(
@@ -56,7 +62,9 @@ def set_job(conn: sqlite3.Connection, provider: str, delivery_id: str, job_id: s
 
 def release(conn: sqlite3.Connection, provider: str, delivery_id: str) -> None:
     """Forget a claim whose sync could not be requested, so the forge's retry is not a 'replay'."""
-    conn.execute("DELETE FROM webhook_deliveries WHERE provider = ? AND delivery_id = ?", (provider, delivery_id))
+    conn.execute(
+        "DELETE FROM webhook_deliveries WHERE provider = ? AND delivery_id = ?", (provider, delivery_id)
+    )
 
 
 def count(conn: sqlite3.Connection) -> int:
