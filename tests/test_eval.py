@@ -184,6 +184,17 @@ def test_eval_beir_end_to_end_and_reuse(ws: Workspace, tmp_path: Path) -> None:
     assert again["ndcg@10"] == r["ndcg@10"]
 
 
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_every_search_mode(ws: Workspace, tmp_path: Path, mode: str) -> None:
+    """Semantic and hybrid runs build an index with embeddings (the fast hashing embedder here) and wait for them."""
+    r = ws.eval_beir(str(beir_folder(tmp_path / "tiny")), split="test", mode=mode)
+    assert r["Success"], r
+    assert r["mode"] == mode and r["index_name"] == "eval-beir-tiny" and r["queries"] == 3
+    assert 0 < r["recall@100"] <= 1
+    q = ws.eval_qa(str(qa_folder(tmp_path / "qa")), mode=mode)
+    assert q["Success"] and q["mode"] == mode and q["recall@10"] == 1.0, q
+
+
 def test_semantic_mode_refuses_keyword_only_index(ws: Workspace, tmp_path: Path) -> None:
     root = beir_folder(tmp_path / "tiny")
     assert ws.eval_beir(str(root), split="test")["Success"]
