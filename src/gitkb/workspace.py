@@ -176,8 +176,6 @@ class Workspace:
         params = {"force": bool(force), "index_name": index_name}
         return {"Success": True, **jobs.run_inline(self.ctx, "reindex", params, progress=progress)}
 
-    # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
-
     # -- git sources, proposals, reviews, forges (services.sources, .proposals, .review) --
 
     @tool
@@ -277,10 +275,6 @@ class Workspace:
         return {"Success": True, **cite_check(self.ctx, chunk_id)}
 
     @tool
-    def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
-        """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""
-        return {"Success": True, **knowledge.kb_create(self.ctx, name, indexes)}
-    @tool
     def open_kb_pull_request(
         self, source_id_or_index: str, target_index: str = "", title: str = "", body: str = "",
         commit_message: str = "",
@@ -347,6 +341,10 @@ class Workspace:
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
 
+    @tool
+    def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
+        """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""
+        return {"Success": True, **knowledge.kb_create(self.ctx, name, indexes)}
 
     @tool
     def kb_list(self) -> dict[str, Any]:
@@ -441,9 +439,8 @@ class Workspace:
     @tool
     def build_embeddings(self, force: bool = False, progress: Any = None) -> dict[str, Any]:
         """Block until every chunk has its vector (``force``: re-embed everything); returns ``chunks_embedded``."""
-        from gitkb.services import embeddings
-
-        return {"Success": True, **embeddings.build_embeddings(self.ctx, force=bool(force), progress=progress)}
+        result = jobs.run_inline(self.ctx, "build_embeddings", {"force": bool(force)}, progress=progress)
+        return {"Success": True, **result}
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:
@@ -455,9 +452,8 @@ class Workspace:
     @tool
     def reembed(self, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
         """Re-embed an index (default: every index stranded by a model change) into its active identity."""
-        from gitkb.services import embeddings
-
-        return {"Success": True, **embeddings.reembed(self.ctx, index_name, progress=progress)}
+        result = jobs.run_inline(self.ctx, "reembed", {"index_name": index_name}, progress=progress)
+        return {"Success": True, **result}
 
     @tool
     def set_embedding_identity(self, provider: str, model: str | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from gitkb.core.embedders import Embedder, count_tokens, fingerprint
+from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.services.identity import embedder_for, identity_state
 from gitkb.stores.catalog import changes
@@ -223,6 +224,7 @@ def _apply_adds(
             flat = [(s, v) for g, v in zip(part, vecs, strict=True) for s in g]
             _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat])
             stats.embedded += len(flat)
+            crash_point("vectors.after_upsert")
             step(len(flat))
     return True
 
