@@ -389,3 +389,14 @@ def test_cite_check_reports_moved_lines(ws: Any, upstream: Upstream) -> None:
     out = ws.cite_check(last["id"])
     assert out["status"] == "moved", out
     assert out["head_line_start"] == last["location"]["line_start"] + 2
+
+
+def test_a_secrets_file_readable_by_others_is_refused(ws: Any, upstream: Upstream, tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('git_token = "glpat-AAAAbbbbCCCCdddd1234"\n')
+    secrets.chmod(0o644)
+    out = ws.source_add(SOURCE, str(upstream.remote), auth={"secrets_file": str(secrets)})
+    assert out["Success"] is False and out["code"] == "invalid_argument"
+    assert "0644" in out["Error"] and "chmod 600" in " ".join(out.get("next_steps", []))
+    assert "glpat-AAAA" not in json.dumps(out)
+    assert ws.source_list()["count"] == 0
