@@ -356,12 +356,7 @@ def _prepare(text: str, config: ChunkConfig, markdown: bool) -> _Doc:
     starts = sorted(ends)
     starts.insert(0, 0)
     if md.headings or md.blocks:
-        inner = sorted([(s, e) for s, e, _, _ in md.headings] + md.blocks)
-        for s, e in reversed(inner):  # drop boundaries inside a heading or block; it starts a unit
-            lo = bisect_right(starts, s)
-            del starts[lo : bisect_right(starts, e - 1)]
-            if starts[lo - 1] != s and text[s - 1].isspace():
-                starts.insert(lo, s)
+        starts = _merge_regions(text, starts, sorted([(s, e) for s, e, _, _ in md.headings] + md.blocks))
     ranks = [_LINE] * len(starts)
     for m in _PARA_RE.finditer(text):
         k = bisect_right(starts, m.end()) - 1
@@ -381,35 +376,70 @@ def _prepare(text: str, config: ChunkConfig, markdown: bool) -> _Doc:
     return doc
 
 
+def _merge_regions(text: str, starts: list[int], regions: list[tuple[int, int]]) -> list[int]:
+    """Boundaries without those inside a heading or block; each region starts a unit of its own."""
+    out: list[int] = []
+    r = 0
+    for b in starts:
+        while r < len(regions) and regions[r][1] <= b:  # regions that end before b: add their start
+            s = regions[r][0]
+            if out[-1] < s and text[s - 1].isspace():
+                out.append(s)
+            r += 1
+        if r < len(regions) and regions[r][0] < b:  # inside region r
+            continue
+        out.append(b)
+    for s, _e in regions[r:]:
+        if out[-1] < s and text[s - 1].isspace():
+            out.append(s)
+    return out
+
+
 def _end(doc: _Doc, k: int) -> int:
     return doc.starts[k + 1] if k + 1 < len(doc.starts) else len(doc.text)
 
 
 def _split_lines(doc: _Doc, size: int) -> list[int]:
     """Cut code blocks over ``size`` pieces into lines; return the units still over ``size``."""
-    text, starts, ranks, counts = doc.text, doc.starts, doc.ranks, doc.counts
-    long_units = [k for k, c in enumerate(counts) if c > size]
+    long_units = [k for k, c in enumerate(doc.counts) if c > size]
     if not long_units or not doc.multiline:
         return long_units
-    for k in reversed(long_units):
+    parts: dict[int, list[tuple[int, int, int]]] = {}
+    for k in long_units:
         if k in doc.multiline:
-            e = _end(doc, k)
-            subs = [starts[k]]
-            subs.extend(b for m in _LINE_RE.finditer(text, starts[k], e) if (b := m.end()) < e)
-            starts[k : k + 1] = subs
-            ranks[k : k + 1] = [ranks[k]] + [_LINE] * (len(subs) - 1)
-            counts[k : k + 1] = count_spans(text, subs, e)
+            s, e = doc.starts[k], _end(doc, k)
+            subs = [s]
+            subs.extend(b for m in _LINE_RE.finditer(doc.text, s, e) if (b := m.end()) < e)
+            counts = count_spans(doc.text, subs, e)
+            parts[k] = [
+                (b, doc.ranks[k] if j == 0 else _LINE, c)
+                for j, (b, c) in enumerate(zip(subs, counts, strict=True))
+            ]
+    _replace_units(doc, parts)
     doc.multiline = set()
-    return [k for k, c in enumerate(counts) if c > size]
+    return [k for k, c in enumerate(doc.counts) if c > size]
 
 
 def _split_tokens(doc: _Doc, size: int, units: list[int], offsets: list[list[int]]) -> None:
-    """Replace each unit in ``units`` (ascending) by its parts cut at word-piece boundaries."""
-    for k, offs in reversed(list(zip(units, offsets, strict=True))):
+    """Replace each unit in ``units`` by its parts cut at word-piece boundaries."""
+    parts: dict[int, list[tuple[int, int, int]]] = {}
+    for k, offs in zip(units, offsets, strict=True):
         pieces = _token_pieces(doc.text, doc.starts[k], offs, size)
-        doc.starts[k : k + 1] = [p for p, _ in pieces]
-        doc.ranks[k : k + 1] = [doc.ranks[k]] + [_PIECE] * (len(pieces) - 1)
-        doc.counts[k : k + 1] = [c for _, c in pieces]
+        parts[k] = [(b, doc.ranks[k] if j == 0 else _PIECE, c) for j, (b, c) in enumerate(pieces)]
+    _replace_units(doc, parts)
+
+
+def _replace_units(doc: _Doc, parts: dict[int, list[tuple[int, int, int]]]) -> None:
+    """Put (start, rank, count) parts in place of the units they cut (one pass, any number of units)."""
+    starts: list[int] = []
+    ranks: list[int] = []
+    counts: list[int] = []
+    for k, unit in enumerate(zip(doc.starts, doc.ranks, doc.counts, strict=True)):
+        for s, r, c in parts.get(k, (unit,)):
+            starts.append(s)
+            ranks.append(r)
+            counts.append(c)
+    doc.starts, doc.ranks, doc.counts = starts, ranks, counts
 
 
 def _token_pieces(text: str, base: int, offs: list[int], size: int) -> list[tuple[int, int]]:
