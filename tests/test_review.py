@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from forge_servers.github_mock import GitHubMock
+from forge_servers.gitlab_mock import GitLabMock
 from gitkb.cli.main import cli
 from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
 
@@ -219,6 +220,31 @@ def test_github_failure_keeps_the_push_and_retries_the_pr_step(
     assert ws.show_review(pr["review_id"])["push_error"].startswith("change request:")
     retry = ws.approve_review(pr["review_id"])
     assert retry["Success"] and retry["number"] == 1
+
+
+def test_gitlab_merge_request_flow(ws: Any, upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    mock = GitLabMock().start()
+    try:
+        monkeypatch.setenv("KB_GL_TOKEN", mock.token)
+        forge = {
+            "kind": "gitlab",
+            "repo": mock.project_path,
+            "api_url": mock.base_url,
+            "token_env": "KB_GL_TOKEN",
+        }
+        assert ws.source_add(SOURCE, str(upstream.remote), forge=forge)["Success"]
+        assert ws.source_sync(SOURCE)["Success"]
+        stage(ws)
+        mock.push_branch(BRANCH, [{"new_path": "docs/" + ROTATE}])
+        out = ws.approve_review(ws.open_kb_pull_request(SOURCE)["review_id"])
+        assert out["Success"] and out["number"] == 1 and out["created"] is True, out
+        stage(ws, "Tuesday", "Friday")
+        out2 = ws.approve_review(ws.open_kb_pull_request(SOURCE, title="Two fixes")["review_id"])
+        assert out2["Success"] and out2["number"] == 1 and out2["created"] is False, out2
+        assert mock.token not in json.dumps([out, out2, ws.list_audit()])
+    finally:
+        mock.stop()
+    assert not mock.failures, "outside GitLab's documented API:\n" + "\n".join(mock.failures)
 
 
 # -- the CLI ---------------------------------------------------------------------------------
