@@ -384,6 +384,22 @@ def test_tokenizer_is_shared_and_unbounded() -> None:
     assert tok.truncation is None and tok.padding is None
 
 
+def test_threads_and_a_tiny_word_cache_give_the_same_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gitkb.core import tokenizer
+
+    docs = [(f"Doc {i}: " + PROSE[i * 300 : i * 300 + 3000] + MARKDOWN, i % 2 == 0) for i in range(6)]
+    config = ChunkConfig("sentence", 48, 8)
+    expected = [chunk_text(t, config, markdown=md) for t, md in docs]
+    tokenizer._word_counts.clear()
+    tokenizer.learn_words(set())  # just the seed
+    monkeypatch.setattr(tokenizer, "WORD_CACHE_MAX", len(tokenizer._word_counts) + 50)  # clears all the time
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda d: chunk_text(d[0], config, markdown=d[1]), docs * 2))
+    assert got == expected * 2
+
+
 def test_a_300k_char_document_is_quick() -> None:
     text = ("## Part\n\n" + PROSE + "\n\n```\n" + "code line. x = 1\n" * 50 + "```\n") * 30
     text = text[:300_000]
