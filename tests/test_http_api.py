@@ -202,7 +202,7 @@ def test_allowed_roots(home: Path, tmp_path: Path) -> None:
 
 
 def test_timeout_answers_504_and_other_requests_go_on(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
+    release, finished = threading.Event(), threading.Event()
     with client_for(home, "[server]\nrequest_timeout_s = 0.5\n") as c:
         ok(c.post("/indexes", json={"index_name": "kb"}))
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
@@ -211,6 +211,10 @@ def test_timeout_answers_504_and_other_requests_go_on(home: Path, monkeypatch: p
         def slow(action: str, **params: Any) -> dict[str, Any]:
             if action == "SEARCH" and params.get("query") == "slow":
                 release.wait(5)
+                time.sleep(0.3)  # still running when the client leaves: shutdown must wait for it
+                out = real(action, **params)
+                finished.set()
+                return out
             return real(action, **params)
 
         monkeypatch.setattr(ws, "document_index", slow)
@@ -230,6 +234,7 @@ def test_timeout_answers_504_and_other_requests_go_on(home: Path, monkeypatch: p
         assert fast.status_code == 200 and fast_s < 0.45, fast_s
         e = err(results["slow"], 504, "timeout")
         assert e["next_steps"]
+    assert finished.is_set()  # the Workspace closed only after the abandoned call ended
 
 
 def test_server_config_validation(home: Path) -> None:

@@ -106,8 +106,11 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 remove_record(settings.home)
+            # A request that timed out leaves its call running on a worker thread: let it
+            # finish before the Workspace (and its SQLite connections) closes under it.
+            left = await anyio.to_thread.run_sync(state.drain, cfg.request_timeout_s + 5)
             ws, state.ws = state.ws, None
-            if owned and ws is not None:
+            if owned and ws is not None and not left:
                 await anyio.to_thread.run_sync(ws.close)
 
     app = FastAPI(

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gitkb.core.errors import Forbidden, InvalidArgument
+from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import error_response
 from gitkb.http.state import AppState
@@ -111,12 +111,25 @@ async def run_blocking(
 
     limiter = state.write_limiter if write else state.read_limiter
     seconds = state.cfg.request_timeout_s
+    call = functools.partial(fn, *args, **kw)
+
+    ticket = state.enter()
+
+    def tracked() -> T:
+        if not state.start(ticket):
+            raise StoreUnavailable("the request was given up before its call started")
+        try:
+            return call()
+        finally:
+            state.leave(ticket)
+
     try:
         with anyio.fail_after(seconds):
-            return await anyio.to_thread.run_sync(
-                functools.partial(fn, *args, **kw), abandon_on_cancel=True, limiter=limiter
-            )
-    except TimeoutError:
+            return await anyio.to_thread.run_sync(tracked, abandon_on_cancel=True, limiter=limiter)
+    except BaseException as exc:
+        state.leave(ticket, abandoning=True)  # a no-op once the call has started
+        if not isinstance(exc, TimeoutError):
+            raise
         steps = ["retry later; poll GET /status"]
         if write:
             steps.insert(0, "the write may still complete: check GET /jobs or GET /status before retrying")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,12 +25,51 @@ class AppState:
     ws: Workspace | None = None
     read_limiter: CapacityLimiter = field(init=False)
     write_limiter: CapacityLimiter = field(init=False)
+    _busy: int = field(init=False, default=0)
+    _idle: threading.Condition = field(init=False, default_factory=threading.Condition)
 
     def __post_init__(self) -> None:
         # Two pools: a burst of writes (which queue on the single writer) never
         # takes the threads that searches need.
         self.read_limiter = CapacityLimiter(self.cfg.read_threads)
         self.write_limiter = CapacityLimiter(self.cfg.write_threads)
+
+    def enter(self) -> list[str]:
+        """Count a Workspace call about to be handed to a worker thread; returns its ticket."""
+        with self._idle:
+            self._busy += 1
+        return ["pending"]
+
+    def start(self, ticket: list[str]) -> bool:
+        """On the worker thread: False if the caller gave up before the call started."""
+        with self._idle:
+            if ticket[0] == "abandoned":
+                return False
+            ticket[0] = "started"
+            return True
+
+    def leave(self, ticket: list[str], *, abandoning: bool = False) -> None:
+        """The call ended (on its thread), or its caller gave up before it started."""
+        with self._idle:
+            if abandoning:
+                if ticket[0] != "pending":
+                    return  # it runs: its thread will leave
+                ticket[0] = "abandoned"
+            elif ticket[0] != "started":
+                return
+            else:
+                ticket[0] = "done"
+            self._busy -= 1
+            self._idle.notify_all()
+
+    def drain(self, timeout: float) -> int:
+        """Wait until no Workspace call runs (a timed-out request's call goes on in its thread);
+        the Workspace must not close under one. Returns how many still run after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._busy and (left := deadline - time.monotonic()) > 0:
+                self._idle.wait(left)
+            return self._busy
 
     @property
     def workspace(self) -> Workspace:
