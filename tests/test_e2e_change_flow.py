@@ -156,3 +156,24 @@ def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(
     assert p["detail"]["conflicting_paths"] == [ROTATE]
     assert ws.list_proposals(SOURCE)["count"] == 0
     assert ws.discard_proposal(clash["proposal_id"])["Success"]
+
+
+def test_a_merged_branch_the_forge_deleted_does_not_block_the_next_push(
+    source_ws: Any, upstream: Upstream
+) -> None:
+    ws = source_ws
+    ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="Tuesday", replace="Thursday")
+    ws.approve_review(ws.open_kb_pull_request(SOURCE)["review_id"])
+    # merge the way a forge would, then delete the head branch ("delete branch on merge")
+    from gitkb.stores.repos import merge_into
+
+    merge_commit = merge_into(upstream.remote, BRANCH, "main", "Merge pull request #1")
+    git(upstream.remote, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    assert ws.source_sync(SOURCE)["merged"]["reviews_merged"]
+    ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="Thursday", replace="Friday")
+    out = ws.approve_review(ws.open_kb_pull_request(SOURCE)["review_id"])
+    assert out["Success"], out
+    assert (
+        upstream.remote_sha(BRANCH) is not None
+        and git(upstream.remote, "rev-parse", f"{BRANCH}^") == merge_commit
+    )

@@ -18,12 +18,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from gitkb.core.errors import InvalidArgument
+from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.services import audit
 from gitkb.services.context import Context
-from gitkb.services.sources.registry import forge_for, resolve_source
+from gitkb.services.sources.registry import forge_for, proposal_branch, resolve_source
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
@@ -88,9 +89,20 @@ def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: st
             if ids & set(r.proposal_ids):
                 prop_rows.update_review(w, r.id, state="superseded")
     rest = restack(ctx, row, repo, commit, keep)
+    _forget_deleted_branch(repo, proposal_branch(row))
     audit.record(ctx, actor="sync", action="proposals.merged", target=row.name, result="ok",
                  detail={"commit": commit, "reviews": [r.id for r in merged], "proposals": sorted(ids), **rest})  # fmt: skip
     return {"reviews_merged": [r.id for r in merged], "proposals_merged": sorted(ids), **rest}
+
+
+def _forget_deleted_branch(repo: ManagedRepo, branch: str) -> None:
+    """Forges often delete a merged branch: then the next push must expect no branch, not the old head.
+
+    A branch someone moved is left alone, so the lease still refuses to overwrite it.
+    """
+    with contextlib.suppress(GitkbError):
+        if repo.remote_head(branch) is None:
+            repo.fetch(branch)  # raises NotFound and drops the stale tracking ref
 
 
 def change_request_closed(ctx: Context, source: Any, number: int, *, actor: str = "forge") -> dict[str, Any]:
