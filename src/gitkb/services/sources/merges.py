@@ -69,7 +69,7 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
 
 def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: str) -> dict[str, Any]:
     """Settle reviews and proposals whose pushed head is contained in ``commit``."""
-    from gitkb.services.proposals import restack
+    from gitkb.services.sources.staging import restack
 
     conn = ctx.catalog.conn
     candidates = prop_rows.list_reviews(conn, source_id=row.id, states=("approved",), limit=1000)
