@@ -131,7 +131,7 @@ class Workspace:
         threshold = self.settings.promote_after_seconds if wait_s is None else float(wait_s)
         done = jobs.wait(self.ctx, job.id, timeout=threshold)
         if done.state == "completed":
-            return {**(done.result or {}), "job_id": done.id}
+            return {"Success": True, **(done.result or {}), "job_id": done.id}
         if done.state in ("failed", "cancelled"):
             raise jobs.error_from_row(done)
         return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.services import actions, reindex
+from gitkb.services import sources as _sources  # noqa: F401 - registers the source_sync job kind
 from gitkb.services.context import Context
 from gitkb.services.jobs import Progress, register_kind
 
