@@ -118,6 +118,7 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by mount_docs from package files, not a CDN
     )
     app.state.gitkb = state
     install_handlers(app, settings.home)
@@ -127,4 +128,7 @@ def create_app(
     from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)
 
     mount_ui(app)
+    from gitkb.http.docs_page import mount_docs
+
+    mount_docs(app)
     return app
