@@ -23,7 +23,7 @@ CONFIG_FILE = "gitkb.toml"
 class Settings:
     home: Path
     embedding_provider: str | None = "fastembed"
-    embedding_model: str | None = "all-minilm-l6-v2"
+    embedding_model: str | None = None  # None: the provider's default model
     embedding_options: dict[str, Any] = field(default_factory=dict)
     embed_batch_size: int = 8
     max_file_bytes: int = 10 * 1024 * 1024
