@@ -116,7 +116,7 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
     except EmbeddingNotConfigured:
         identity = None
     b = vs.binding_of(conn, row.id)
-    n = index_rows.stats(conn, row.id)["chunk_count"] if chunk_count is None else chunk_count
+    n = _has_chunks(conn, row.id) if chunk_count is None else chunk_count
     out: dict[str, Any] = {
         "embedding_identity": identity,
         "vectors_identity": b.identity if b else identity,
@@ -134,6 +134,10 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
         out["pending_embeddings"] = pending
         out["vectors"] = "building" if pending else "ready"
     return out
+
+
+def _has_chunks(conn: Any, index_id: str) -> int:
+    return 1 if conn.execute("SELECT 1 FROM chunks WHERE index_id = ? LIMIT 1", (index_id,)).fetchone() else 0
 
 
 # -- catching up, building, re-embedding ---------------------------------------------------------
@@ -208,12 +212,17 @@ def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = No
     else:
         targets = [r for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
     idents = {r.id: effective_identity(ctx, r) for r in targets}
+    before = {r.id: vs.binding_of(ctx.catalog.conn, r.id) for r in targets}
     with ctx.write_lock, ctx.catalog.write() as w:
         for r in targets:
             vs.bind(w, r.id, idents[r.id], vs.log_reembed(w, r.id))
     stats = CatchupStats()
     for ident in sorted(set(idents.values())):
         stats.add(catch_up_identity(ctx, ident, progress=progress))
+    for r in targets:  # the old collection no longer holds this index (keeps unfiltered queries exact)
+        old = before[r.id]
+        if old is not None and old.identity != idents[r.id]:
+            ctx.vectors.delete_where(old.identity, {"index_id": r.id})
     names = [r.name for r in targets]
     return {
         "reembedded": names,

@@ -8,9 +8,9 @@ from gitkb.core import ids
 from gitkb.core.chunking import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import validate_index_name
-from gitkb.services.catchup import catch_up_keywords
 from gitkb.services import embeddings as emb_service
 from gitkb.services import identity as emb_identity
+from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows

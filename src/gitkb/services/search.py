@@ -183,7 +183,7 @@ def fused_results(
     tiers: frozenset[str] | None,
 ) -> list[dict[str, Any]]:
     """Semantic (one list per identity) and, for hybrid, keyword lists fused by rank (RRF)."""
-    depth = max(n * 3, 30)
+    depth = max(n * 2, 20)  # RRF (k=60) gains little from deeper lists
     lists: dict[str, list[int]] = {}
     hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
     scores: dict[int, dict[str, float]] = {}

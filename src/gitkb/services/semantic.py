@@ -28,6 +28,7 @@ from gitkb.services.context import Context
 from gitkb.services.embeddings import REEMBED_HINT, index_vector_state
 from gitkb.services.identity import embedder_for, identity_state
 from gitkb.services.tenancy import tier_matches
+from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
 from gitkb.stores.catalog.indexes import IndexRow
 
@@ -126,8 +127,12 @@ def semantic_hits(
     """Live, unexpired nearest chunks of ``rows`` under ``identity``: (chunk, doc, cosine similarity), best first."""
     vec = query_vector(ctx, identity, query)
     ids = {r.id for r in rows}
-    fetch = limit * 2 + 10 if tiers is None and tenant is None else limit * 5 + 50
-    raw = ctx.vectors.query(identity, vec, fetch, index_ids=sorted(ids), where={"tenant": tenant} if tenant else None)
+    fetch = limit + 10 if tiers is None and tenant is None else limit * 5 + 50
+    # A metadata filter costs Chroma a scan (20+ ms at a few thousand vectors); skip it when the
+    # collection holds no other index's vectors (hits are checked against the catalog anyway).
+    others = {b.index_id for b in vs.bindings(ctx.catalog.conn).values() if b.identity == identity} - ids
+    flt = sorted(ids) if others else None
+    raw = ctx.vectors.query(identity, vec, fetch, index_ids=flt, where={"tenant": tenant} if tenant else None)
     live = chunks_by_cids(ctx.catalog.conn, [int(vid) for vid, _ in raw])
     now = time.time()
     out = []
