@@ -15,6 +15,7 @@ indexes nor the remote; ``open_kb_pull_request`` (services.review) does.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -37,7 +38,7 @@ from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
 
 DEFAULT_MAX_BYTES = 1024 * 1024
-_ALLOWED_CONTROL = frozenset("\t\n\r\f")
+_BINARY = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # control characters text never holds
 
 
 def _settings(ctx: Context) -> dict[str, Any]:
@@ -80,8 +81,9 @@ def _check_content(ctx: Context, row: SourceRow, path: str, text: str) -> bytes:
             f"content for {path!r} is {len(data)} bytes; the limit is {limit} ([proposals] max_bytes)",
             details={"size": len(data), "limit": limit},
         )
-    bad = next((ch for ch in text if (ord(ch) < 32 or ord(ch) == 127) and ch not in _ALLOWED_CONTROL), None)
-    if bad is not None:
+    found = _BINARY.search(text)
+    if found is not None:
+        bad = found.group()
         raise InvalidArgument(
             f"content for {path!r} looks binary (control character U+{ord(bad):04X}); only text can be proposed"
         )
