@@ -51,6 +51,13 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
         return Plan("keyword")
     plan = Plan(mode or "hybrid")
     explicit = mode is not None
+    if explicit and not (rows and all(r.embeddings and r.embedding_identity for r in rows)):
+        st_all = identity_state(ctx)
+        if st_all.identity is None:  # fail closed: these indexes would need the active identity
+            raise EmbeddingNotConfigured(
+                f"{mode} search needs an embedding identity: {st_all.error}",
+                next_steps=["search with mode='keyword'", "or configure GITKB_EMBEDDING_PROVIDER / _MODEL"],
+            )
     unsearchable: list[str] = []
     for r in rows:
         st = index_vector_state(ctx, r)
