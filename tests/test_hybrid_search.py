@@ -1,0 +1,253 @@
+"""SEARCH modes keyword|semantic|hybrid: the real offline model finds a paraphrase keyword
+search misses; RRF fusion; per-identity query embedding with a cache; default-mode fallbacks;
+results always checked against the catalog; the CLI's --mode and embeddings commands."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gitkb import Workspace
+from gitkb.services.fusion import rrf
+
+
+def ok(resp: dict[str, Any]) -> dict[str, Any]:
+    assert resp["Success"] is True, resp
+    return resp
+
+
+def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
+    assert resp["Success"] is False, resp
+    assert resp["code"] == code, resp
+    return resp
+
+
+@pytest.fixture
+def make_ws(tmp_path: Path) -> Iterator[Callable[..., Workspace]]:
+    opened: list[Workspace] = []
+
+    def make(name: str = "ws", **kw: Any) -> Workspace:
+        kw.setdefault("embedding_provider", "hashing")
+        kw.setdefault("embedding_model", "h1")
+        w = Workspace(tmp_path / name, **kw)
+        opened.append(w)
+        return w
+
+    yield make
+    for w in opened:
+        w.close()
+
+
+def files(resp: dict[str, Any]) -> list[str]:
+    return [Path(r["filepath"]).name for r in resp["Results"]]
+
+
+# -- the real model ----------------------------------------------------------------------------
+
+
+def test_real_model_finds_paraphrase_that_keyword_search_misses(
+    make_ws: Callable[..., Workspace], kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """all-MiniLM-L6-v2 int8, offline (no socket may leave the machine), on example_kb_repo."""
+    real_connect = socket.socket.connect
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else ""
+        if self.family == socket.AF_UNIX or str(host).startswith("127.") or host in ("localhost", "::1"):
+            return real_connect(self, address)
+        raise AssertionError(f"network access attempted: {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    w = make_ws(embedding_provider=None, embedding_model=None)  # the default: fastembed MiniLM
+    assert ok(w.document_index("CREATE_INDEX", index_name="kb"))["embedding_identity"] == "fastembed/all-minilm-l6-v2"
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    st = ok(w.embeddings_status())
+    assert st["fingerprint"] == "fastembed/all-minilm-l6-v2@384" and st["pending_embeddings"] == 0
+    for query, target in (
+        ("newcomer orientation schedule", "first-week.md"),
+        ("how long may we hold on to client information", "data-retention.md"),
+    ):
+        assert target not in files(ok(w.document_index("SEARCH", query=query, mode="keyword")))
+        sem = ok(w.document_index("SEARCH", query=query, mode="semantic", top_n=3))
+        assert sem["mode"] == "semantic" and files(sem)[0] == target, sem
+        assert sem["Results"][0]["retrievers"] == ["semantic"] and 0 < sem["Results"][0]["score"] <= 1
+        hyb = ok(w.document_index("SEARCH", query=query, top_n=3))
+        assert hyb["mode"] == "hybrid" and target in files(hyb)
+
+
+# -- fusion ------------------------------------------------------------------------------------
+
+
+def test_rrf_fuses_by_rank_with_tunable_k_and_weights() -> None:
+    fused = rrf({"keyword": ["a", "b", "c"], "semantic:x/y": ["b", "d", "a"]}, k=60)
+    assert [f.key for f in fused] == ["b", "a", "d", "c"]
+    b = fused[0]
+    assert b.ranks == {"keyword": 2, "semantic:x/y": 1} and b.retrievers == ["keyword", "semantic"]
+    assert b.score == pytest.approx(1 / 62 + 1 / 61)
+    # raw scores play no part: only ranks; k=0 makes the head count far more
+    assert [f.key for f in rrf({"k": ["a", "b"], "s": ["c", "a"]}, k=0)] == ["a", "c", "b"]
+    # ties (same fused score) break by best single rank, then first appearance
+    assert [f.key for f in rrf({"k": ["a", "b"], "s": ["b", "a"]})] == ["a", "b"]
+    assert [f.key for f in rrf({"k": ["a"], "s": ["a", "a", "z"]})][:1] == ["a"]  # duplicates count once
+    weighted = rrf({"keyword": ["a"], "semantic:m": ["b"]}, weights={"semantic": 2.0})
+    assert [f.key for f in weighted] == ["b", "a"]
+    assert rrf({}) == []
+    with pytest.raises(ValueError):
+        rrf({"k": ["a"]}, k=-1)
+
+
+# -- modes and fallbacks -----------------------------------------------------------------------
+
+
+def test_modes_and_retrievers(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    q = "rotate the payments gateway key"
+    kw = ok(w.document_index("SEARCH", query=q, mode="keyword"))
+    assert kw["mode"] == "keyword" and all(r["retrievers"] == ["keyword"] for r in kw["Results"])
+    hyb = ok(w.document_index("SEARCH", query=q, top_n=5))
+    assert hyb["mode"] == "hybrid" and "Warnings" not in hyb
+    top = hyb["Results"][0]
+    assert files(hyb)[0] == "rotate-api-keys.md" and top["retrievers"] == ["keyword", "semantic"]
+    assert set(top["ranks"]) == {"keyword", "semantic"} and set(top["scores"]) == {"keyword", "semantic"}
+    for field in ("id", "index_name", "filepath", "file_id", "document_title", "source_uri", "location", "snippet"):
+        assert field in top
+    assert ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=5))["Results"] == hyb["Results"]
+    fails(w.document_index("SEARCH", query=q, mode="fuzzy"), "invalid_argument")
+
+
+def test_default_is_keyword_with_warning_while_vectors_build(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+    w = make_ws()
+    w.ctx.embedding_worker.close()  # vectors stay behind until build_embeddings
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    r = ok(w.document_index("SEARCH", query="database failover"))
+    assert r["mode"] == "keyword" and r["Results"]
+    assert any("still building" in x and "keyword" in x for x in r["Warnings"])
+    assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "building"
+    sem = ok(w.document_index("SEARCH", query="database failover", mode="semantic"))
+    assert sem["Results"] == [] and any("still building" in x for x in sem["Warnings"])
+    ok(w.build_embeddings())
+    after = ok(w.document_index("SEARCH", query="database failover"))
+    assert after["mode"] == "hybrid" and "Warnings" not in after
+    assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "ready"
+
+
+def test_keyword_only_index_never_embeds_and_never_fails_closed(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kw", embeddings=False))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kw", filepath=str(kb_copy / "docs")))
+    r = ok(w.document_index("SEARCH", query="database failover"))
+    assert r["mode"] == "keyword" and r["Results"] and "Warnings" not in r
+    fails(w.document_index("SEARCH", query="database failover", mode="semantic"), "invalid_argument")
+    hyb = ok(w.document_index("SEARCH", query="database failover", mode="hybrid"))
+    assert hyb["mode"] == "keyword" and any("keyword-only" in x for x in hyb["Warnings"])
+    ok(w.build_embeddings())
+    assert ok(w.embeddings_status())["collections"] == []
+    stats = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kw"]
+    assert stats["embeddings"] is False and stats["vectors"] == "off" and stats["needs_reindex"] is False
+
+
+def test_cross_index_search_embeds_query_once_per_identity(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="runbooks", embedding_provider="hashing", embedding_model="a"))
+    ok(w.document_index("CREATE_INDEX", index_name="policies", embedding_provider="hashing", embedding_model="b"))
+    ok(w.document_index("CREATE_INDEX", index_name="more-runbooks", embedding_provider="hashing", embedding_model="a"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="runbooks", filepath=str(kb_copy / "docs" / "runbooks")))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="policies", filepath=str(kb_copy / "docs" / "policies")))
+    ok(w.document_index("ADD_TEXT", index_name="more-runbooks", text="Rotate the password of the database.", filepath="x.txt"))
+    ok(w.build_embeddings())
+    from gitkb.services import identity
+
+    calls: list[tuple[str, list[str]]] = []
+    for ident in ("hashing/a", "hashing/b"):
+        emb = identity.embedder_for(w.ctx, ident)
+        real = emb.embed_batch
+
+        def counting(texts: list[str], _real: Any = real, _ident: str = ident) -> list[list[float]]:
+            calls.append((_ident, list(texts)))
+            return _real(texts)
+
+        emb.embed_batch = counting  # type: ignore[method-assign]
+    q = "rotate the password"
+    r = ok(w.document_index("SEARCH", query=q, mode="semantic", top_n=10))
+    assert sorted(calls) == [("hashing/a", [q]), ("hashing/b", [q])]
+    assert {x["index_name"] for x in r["Results"]} == {"runbooks", "policies", "more-runbooks"}
+    ok(w.document_index("SEARCH", query=q, mode="hybrid", indexes=["runbooks", "policies"]))
+    assert len(calls) == 2  # cached per (identity, query)
+    only = ok(w.document_index("SEARCH", query=q, mode="semantic", index_name="runbooks"))
+    assert {x["index_name"] for x in only["Results"]} == {"runbooks"}  # a shared collection is filtered
+    assert collections_of(w) == {"hashing/a": 4, "hashing/b": 2}
+
+
+def collections_of(w: Workspace) -> dict[str, int]:
+    return {c["identity"]: c["count"] for c in ok(w.embeddings_status())["collections"]}
+
+
+def test_semantic_hits_are_checked_against_the_catalog(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    w.ctx.embedding_worker.close()  # the deletion will not reach the vectors
+    ok(w.document_index("DELETE_DOCUMENT", index_name="kb", filepath="docs/runbooks/database-failover.md"))
+    r = ok(w.document_index("SEARCH", query="promote the replica database failover", mode="semantic", top_n=20))
+    assert "database-failover.md" not in files(r) and r["Results"]
+    assert collections_of(w)["hashing/h1"] > ok(w.embeddings_status())["chunk_count"]  # the stale vector is still there
+
+
+def test_tenant_and_tier_filters_apply_to_semantic_hits(make_ws: Callable[..., Workspace]) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_TEXT", index_name="kb", text="Acme rotates keys monthly.", filepath="acme.txt", tenant="acme"))
+    ok(w.document_index("ADD_TEXT", index_name="kb", text="Globex rotates keys yearly.", filepath="globex.txt", tenant="globex"))
+    ok(w.document_index("ADD_TEXT", index_name="kb", text="Everyone rotates keys.", filepath="all.txt", tier="cold"))
+    ok(w.build_embeddings())
+    for mode in ("semantic", "hybrid"):
+        assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode, tenant="acme"))) == ["acme.txt"]
+        assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode))) == ["all.txt"]
+        assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode, tiers=["hot"]))) == []
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+
+def test_cli_search_modes_and_embeddings_commands(tmp_path: Path, kb_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitkb.cli.main import cli
+
+    monkeypatch.setenv("GITKB_EMBEDDING_PROVIDER", "hashing")
+    monkeypatch.setenv("GITKB_EMBEDDING_MODEL", "h1")
+    home = str(tmp_path / "cliws")
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Any:
+        res = runner.invoke(cli, ["--home", home, *args], catch_exceptions=False)
+        return res
+
+    assert invoke("index", "create", "kb").exit_code == 0
+    assert invoke("index", "create", "kw", "--no-embeddings").exit_code == 0
+    added = invoke("add", "kb", str(kb_copy / "docs"))
+    assert added.exit_code == 0, added.output
+    res = invoke("--json", "search", "rotate the payments key", "--mode", "hybrid", "--index", "kb")
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["mode"] == "hybrid" and data["Results"][0]["retrievers"] == ["keyword", "semantic"]
+    human = invoke("search", "rotate the payments key", "--mode", "semantic")
+    assert human.exit_code == 0 and "[semantic]" in human.output
+    status = invoke("embeddings", "status")
+    assert status.exit_code == 0 and "hashing/h1" in status.output and "hashing_h1_index" in status.output
+    js = json.loads(invoke("--json", "embeddings", "status").output)
+    assert js["pending_embeddings"] == 0 and js["chunk_count"] > 0
+    assert invoke("embeddings", "build").exit_code == 0
+    bad = invoke("search", "x", "--mode", "semantic", "--index", "kw")
+    assert bad.exit_code == 1 and "keyword-only" in bad.output
+    nowait = invoke("add-text", "kb", "A text added without waiting.", "--no-wait")
+    assert nowait.exit_code == 0
