@@ -223,3 +223,27 @@ def test_bad_input_clear_error_nothing_written(
     resp = fails(ws.document_index(action, **params), code)
     json.dumps(resp)
     assert snapshot(home) == before
+
+
+def test_parallel_chunking_gives_the_same_chunks(ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big ingests chunk in a worker process; the result must not depend on where chunking ran."""
+    import gitkb.services.ingest as ingest
+
+    ok(ws.document_index("CREATE_INDEX", index_name="serial", embeddings=False))
+    ok(ws.document_index("CREATE_INDEX", index_name="parallel", embeddings=False))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="serial", filepath=str(kb_copy / "docs")))
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 3)  # several batches in flight
+    r = ok(ws.document_index("ADD_DOCUMENTS", index_name="parallel", filepath=str(kb_copy / "docs")))
+    assert r["counts"]["added"] == 8
+
+    def spans(index: str) -> list[tuple[str, int, int, int, int]]:
+        rows = ws.ctx.catalog.conn.execute(
+            "SELECT d.path, c.char_start, c.char_end, c.line_start, c.line_end FROM chunks c"
+            " JOIN documents d ON d.rowid = c.document_rowid JOIN indexes i ON i.id = c.index_id"
+            " WHERE i.name = ? ORDER BY d.path, c.ordinal",
+            (index,),
+        )
+        return [tuple(x) for x in rows]
+
+    assert spans("parallel") == spans("serial") and spans("serial")

@@ -19,10 +19,11 @@ from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import InvalidArgument, NotFound
 from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
-from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, LoadedText, SkippedFile
+from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
 from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
@@ -168,41 +169,60 @@ def ingest_entries(
     total = len(files)
     done = 0
     key = doc_rows.state_key(cfg, place.tenant, place.tier, place.expires_at)
-    for start in range(0, total, WRITE_BATCH):
-        batch = files[start : start + WRITE_BATCH]
-        pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]] = []
-        for entry in batch:
-            prev = known.get(entry.rel_path)
-            try:
-                st = entry.abs_path.stat()
-                if trust_mtime and prev is not None and prev[1] == st.st_size and prev[2] == st.st_mtime and prev[3] == key:
-                    report.unchanged.append(entry.rel_path)
-                    continue
-                data = entry.abs_path.read_bytes()
-            except OSError as exc:
-                report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
-                continue
-            h = ids.bytes_hash(data)
-            if not reparse and prev is not None and prev[0] == h and prev[3] == key:
-                report.unchanged.append(entry.rel_path)
-                if prev[2] != st.st_mtime:
-                    with ctx.catalog.write() as conn:
-                        conn.execute(
-                            "UPDATE documents SET mtime=? WHERE index_id=? AND path=?", (st.st_mtime, row.id, entry.rel_path)
-                        )
-                continue
-            try:
-                loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
-            except LoadError as exc:
-                report.skipped.append(SkippedFile(entry.rel_path, exc.category, exc.detail))
-                continue
-            pending.append((entry, data, h, st, loaded))
+    Pending = list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]]
+    queued: tuple[Pending, Callable[[], list[list[ChunkSpan]]], int] | None = None
+
+    def write(item: tuple[Pending, Callable[[], list[list[ChunkSpan]]], int]) -> None:
+        nonlocal done
+        pending, spans, n = item
         crash_point("ingest.before_write")
-        _write_files(ctx, row, cfg, place, pending, report)
+        _write_files(ctx, row, cfg, place, pending, spans(), report)
         crash_point("ingest.after_write")
-        done += len(batch)
+        done += n
         if progress:
             progress(done, total)
+
+    with ChunkPipeline(parallel=total >= PARALLEL_MIN_FILES) as pipeline:
+        for start in range(0, total, WRITE_BATCH):
+            batch = files[start : start + WRITE_BATCH]
+            pending: Pending = []
+            for entry in batch:
+                prev = known.get(entry.rel_path)
+                try:
+                    st = entry.abs_path.stat()
+                    if (
+                        trust_mtime and prev is not None and prev[1] == st.st_size and prev[2] == st.st_mtime
+                        and prev[3] == key
+                    ):
+                        report.unchanged.append(entry.rel_path)
+                        continue
+                    data = entry.abs_path.read_bytes()
+                except OSError as exc:
+                    report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
+                    continue
+                h = ids.bytes_hash(data)
+                if not reparse and prev is not None and prev[0] == h and prev[3] == key:
+                    report.unchanged.append(entry.rel_path)
+                    if prev[2] != st.st_mtime:
+                        with ctx.catalog.write() as conn:
+                            conn.execute(
+                                "UPDATE documents SET mtime=? WHERE index_id=? AND path=?",
+                                (st.st_mtime, row.id, entry.rel_path),
+                            )
+                    continue
+                try:
+                    loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
+                except LoadError as exc:
+                    report.skipped.append(SkippedFile(entry.rel_path, exc.category, exc.detail))
+                    continue
+                pending.append((entry, data, h, st, loaded))
+            # chunk this batch (on the second core for big ingests) while the previous one is written
+            spans = pipeline.submit([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
+            if queued is not None:
+                write(queued)
+            queued = (pending, spans, len(batch))
+        if queued is not None:
+            write(queued)
     with ctx.catalog.write() as conn:
         record_skips(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
@@ -225,11 +245,11 @@ def _write_files(
     cfg: ChunkConfig,
     place: Placement,
     pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]],
+    spans: list[list[ChunkSpan]],
     report: IngestReport,
 ) -> None:
     if not pending:
         return
-    spans = chunk_many([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
     crash_point("ingest.chunked")
     with ctx.catalog.write() as conn:
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
