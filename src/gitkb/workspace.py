@@ -190,14 +190,21 @@ class Workspace:
         exclude: list[str] | tuple[str, ...] = (),
         forge: dict[str, Any] | None = None,
         auth: dict[str, Any] | None = None,
+        webhook_secret: str | None = None,
     ) -> dict[str, Any]:
-        """Register a git repository feeding one or more indexes (created when missing); clones it."""
-        from gitkb.services import sources
+        """Register a git repository feeding one or more indexes (created when missing); clones it.
 
-        return {"Success": True, **sources.add_source(
+        ``webhook_secret`` verifies this source's forge webhooks (else ``GITKB_WEBHOOK_SECRET``)."""
+        from gitkb.services import sources, webhook_intake
+
+        out = sources.add_source(
             self.ctx, name, url, branch=branch, documents_root=documents_root, index=index,
             include=include, exclude=exclude, forge=forge, auth=auth,
-        )}  # fmt: skip
+        )  # fmt: skip
+        if webhook_secret:
+            webhook_intake.set_webhook_secret(self.ctx, name, webhook_secret)
+            out["webhook_secret"] = "set"
+        return {"Success": True, **out}
 
     @tool
     def source_list(self) -> dict[str, Any]:

@@ -33,10 +33,11 @@ def source_group() -> None:
 @click.option("--secrets-file", type=click.Path(dir_okay=False), help="TOML secrets file (mode 0600).")
 @click.option("--secrets-key", help="Key of the git token in the secrets file (default git_token).")
 @click.option("--ssh-key", type=click.Path(dir_okay=False), help="SSH private key (default: the agent).")
+@click.option("--webhook-secret", help="Secret the forge signs webhooks with (else GITKB_WEBHOOK_SECRET).")
 def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[str, ...], include: tuple[str, ...],
         exclude: tuple[str, ...], forge_kind: str | None, forge_repo: str | None, forge_api_url: str | None,
         forge_token_env: str | None, token_env: str | None, secrets_file: str | None, secrets_key: str | None,
-        ssh_key: str | None) -> None:  # fmt: skip
+        ssh_key: str | None, webhook_secret: str | None) -> None:  # fmt: skip
     """Register the git repository URL as source NAME and clone it."""
     forge = {"kind": forge_kind, "repo": forge_repo, "api_url": forge_api_url, "token_env": forge_token_env,
              "secrets_file": secrets_file if forge_kind in ("github", "gitlab") else None}  # fmt: skip
@@ -51,6 +52,7 @@ def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[st
             name, url, branch=branch, documents_root=documents_root, index=list(indexes) or None,
             include=list(include), exclude=list(exclude),
             forge={k: v for k, v in forge.items() if v} or None, auth={k: v for k, v in auth.items() if v} or None,
+            webhook_secret=webhook_secret,
         )
     )  # fmt: skip
 
