@@ -110,7 +110,7 @@ def ensure_not_rebuilding(ctx: Context, row: IndexRow) -> None:
 
 def guard_action(ctx: Context, action: str, params: dict[str, Any]) -> None:
     """For the action API: refuse a write action aimed at an index being rebuilt."""
-    if action.upper() not in WRITE_ACTIONS or action.upper() == "RECHUNK":
+    if action.upper() not in WRITE_ACTIONS:
         return
     name = params.get("index_name")
     if not isinstance(name, str) or not name:

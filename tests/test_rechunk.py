@@ -1,0 +1,243 @@
+"""RECHUNK: a temporary index swapped in atomically, conflicts for writes during the rebuild,
+vectors reused for unchanged texts, failures and a SIGKILL leave the original index intact."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitkb import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ok(resp: dict[str, Any]) -> dict[str, Any]:
+    assert resp["Success"] is True, resp
+    return resp
+
+
+def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
+    assert resp["Success"] is False, resp
+    assert resp["code"] == code, resp
+    return resp
+
+
+def catalog(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(home / "catalog.sqlite3")
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def chunk_rows(home: Path, index: str) -> list[tuple[Any, ...]]:
+    return catalog(
+        home,
+        "SELECT d.path, c.id, c.text FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
+        " JOIN indexes i ON i.id = c.index_id WHERE i.name = ? ORDER BY d.path, c.ordinal",
+        index,
+    )
+
+
+LONG = "\n\n".join(
+    f"Paragraph {i}. The failover runbook step {i} says to promote the replica and reload the pooler."
+    for i in range(40)
+)
+
+
+@pytest.fixture
+def w(tmp_path: Path, kb_copy: Path) -> Iterator[Workspace]:
+    ws = Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1")
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(ws.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="notes/long.txt", metadata={"title": "Long"}))
+    ok(ws.build_embeddings())
+    yield ws
+    ws.close()
+
+
+def test_rechunk_swaps_in_new_chunking_keeping_ids_and_reusing_vectors(w: Workspace, tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    w.ctx.embedding_worker.close()  # build_embeddings below does the vectors' work, so it can count it
+    before = chunk_rows(home, "kb")
+    docs_before = ok(w.document_index("LIST_DOCUMENTS", index_name="kb"))["Documents"]
+    index_id = ok(w.document_index("LIST_INDICES"))["IndexDetails"]["kb"]["index_id"]
+    r = ok(w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10))
+    assert r["docs_rechunked"] == len(docs_before) == 9
+    assert r["chunks_before"] == len(before) and r["chunks_after"] > r["chunks_before"]
+    assert r["chunk_config"] == {"chunk_strategy": "sentence", "chunk_size": 60, "chunk_overlap": 10}
+    assert r["temporary_index"].startswith(".rechunk.") and r["Warnings"] == []
+    # searchable by keyword at once, same index id, same documents (ids, paths, created_at)
+    hit = ok(w.document_index("SEARCH", query="promote the replica step 39", mode="keyword"))["Results"][0]
+    assert hit["filepath"] == "notes/long.txt" and hit["index_id"] == index_id
+    assert ok(w.document_index("LIST_DOCUMENTS", index_name="kb"))["Documents"] == [
+        {**d, "updated_at": ANY} for d in docs_before
+    ]
+    stats = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]
+    assert stats["chunk_config"] == {"chunk_size": 60, "chunk_overlap": 10, "chunk_strategy": "sentence"}
+    after = chunk_rows(home, "kb")
+    assert len(after) == r["chunks_after"]
+    assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(0,)]
+    assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(0,)]
+    # unchanged chunk texts keep their chunk ids, and their vectors are reused, not re-embedded
+    kept = {cid for _, cid, _ in before} & {cid for _, cid, _ in after}
+    assert kept
+    built = ok(w.build_embeddings())
+    new_texts = {t for _, _, t in after} - {t for _, _, t in before}
+    assert built["chunks_embedded"] == len(new_texts) and built["chunks_reused"] >= len(kept)
+    st = ok(w.embeddings_status())
+    assert st["collections"][0]["count"] == st["chunk_count"] == len(after)  # old chunks' vectors removed
+    sem = ok(w.document_index("SEARCH", query="promote the replica step 39", mode="semantic"))
+    assert sem["Results"][0]["filepath"] == "notes/long.txt"
+    # ADD_TEXT documents are re-chunked from their stored text: exact, nothing approximated
+    doc = ok(w.document_index("GET_DOCUMENT", index_name="kb", filepath="notes/long.txt", pagination_mode="chars", count=10**6))
+    assert doc["Content"] == LONG
+
+
+class _Any:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+ANY = _Any()
+
+
+def test_rechunk_defaults_and_bad_input(w: Workspace, tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    r = ok(w.document_index("RECHUNK", index_name="kb"))  # the index's defaults
+    assert r["chunk_config"] == {"chunk_strategy": "sentence", "chunk_size": 400, "chunk_overlap": 40}
+    before = chunk_rows(home, "kb")
+    fails(w.document_index("RECHUNK", index_name="nope"), "not_found")
+    fails(w.document_index("RECHUNK", index_name="kb", chunk_size=50, chunk_overlap=50), "invalid_argument")
+    fails(w.document_index("RECHUNK", index_name="kb", chunk_size="big"), "invalid_argument")
+    fails(w.document_index("RECHUNK", index_name="kb", chunk_strategy="paragraph"), "invalid_argument")
+    fails(w.document_index("RECHUNK"), "invalid_argument")
+    assert chunk_rows(home, "kb") == before
+    assert catalog(home, "SELECT COUNT(*) FROM indexes") == [(1,)]
+
+
+def test_writes_during_rebuild_get_conflict(w: Workspace, tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+    result: dict[str, Any] = {}
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    t = threading.Thread(
+        target=lambda: result.update(w.document_index("RECHUNK", index_name="kb", chunk_size=80, chunk_overlap=8, progress=progress))
+    )
+    t.start()
+    try:
+        assert entered.wait(30)
+        for action, params in (
+            ("ADD_TEXT", {"text": "written during the rebuild", "filepath": "late.txt"}),
+            ("DELETE_DOCUMENT", {"filepath": "notes/long.txt"}),
+            ("RENAME_DOCUMENT", {"filepath": "notes/long.txt", "new_filename": "l.txt"}),
+            ("RENAME_INDEX", {"new_index_name": "kb2"}),
+            ("DELETE_INDEX", {}),
+            ("RECHUNK", {"chunk_size": 100}),
+        ):
+            r = fails(w.document_index(action, index_name="kb", **params), "conflict")
+            assert "rebuil" in r["Error"]
+        # reads go on: the original index answers while it is rebuilt
+        assert ok(w.document_index("SEARCH", query="password manager", mode="keyword"))["Results"]
+        assert ok(w.document_index("LIST_INDICES"))["Indices"] == ["kb"]
+    finally:
+        release.set()
+        t.join(60)
+    assert result["Success"] is True, result
+    ok(w.document_index("ADD_TEXT", index_name="kb", text="written after the rebuild", filepath="late.txt"))
+    assert "late.txt" in [d["path"] for d in ok(w.document_index("LIST_DOCUMENTS", index_name="kb"))["Documents"]]
+
+
+def test_failed_rebuild_leaves_index_untouched(w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitkb.core.errors import StoreUnavailable
+    from gitkb.services import rechunk
+
+    home = tmp_path / "ws"
+    before = chunk_rows(home, "kb")
+    calls = {"n": 0}
+    real = rechunk.chunk_many
+
+    def flaky(items: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch of documents
+            raise StoreUnavailable("disk went away")
+        return real(items)
+
+    monkeypatch.setattr(rechunk, "BATCH", 3)
+    monkeypatch.setattr(rechunk, "chunk_many", flaky)
+    r = fails(w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10), "store_unavailable")
+    assert "unchanged" in r["Error"] and r["temporary_index"].startswith(".rechunk.")
+    assert chunk_rows(home, "kb") == before
+    assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(0,)]
+    assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(0,)]
+    assert ok(w.document_index("SEARCH", query="promote the replica", mode="keyword"))["Results"]
+    ok(w.document_index("ADD_TEXT", index_name="kb", text="still writable", filepath="w.txt"))
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from gitkb import Workspace
+    from gitkb.services import rechunk
+    rechunk.BATCH = 2
+    ws = Workspace(sys.argv[1], embedding_provider="hashing", embedding_model="h1")
+    print("start", flush=True)
+    ws.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10)
+    print("finished", flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    before = chunk_rows(home, "kb")
+    w.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    env["GITKB_CRASH_AT"] = "rechunk.batch:2"  # SIGKILL after the second batch of re-chunked documents
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], env=env, capture_output=True, text=True, timeout=90, cwd=REPO)
+    assert proc.returncode == -9, proc.stderr
+    assert "finished" not in proc.stdout
+    # right after the crash: the original is intact, a half-built temporary index and the marker remain
+    assert chunk_rows(home, "kb") == before
+    assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(1,)]
+    assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(1,)]
+    ws = Workspace(home, embedding_provider="hashing", embedding_model="h1")
+    try:
+        deadline = time.monotonic() + 60  # the writer may rerun the interrupted RECHUNK job
+        while time.monotonic() < deadline:
+            jobs = ok(ws.list_jobs())["Jobs"]
+            if not any(j["status"] in ("queued", "running") for j in jobs):
+                break
+            time.sleep(0.1)
+        docs = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb"))
+        assert docs["TotalCount"] == 9
+        texts_now = "".join(t for _, _, t in chunk_rows(home, "kb"))
+        for path in {p for p, _, _ in before}:
+            assert path in [d["path"] for d in docs["Documents"]]
+        assert "Paragraph 39." in texts_now
+        hit = ok(ws.document_index("SEARCH", query="promote the replica step 39", mode="keyword"))["Results"][0]
+        assert hit["filepath"] == "notes/long.txt"
+        ok(ws.document_index("ADD_TEXT", index_name="kb", text="writable after the crash", filepath="after.txt"))
+        assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(0,)]
+        assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(0,)]
+        ok(ws.build_embeddings())
+        sem = ok(ws.document_index("SEARCH", query="promote the replica step 39", mode="semantic"))
+        assert sem["Results"][0]["filepath"] == "notes/long.txt"
+        again = ok(ws.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10))
+        assert again["docs_rechunked"] == 10
+    finally:
+        ws.close()
