@@ -52,6 +52,8 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     assert upstream.remote_sha("main") == main_before
     [cr] = ws.list_pull_requests(SOURCE)["PullRequests"]
     assert cr["state"] == "open" and cr["head"] == BRANCH and cr["base"] == "main"
+    same = ws.open_kb_pull_request(SOURCE)  # nothing new staged: the pushed review, not a new one
+    assert same["review_id"] == pr["review_id"] and same["existing"] is True and same["number"] == 1
 
     # a second round on the same branch: add a file, rename one
     added = ws.propose_kb_edit(SOURCE, "faq/billing.md", content="---\ntitle: Billing FAQ\n---\n# Billing FAQ\n\n"

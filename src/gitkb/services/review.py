@@ -140,9 +140,7 @@ def open_kb_pull_request(
                 next_steps=["discard or change the proposals (gitkb proposals discard ID), then open again"],
                 details={"review_id": r.id, "review_state": "denied", "reason": r.reason},
             )
-        if r.state == "pending" or not r.pushed:
-            out = describe(ctx, r)
-            return {**out, "existing": True, "Message": _waiting(r)}
+        return {**describe(ctx, r), "existing": True, "Message": _waiting(r)}
     base_head, warnings = _fresh_base(repo, row)
     expected = repo.tracking_head(branch)
     if stale:  # replacing what someone else pushed: look at the remote branch now, and say so
@@ -193,6 +191,8 @@ def open_kb_pull_request(
 
 
 def _waiting(r: ReviewRow) -> str:
+    if r.state == "approved" and r.pushed and r.cr_number is not None:
+        return f"Review {r.id} is approved and pushed: change request #{r.cr_number} ({r.cr_url})"
     if r.state == "approved":
         return f"Review {r.id} is approved but not pushed ({r.push_error}); approve it again to retry"
     return (
