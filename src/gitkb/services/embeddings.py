@@ -19,6 +19,7 @@ from gitkb.services.vectors_catchup import (
     Progress,
     catch_up_identity,
     clipped_count,
+    identity_locks,
     live_bindings,
     pending_chunks,
     wanted_identities,
@@ -176,15 +177,17 @@ def _bind_unbound(ctx: Context) -> None:
 def build_embeddings(ctx: Context, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
     """Block until every chunk of every embedding index has its vector; ``force`` re-embeds from scratch."""
     identity = active_identity(ctx, save=True)
-    if force:
-        _bind_unbound(ctx)
-        binds = live_bindings(ctx)
-        with ctx.catalog.write() as w:
+    _bind_unbound(ctx)
+    binds = live_bindings(ctx)
+    # Holding the catch-up locks keeps the background thread out: this call does (and counts) the work.
+    with identity_locks(ctx, [b.identity for b in binds.values()]):
+        if force:
             for ident in {b.identity for b in binds.values()}:
                 ctx.vectors.drop_collection(ident)
-            for b in binds.values():
-                vs.bind(w, b.index_id, b.identity, vs.log_reembed(w, b.index_id))
-    stats = catch_up_all(ctx, progress=progress)
+            with ctx.catalog.write() as w:
+                for b in binds.values():
+                    vs.bind(w, b.index_id, b.identity, vs.log_reembed(w, b.index_id))
+        stats = catch_up_all(ctx, progress=progress)
     stranded = [r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
     out: dict[str, Any] = {
         "identity": identity,
@@ -213,12 +216,13 @@ def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = No
         targets = [r for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
     idents = {r.id: effective_identity(ctx, r) for r in targets}
     before = {r.id: vs.binding_of(ctx.catalog.conn, r.id) for r in targets}
-    with ctx.write_lock, ctx.catalog.write() as w:
-        for r in targets:
-            vs.bind(w, r.id, idents[r.id], vs.log_reembed(w, r.id))
     stats = CatchupStats()
-    for ident in sorted(set(idents.values())):
-        stats.add(catch_up_identity(ctx, ident, progress=progress))
+    with identity_locks(ctx, idents.values()):  # the background thread waits: this call does the work
+        with ctx.write_lock, ctx.catalog.write() as w:
+            for r in targets:
+                vs.bind(w, r.id, idents[r.id], vs.log_reembed(w, r.id))
+        for ident in sorted(set(idents.values())):
+            stats.add(catch_up_identity(ctx, ident, progress=progress))
     for r in targets:  # the old collection no longer holds this index (keeps unfiltered queries exact)
         old = before[r.id]
         if old is not None and old.identity != idents[r.id]:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -43,6 +44,7 @@ EMBED_BATCH = 64  # texts per model call, vectors per upsert
 SPECIAL_TOKENS = {"fastembed": 2}
 
 Progress = Callable[[int, int], None]
+_locks_lock = threading.Lock()
 
 
 def watermark_name(identity: str) -> str:
@@ -75,9 +77,19 @@ class CatchupStats:
         return {"texts": self.texts, "tokens": self.tokens, "seconds": round(self.seconds, 3)}
 
 
-def _identity_lock(ctx: Context, identity: str) -> threading.Lock:
-    locks: dict[str, threading.Lock] = ctx.extras.setdefault("vector_locks", {})
-    return locks.setdefault(identity, threading.Lock())
+def _identity_lock(ctx: Context, identity: str) -> threading.RLock:
+    with _locks_lock:
+        locks: dict[str, threading.RLock] = ctx.extras.setdefault("vector_locks", {})
+        return locks.setdefault(identity, threading.RLock())
+
+
+@contextmanager
+def identity_locks(ctx: Context, identities: Iterable[str]) -> Iterator[None]:
+    """Hold the catch-up locks of ``identities`` (sorted, so two holders never deadlock)."""
+    with ExitStack() as stack:
+        for identity in sorted(set(identities)):
+            stack.enter_context(_identity_lock(ctx, identity))
+        yield
 
 
 def live_bindings(ctx: Context) -> dict[str, vs.Binding]:
