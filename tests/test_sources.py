@@ -96,6 +96,16 @@ def test_duplicate_name_and_bad_input_register_nothing(
         ({"name": "x", "url": str(upstream.remote), "branch": "nope"}, "not_found"),
         ({"name": "x", "url": str(tmp_path / "missing.git")}, None),
         ({"name": "x", "url": str(upstream.remote), "include": [""]}, "invalid_argument"),
+        (
+            {"name": "x", "url": str(upstream.remote), "forge": {"kind": "github", "repo": "o/r"}},
+            "invalid_argument",
+        ),
+        (
+            {"name": "x", "url": str(upstream.remote), "forge": {"kind": "gitea", "repo": "o/r"}},
+            "invalid_argument",
+        ),
+        ({"name": "x", "url": str(upstream.remote), "forge": {"kind": "gitlab"}}, "invalid_argument"),
+        ({"name": "x", "url": str(upstream.remote), "auth": {"password": "p"}}, "invalid_argument"),
     ]:
         out = source_ws.source_add(**kwargs)
         assert out["Success"] is False, kwargs

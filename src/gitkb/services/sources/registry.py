@@ -38,6 +38,7 @@ FORGE_KEYS = (
     "secrets_file",
     "secrets_key",
     "app_id",
+    "app_key_env",
     "installation_id",
 )
 
@@ -118,8 +119,10 @@ def forge_for(ctx: Context, row: SourceRow) -> Forge:
     kind = cfg.get("kind") or "local"
     if kind == "local":
         return create_forge(ForgeConfig(kind="local", repo=row.url, options={"catalog": ctx.catalog}))
-    token = None
-    if cfg.get("token_env") or cfg.get("secrets_file"):
+    token = app_key = None
+    if cfg.get("app_id"):  # a GitHub App: its private key, from the environment or the secrets file
+        app_key = load_secret(cfg.get("app_key_env"), cfg.get("secrets_file"), "github_app_key")
+    else:
         token = load_secret(
             cfg.get("token_env"), cfg.get("secrets_file"), cfg.get("secrets_key") or f"{kind}_token"
         )
@@ -130,6 +133,7 @@ def forge_for(ctx: Context, row: SourceRow) -> Forge:
             api_url=cfg.get("api_url"),
             token=token,
             app_id=cfg.get("app_id"),
+            app_private_key=app_key,
             installation_id=cfg.get("installation_id"),
         )
     )
@@ -178,6 +182,15 @@ def add_source(
             raise InvalidArgument(f"forge kind must be one of {', '.join(FORGE_KINDS)}, got {kind!r}")
         if kind != "local" and not forge_cfg.get("repo"):
             raise InvalidArgument(f"a {kind} forge needs repo (GitHub 'owner/name', GitLab project path)")
+        has_secret = (
+            forge_cfg.get("token_env") or forge_cfg.get("secrets_file") or forge_cfg.get("app_key_env")
+        )
+        if kind != "local" and not has_secret:
+            raise InvalidArgument(
+                f"a {kind} forge needs a credential reference: token_env (an environment variable name), or "
+                "secrets_file (TOML, mode 0600) with secrets_key; a GitHub App: app_id with app_key_env or the "
+                "secrets file's github_app_key"
+            )
         flags["forge"] = forge_cfg
     auth_cfg = _clean_refs(auth, AUTH_KEYS, "auth")
     if auth_cfg:
