@@ -50,6 +50,6 @@ def test_no_upward_imports() -> None:
 
 
 def test_cli_import_stays_light() -> None:
-    code = "import sys, gitkb.cli.main; print(','.join(m for m in %r if m in sys.modules))" % (HEAVY,)
+    code = f"import sys, gitkb.cli.main; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"importing gitkb.cli loads {out}"

@@ -97,11 +97,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001
+        import os
         import traceback
         from pathlib import Path
 
         from gitkb.core.config import resolve_home
-        import os
 
         logdir = resolve_home(None, os.environ) / "logs"
         try:

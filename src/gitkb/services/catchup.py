@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sqlite3
 
-
 from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes

@@ -204,9 +204,9 @@ def fused_results(
     for f in rrf(lists, k=rrf_k(ctx))[:n]:
         chunk, doc = hits[f.key]
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
-        c = citation(chunk, doc, names[chunk.index_id], q, score)
-        c["retrievers"] = f.retrievers
-        c["scores"] = scores[f.key]
-        c["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}
-        out.append(c)
+        cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        cited["retrievers"] = f.retrievers
+        cited["scores"] = scores[f.key]
+        cited["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}
+        out.append(cited)
     return out

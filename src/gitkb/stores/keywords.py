@@ -147,7 +147,7 @@ class KeywordIndex:
         if index_ids is None:
             return int(searcher.num_docs)
         q = self._filter_query("index_id", index_ids)
-        return int(searcher.search(q, limit=1, count=True).count)
+        return int(searcher.search(q, limit=1, count=True).count)  # type: ignore[attr-defined]
 
     def _filter_query(self, field: str, values: Sequence[str]) -> Any:
         # A filter must not move scores: constant score 0.

@@ -6,9 +6,8 @@ import click
 
 
 def register_all(group: click.Group) -> None:
-    from gitkb.cli.commands import add, agent, docs, index, jobs, kb, mcp, search, serve, status
+    from gitkb.cli.commands import add, agent, docs, embeddings, index, jobs, kb, mcp, search, serve, status
     from gitkb.cli.commands import ask as ask_cmd
-    from gitkb.cli.commands import embeddings
     from gitkb.cli.commands import eval as eval_cmd
 
     for mod in (index, add, docs, search, status, jobs, kb, agent, mcp, serve):

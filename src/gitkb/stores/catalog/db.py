@@ -3,6 +3,7 @@ one in-process write lock, ``BEGIN IMMEDIATE`` write transactions."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -84,8 +85,6 @@ class Catalog:
         with self._all_lock:
             conns, self._all = self._all, []
         for c in conns:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 c.close()
-            except sqlite3.Error:  # pragma: no cover
-                pass
         self._local = threading.local()

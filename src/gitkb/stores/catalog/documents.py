@@ -115,7 +115,7 @@ def get_text(conn: sqlite3.Connection, rowid: int) -> str:
 
 def hashes_by_path(conn: sqlite3.Connection, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
     """path -> (content_hash, size, mtime, state key) for cheap unchanged checks (see ``state_key``)."""
-    out = {}
+    out: dict[str, tuple[str, int, float | None, str | None]] = {}
     for r in conn.execute(
         "SELECT path, content_hash, size, mtime, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at"
         " FROM documents WHERE index_id = ?",
@@ -382,7 +382,7 @@ def keyword_rows(conn: sqlite3.Connection, cids: Sequence[int]) -> list[tuple[in
                 part,
             ).fetchall()
         )
-    return [tuple(r) for r in out]  # type: ignore[misc]
+    return [tuple(r) for r in out]
 
 
 def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
