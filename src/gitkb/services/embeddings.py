@@ -217,8 +217,9 @@ def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = No
     idents = {r.id: effective_identity(ctx, r) for r in targets}
     before = {r.id: vs.binding_of(ctx.catalog.conn, r.id) for r in targets}
     stats = CatchupStats()
-    with identity_locks(ctx, idents.values()):  # the background thread waits: this call does the work
-        with ctx.write_lock, ctx.catalog.write() as w:
+    # write_lock first (as a job holds it), then the catch-up locks: the background thread waits.
+    with ctx.write_lock, identity_locks(ctx, idents.values()):
+        with ctx.catalog.write() as w:
             for r in targets:
                 vs.bind(w, r.id, idents[r.id], vs.log_reembed(w, r.id))
         for ident in sorted(set(idents.values())):
