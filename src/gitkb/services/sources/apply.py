@@ -23,6 +23,7 @@ from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
 from gitkb.services.context import Context
+from gitkb.services.ingest import record_skips
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -143,6 +144,7 @@ def _load_batch(
     """``forced``: paths loaded even when unchanged (rename targets, reloads after a config change)."""
     conn = ctx.catalog.conn
     loaded: list[tuple[str, bytes, str, LoadedText]] = []
+    batch_set = set(batch)
     stale: list[str] = []
     quiet: set[str] = set()  # loaded again, but their content did not change
     for path in batch:
@@ -206,6 +208,10 @@ def _load_batch(
                 continue
             (report.added if path in added or status == "added" else report.modified).append(path)
         source_rows.put_files(w, row.id, [(p, tree[p]) for p in batch])
+        # skip reasons feed get_index_status; a path that loads again is cleared
+        skips = [sk for sk in report.skipped if sk.path in batch_set]
+        for ix in targets:
+            record_skips(w, ix.id, skips, ok=[p for p, *_ in loaded])
 
 
 def _unchanged(conn: Any, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
