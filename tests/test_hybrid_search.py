@@ -251,3 +251,24 @@ def test_cli_search_modes_and_embeddings_commands(tmp_path: Path, kb_copy: Path,
     assert bad.exit_code == 1 and "keyword-only" in bad.output
     nowait = invoke("add-text", "kb", "A text added without waiting.", "--no-wait")
     assert nowait.exit_code == 0
+
+
+def test_default_mode_falls_back_to_keyword_when_semantic_fails(
+    make_ws: Callable[..., Workspace], kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitkb.core.errors import EmbeddingNotConfigured
+    from gitkb.services import semantic
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+
+    def broken(*_: Any, **__: Any) -> list[float]:
+        raise EmbeddingNotConfigured("the embedding server is down")
+
+    monkeypatch.setattr(semantic, "query_vector", broken)
+    r = ok(w.document_index("SEARCH", query="database failover"))
+    assert r["mode"] == "keyword" and r["Results"]
+    assert any("semantic search is unavailable (the embedding server is down)" in x for x in r["Warnings"])
+    fails(w.document_index("SEARCH", query="database failover", mode="hybrid"), "embedding_not_configured")

@@ -38,12 +38,15 @@ _purge_lock = threading.Lock()
 
 
 def prepare_write(ctx: Context, row: IndexRow) -> str | None:
-    """Before writing chunks to ``row``: fail closed, make sure the index is bound. Returns its identity.
+    """Before writing chunks to ``row``: refuse during a RECHUNK, fail closed, bind the index. Returns its identity.
 
     None for a keyword-only index. Raises EmbeddingNotConfigured when the
     index embeds but no identity resolves. An index still empty follows a
     changed identity silently; one with chunks stays stranded until re-embedded.
     """
+    from gitkb.services.rechunk import ensure_not_rebuilding
+
+    ensure_not_rebuilding(ctx, row)  # every ingest path (actions, reindex, sync) comes through here
     if not row.embeddings:
         return None
     identity = row.embedding_identity or active_identity(ctx, save=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gitkb.core.errors import InvalidArgument
+from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.snippets import make_snippet
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
@@ -141,15 +141,23 @@ def search(
     names = {r.id: r.name for r in rows}
     t0 = time.perf_counter()
     plan = plan_modes(ctx, rows, mode)
-    if plan.mode == "keyword":
+    results: list[dict[str, Any]] | None = None
+    if plan.mode != "keyword":
+        try:
+            results = fused_results(ctx, q, rows, plan, n, names, tenant=tenant, tiers=tier_set)
+        except GitkbError as exc:
+            if mode is not None:
+                raise
+            # The default mode never fails for want of vectors: keyword search answers.
+            plan.mode = "keyword"
+            plan.warnings.append(f"semantic search is unavailable ({exc.message}); searched by keyword only")
+    if results is None:
         hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
         results = []
         for chunk, doc, score in hits:
             c = citation(chunk, doc, names[chunk.index_id], q, score)
             c["retrievers"] = ["keyword"]
             results.append(c)
-    else:
-        results = fused_results(ctx, q, rows, plan, n, names, tenant=tenant, tiers=tier_set)
     out: dict[str, Any] = {
         "query": q,
         "mode": plan.mode,
