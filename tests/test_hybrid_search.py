@@ -272,3 +272,19 @@ def test_default_mode_falls_back_to_keyword_when_semantic_fails(
     assert r["mode"] == "keyword" and r["Results"]
     assert any("semantic search is unavailable (the embedding server is down)" in x for x in r["Warnings"])
     fails(w.document_index("SEARCH", query="database failover", mode="hybrid"), "embedding_not_configured")
+
+
+def test_semantic_search_of_one_index_in_a_shared_collection(make_ws: Callable[..., Workspace]) -> None:
+    """Unfiltered nearest neighbours when the searched index holds most of the collection,
+    Chroma's filter when it holds little: either way only the searched index's chunks come back."""
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="big"))
+    ok(w.document_index("CREATE_INDEX", index_name="small"))
+    for i in range(12):
+        ok(w.document_index("ADD_TEXT", index_name="big", text=f"Rotate keys, note {i}.", filepath=f"{i}.txt"))
+    ok(w.document_index("ADD_TEXT", index_name="small", text="Unrelated gardening advice.", filepath="g.txt"))
+    ok(w.build_embeddings())
+    small = ok(w.document_index("SEARCH", query="rotate keys", index_name="small", mode="semantic", top_n=5))
+    assert files(small) == ["g.txt"]  # a 1/13 share: filtered by Chroma
+    big = ok(w.document_index("SEARCH", query="rotate keys", index_name="big", mode="semantic", top_n=12))
+    assert len(big["Results"]) == 12 and "g.txt" not in files(big)  # 12/13: unfiltered, then checked
