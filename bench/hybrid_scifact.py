@@ -5,8 +5,8 @@ Not a test: prints figures. Usage (takes minutes: the corpus is embedded on CPU)
     .venv/bin/python bench/hybrid_scifact.py [--data ../shared/data/scifact] [--home /tmp/gitkb-scifact]
         [--reuse] [--queries N] [--limit-docs N] [--tput-chunks 200]
 
-1. Throughput, pipeline against raw model, on the same ``--tput-chunks`` texts
-   (the first SciFact abstracts, one chunk each) in the same process and with
+1. Throughput, pipeline against raw model, on the same ``--tput-chunks`` chunks
+   (the first ones the default chunker cuts from the corpus) in the same process and with
    the same ONNX session: raw = fastembed ``TextEmbedding.embed`` at the
    configured batch size; pipeline = gitkb's vector catch-up (catalog read,
    content-hash lookup, embedding, Chroma upserts, watermark) for a fresh
@@ -56,6 +56,19 @@ def load_corpus(data: Path, limit: int | None) -> list[dict[str, str]]:
             if limit and len(docs) >= limit:
                 break
     return docs
+
+
+def first_chunks(docs: list[dict[str, str]], n: int) -> list[str]:
+    """The first ``n`` chunks the default chunker cuts from the corpus files (as ingest cuts them)."""
+    from gitkb.core.chunking import chunk_text
+    from gitkb.core.models import ChunkConfig
+
+    out: list[str] = []
+    for d in docs:
+        out += [c.text for c in chunk_text(f"# {d['title']}\n\n{d['text']}\n", ChunkConfig(), markdown=True)]
+        if len(out) >= n:
+            break
+    return list(dict.fromkeys(out))[:n]
 
 
 def throughput(ws: Workspace, texts: list[str], rounds: int) -> dict[str, float]:
@@ -182,7 +195,7 @@ def main() -> None:
     try:
         if not args.reuse:
             docs = load_corpus(args.data, args.limit_docs)
-            texts = [f"{d['title']}\n\n{d['text']}" for d in docs[: args.tput_chunks]]
+            texts = first_chunks(docs, args.tput_chunks)
             tp = throughput(ws, texts, args.tput_rounds)
             print(f"throughput on the same {tp['chunks']} chunks (best of {args.tput_rounds}): raw "
                   f"{tp['raw_chunks_per_s']:.1f} chunks/s, pipeline {tp['pipeline_chunks_per_s']:.1f} chunks/s = "
