@@ -95,7 +95,7 @@ def keyword_hits(
     tiers: frozenset[str] | None = None,
 ) -> list[tuple[ChunkRow, DocumentRow, float]]:
     """Live, unexpired keyword hits (of the tiers asked for), best first."""
-    if changes.pending(ctx.catalog.conn, "keywords") > 0 and ctx.write_lock.acquire(blocking=False):
+    if ctx.is_writer and changes.pending(ctx.catalog.conn, "keywords") > 0 and ctx.write_lock.acquire(blocking=False):
         try:  # another process wrote; catch up if nobody else is writing here
             catch_up_keywords(ctx)
         finally:
