@@ -94,13 +94,10 @@ class Workspace:
         Reads run here; writes go through the single writer as a job and this
         call returns when the job is done (searchable by keyword).
         """
-        name = actions.validate_action(action, params)
+        name = actions.admit(self.ctx, action, params)
         if actions.is_read(name):
             return actions.run_action(self.ctx, name, params)
         progress = params.pop("progress", None)
-        from gitkb.services.rechunk import guard_action
-
-        guard_action(self.ctx, name, params)  # a write during RECHUNK is refused, not queued behind it
         result = jobs.run_inline(self.ctx, "action", {"action": name, "params": params}, progress=progress)
         return result
 
@@ -118,12 +115,9 @@ class Workspace:
         caller = params.pop("caller", None)
         if method == "document_index":
             action = params.pop("action", None)
-            name = actions.validate_action(action, params)
+            name = actions.admit(self.ctx, action, params)
             if actions.is_read(name):
                 return actions.run_action(self.ctx, name, params)
-            from gitkb.services.rechunk import guard_action
-
-            guard_action(self.ctx, name, params)
             kind, job_params = "action", {"action": name, "params": params}
         else:
             kind, job_params = method, params

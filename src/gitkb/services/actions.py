@@ -98,6 +98,15 @@ def is_read(action: str) -> bool:
     return action.upper() in READ_ACTIONS
 
 
+def admit(ctx: Context, action: Any, params: dict[str, Any]) -> str:
+    """Validate an action before it runs or queues; a write to an index being rechunked is
+    refused now (``conflict``), not queued behind the rebuild."""
+    name = validate_action(action, params)
+    if not is_read(name):
+        rechunk.guard_action(ctx, name, params)
+    return name
+
+
 def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
     name = validate_action(action, params)
     fn, _ = ACTIONS[name]
