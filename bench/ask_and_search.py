@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import resource
 import sys
 import tempfile
@@ -26,25 +25,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pct, queries_from_dev  # noqa: E402
+
 DATA = REPO.parent / "shared" / "data" / "awsdocs"
 MODES = ("keyword", "semantic", "hybrid")
-
-
-def queries_from_dev(path: Path, n: int = 100, seed: int = 7) -> list[str]:
-    qs = [json.loads(line)["question"] for line in path.read_text().splitlines() if line.strip()]
-    rnd = random.Random(seed)
-    out = list(qs)
-    while len(out) < n:
-        words = rnd.choice(qs).split()
-        k = rnd.randint(2, max(2, len(words)))
-        start = rnd.randint(0, len(words) - k)
-        out.append(" ".join(words[start : start + k]))
-    return out[:n]
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
 def timed(fn: Any) -> tuple[float, Any]:

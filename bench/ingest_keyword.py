@@ -9,35 +9,18 @@ made from the 20 dev questions. Run by hand:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import resource
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pct, queries_from_dev  # noqa: E402
+
 DATA = REPO.parent / "shared" / "data" / "awsdocs"
-
-
-def queries_from_dev(path: Path, n: int = 100, seed: int = 7) -> list[str]:
-    qs = [json.loads(line)["question"] for line in path.read_text().splitlines() if line.strip()]
-    rnd = random.Random(seed)
-    out = list(qs)
-    while len(out) < n:
-        words = rnd.choice(qs).split()
-        k = rnd.randint(2, max(2, len(words)))
-        start = rnd.randint(0, len(words) - k)
-        out.append(" ".join(words[start : start + k]))
-    return out[:n]
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
 def main() -> None:
