@@ -13,7 +13,14 @@ from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.snippets import make_snippet
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
-from gitkb.services.fusion import DEFAULT_RRF_K, rrf
+from gitkb.services.fusion import (
+    DEFAULT_FUSION,
+    DEFAULT_RRF_K,
+    DEFAULT_SEMANTIC_WEIGHT,
+    FUSIONS,
+    rrf,
+    score_fusion,
+)
 from gitkb.services.indexes import get_index
 from gitkb.services.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
@@ -173,10 +180,28 @@ def search(
     return out
 
 
-def rrf_k(ctx: Context) -> float:
-    """RRF's k: ``[search] rrf_k`` in gitkb.toml, else 60."""
-    v = ctx.settings.section("search").get("rrf_k", DEFAULT_RRF_K)
+def rrf_k(ctx: Context, rows: list[IndexRow] | None = None) -> float:
+    """RRF's k: the indexes' own ``search.rrf_k`` setting, else ``[search] rrf_k`` in gitkb.toml, else the default."""
+    v = _search_setting(ctx, rows or [], "rrf_k", DEFAULT_RRF_K)
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else DEFAULT_RRF_K
+
+
+def fusion_of(ctx: Context, rows: list[IndexRow]) -> tuple[str, float]:
+    """(method, semantic weight) for hybrid: ``fusion`` (``score`` or ``rrf``) and ``semantic_weight``
+    (0..1; the keyword list gets 1 - w) from the indexes' own ``search`` settings, else ``[search]``
+    in gitkb.toml, else the defaults chosen by measurement (``gitkb.services.fusion``)."""
+    m = _search_setting(ctx, rows, "fusion", DEFAULT_FUSION)
+    w = _search_setting(ctx, rows, "semantic_weight", DEFAULT_SEMANTIC_WEIGHT)
+    ok_w = isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w <= 1
+    return (m if m in FUSIONS else DEFAULT_FUSION), (float(w) if ok_w else DEFAULT_SEMANTIC_WEIGHT)
+
+
+def _search_setting(ctx: Context, rows: list[IndexRow], key: str, default: Any) -> Any:
+    """A per-index override applies when every searched index sets the same value for ``key``."""
+    own = [r.settings["search"].get(key) if isinstance(r.settings.get("search"), dict) else None for r in rows]
+    if own and own[0] is not None and all(v == own[0] for v in own):
+        return own[0]
+    return ctx.settings.section("search").get(key, default)
 
 
 def fused_results(
@@ -190,26 +215,34 @@ def fused_results(
     tenant: str | None,
     tiers: frozenset[str] | None,
 ) -> list[dict[str, Any]]:
-    """Semantic (one list per identity) and, for hybrid, keyword lists fused by rank (RRF)."""
+    """Semantic (one list per identity) and, for hybrid, keyword lists fused (``fusion_of``)."""
     depth = max(n * 2, 20)  # RRF (k=60) gains little from deeper lists
     lists: dict[str, list[int]] = {}
+    scored: dict[str, list[tuple[int, float]]] = {}
     hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
     scores: dict[int, dict[str, float]] = {}
     if plan.mode == "hybrid":
         kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers)
         lists["keyword"] = [c.cid for c, _, _ in kw]
+        scored["keyword"] = [(c.cid, s) for c, _, s in kw]
         for c, d, s in kw:
             hits[c.cid] = (c, d)
             scores.setdefault(c.cid, {})["keyword"] = s
     for identity, group in sorted(plan.groups.items()):
         sem = semantic_hits(ctx, q, identity, group, depth, tenant=tenant, tiers=tiers)
         lists[f"semantic:{identity}"] = [c.cid for c, _, _ in sem]
+        scored[f"semantic:{identity}"] = [(c.cid, s) for c, _, s in sem]
         for c, d, s in sem:
             hits[c.cid] = (c, d)
             scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
     out = []
     single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
-    for f in rrf(lists, k=rrf_k(ctx))[:n]:
+    method, w = fusion_of(ctx, rows)
+    if method == "score" and not single:
+        fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
+    else:
+        fused = rrf(lists, k=rrf_k(ctx, rows))
+    for f in fused[:n]:
         chunk, doc = hits[f.key]
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
         cited = citation(chunk, doc, names[chunk.index_id], q, score)
