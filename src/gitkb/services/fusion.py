@@ -22,8 +22,8 @@ from typing import Generic, TypeVar
 DEFAULT_RRF_K = 60.0
 FUSIONS = ("score", "rrf")
 # Hybrid's default, measured (gitkb eval, default model, one list depth 2 x top_n, see README
-# "Performance"): SciFact train nDCG@10 RRF k=60 0.718, best k (20) 0.724; score fusion with
-# semantic weight 0.3 / 0.4 / 0.5: 0.733 / 0.739 / 0.738 (top 100), 0.735 at top 10.
+# "Performance"): SciFact train nDCG@10 RRF k=60 0.718, best k (5) 0.727; score fusion with
+# semantic weight 0.3 / 0.4 / 0.5 / 0.6: 0.730 / 0.739 / 0.738 / 0.723 (top 100), 0.735 at top 10.
 DEFAULT_FUSION = "score"
 DEFAULT_SEMANTIC_WEIGHT = 0.4
 
