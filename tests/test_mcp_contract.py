@@ -32,7 +32,7 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
             "action": {"enum": [
                 "ADD_DOCUMENTS", "ADD_TEXT", "ASK", "CREATE_INDEX", "DELETE_DOCUMENT", "DELETE_INDEX",
                 "GET_DOCUMENT", "GET_INDICES_STATS", "LIST_DOCUMENTS", "LIST_INDICES", "RECHUNK",
-                "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH",
+                "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH", "SET_SEARCH_SETTINGS",
             ]},
             "answer_mode": {"enum": ["extractive", "generative"]},
             "base_path": S,
@@ -54,6 +54,7 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
             "pagination_mode": {"enum": ["lines", "chars", "chunks"]},
             "path_filter": S,
             "query": QUERY,
+            "reset": BOOL,
             "settings": {"type": "object"},
             "show_files_only": BOOL,
             "start": {"type": "integer", "minimum": 0},

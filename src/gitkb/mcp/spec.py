@@ -35,6 +35,7 @@ ACTION_PARAMS: dict[str, dict[str, Any]] = {
     "embedding_provider": STRING,
     "embedding_model": STRING,
     "settings": {"type": "object"},
+    "reset": {"type": "boolean"},
     "filepath": STRING,
     "base_path": STRING,
     "tenant": STRING,

@@ -10,6 +10,7 @@ from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import validate_index_name
 from gitkb.services import embeddings as emb_service
 from gitkb.services import identity as emb_identity
+from gitkb.services import search_settings
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
@@ -25,7 +26,10 @@ def get_index(ctx: Context, name: object, *, field: str = "index_name") -> Index
         hint = f"known indexes: {', '.join(known[:20])}" if known else "no index exists yet"
         raise NotFound(
             f"index {name!r} does not exist ({hint})",
-            next_steps=["create it with CREATE_INDEX (CLI: gitkb index create NAME)", "or pick one from LIST_INDICES"],
+            next_steps=[
+                "create it with CREATE_INDEX (CLI: gitkb index create NAME)",
+                "or pick one from LIST_INDICES",
+            ],
         )
     return row
 
@@ -44,6 +48,7 @@ def create_index(
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     name = validate_index_name(index_name)
+    settings = search_settings.validate_index_settings(settings)
     given = any(v is not None for v in (chunk_size, chunk_overlap, chunk_strategy))
     warnings: list[str] = []
     cfg = None
@@ -53,7 +58,9 @@ def create_index(
         raise InvalidArgument(f"embeddings must be true or false, got {embeddings!r}")
     pin = embedding_identity or emb_identity.pinned_identity(embedding_provider, embedding_model)
     if pin and not embeddings:
-        raise InvalidArgument("embedding_provider/embedding_model make no sense with embeddings=False (keyword-only)")
+        raise InvalidArgument(
+            "embedding_provider/embedding_model make no sense with embeddings=False (keyword-only)"
+        )
     # Fails closed (embedding_not_configured) before anything is written.
     identity = (pin or emb_identity.active_identity(ctx, save=True)) if embeddings else None
     with ctx.write_lock, ctx.catalog.write() as conn:
@@ -61,7 +68,10 @@ def create_index(
         if existing is not None:
             raise Conflict(
                 f"index {name!r} already exists",
-                next_steps=["choose another name, or DELETE_INDEX it first", "ADD_DOCUMENTS adds to the existing one"],
+                next_steps=[
+                    "choose another name, or DELETE_INDEX it first",
+                    "ADD_DOCUMENTS adds to the existing one",
+                ],
             )
         row = index_rows.insert(
             conn,
@@ -90,7 +100,9 @@ def rename_index(ctx: Context, index_name: object, new_index_name: object) -> di
         row = get_index(ctx, index_name)
         with ctx.catalog.write() as conn:
             if index_rows.get_by_name(conn, new) is not None:
-                raise Conflict(f"cannot rename {row.name!r} to {new!r}: an index named {new!r} already exists")
+                raise Conflict(
+                    f"cannot rename {row.name!r} to {new!r}: an index named {new!r} already exists"
+                )
             index_rows.rename(conn, row.id, new)
     return {"Message": f"Index renamed from {row.name!r} to {new!r}", "index_name": new, "index_id": row.id}
 
@@ -107,6 +119,44 @@ def delete_index(ctx: Context, index_name: object) -> dict[str, Any]:
         catch_up_keywords(ctx)
         emb_service.purge_index(ctx, row.id, row.name)  # every identity's collection
     return {"Message": "Index deleted successfully", "index_name": row.name, "index_id": row.id}
+
+
+def set_search_settings(
+    ctx: Context, index_name: Any, settings: Any = None, reset: Any = False
+) -> dict[str, Any]:
+    """Merge ``settings`` into the index's own search settings (a ``None`` value drops that key;
+    ``reset`` drops them all first). Returns the index's own and effective settings."""
+    if not isinstance(reset, bool):
+        raise InvalidArgument(f"reset must be true or false, got {reset!r}")
+    if settings is None and not reset:
+        raise InvalidArgument(
+            "give settings to change, or reset=true",
+            next_steps=[f"keys: {', '.join(search_settings.DEFAULTS)}"],
+        )
+    if settings is not None and not isinstance(settings, dict):
+        raise InvalidArgument(f"settings must be an object, got {settings!r}")
+    with ctx.write_lock:
+        row = get_index(ctx, index_name)
+        own = {} if reset else dict(row.settings.get("search") or {})
+        for k, v in (settings or {}).items():
+            if v is None:
+                own.pop(k, None)
+            else:
+                own[k] = v
+        search_settings.validate(own)
+        merged = {**row.settings, "search": own}
+        if not own:
+            merged.pop("search")
+        with ctx.catalog.write() as conn:
+            index_rows.update_settings(conn, row.id, merged)
+        row = get_index(ctx, row.name)
+    return {
+        "Message": f"search settings of {row.name!r}: "
+        + (", ".join(f"{k}={v}" for k, v in own.items()) or "defaults"),
+        "index_name": row.name,
+        "search": own,
+        "effective": search_settings.effective(ctx, [row]),
+    }
 
 
 def index_details(ctx: Context, row: IndexRow) -> dict[str, Any]:
@@ -149,6 +199,8 @@ def indices_stats(ctx: Context) -> dict[str, Any]:
             "embeddings": r.embeddings,
             **vec,
             "chunk_config": {k: None for k in r.chunk_config_dict()} if stranded else r.chunk_config_dict(),
+            "search_settings": r.settings.get("search") or {},
+            "search_effective": search_settings.effective(ctx, [r]),
         }
     return {
         "Stats": out,

@@ -11,16 +11,10 @@ from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.snippets import make_snippet
+from gitkb.services import search_settings
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
-from gitkb.services.fusion import (
-    DEFAULT_FUSION,
-    DEFAULT_RRF_K,
-    DEFAULT_SEMANTIC_WEIGHT,
-    FUSIONS,
-    rrf,
-    score_fusion,
-)
+from gitkb.services.fusion import rrf, score_fusion
 from gitkb.services.indexes import get_index
 from gitkb.services.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
@@ -102,14 +96,19 @@ def keyword_hits(
     tiers: frozenset[str] | None = None,
 ) -> list[tuple[ChunkRow, DocumentRow, float]]:
     """Live, unexpired keyword hits (of the tiers asked for), best first."""
-    if ctx.is_writer and changes.pending(ctx.catalog.conn, "keywords") > 0 and ctx.write_lock.acquire(blocking=False):
+    if (
+        ctx.is_writer
+        and changes.pending(ctx.catalog.conn, "keywords") > 0
+        and ctx.write_lock.acquire(blocking=False)
+    ):
         try:  # another process wrote; catch up if nobody else is writing here
             catch_up_keywords(ctx)
         finally:
             ctx.write_lock.release()
     ids = [r.id for r in rows]
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
-    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant)
+    bm25 = search_settings.bm25_of(ctx, rows)
+    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
@@ -143,7 +142,9 @@ def search(
     n = validate_top_n(top_n)
     tier_set = validate_tiers(tiers)
     if mode is not None and mode not in MODES:
-        raise InvalidArgument(f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}")
+        raise InvalidArgument(
+            f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}"
+        )
     rows = resolve_indexes(ctx, index_name, indexes)
     names = {r.id: r.name for r in rows}
     t0 = time.perf_counter()
@@ -180,30 +181,6 @@ def search(
     return out
 
 
-def rrf_k(ctx: Context, rows: list[IndexRow] | None = None) -> float:
-    """RRF's k: the indexes' own ``search.rrf_k`` setting, else ``[search] rrf_k`` in gitkb.toml, else the default."""
-    v = _search_setting(ctx, rows or [], "rrf_k", DEFAULT_RRF_K)
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else DEFAULT_RRF_K
-
-
-def fusion_of(ctx: Context, rows: list[IndexRow]) -> tuple[str, float]:
-    """(method, semantic weight) for hybrid: ``fusion`` (``score`` or ``rrf``) and ``semantic_weight``
-    (0..1; the keyword list gets 1 - w) from the indexes' own ``search`` settings, else ``[search]``
-    in gitkb.toml, else the defaults chosen by measurement (``gitkb.services.fusion``)."""
-    m = _search_setting(ctx, rows, "fusion", DEFAULT_FUSION)
-    w = _search_setting(ctx, rows, "semantic_weight", DEFAULT_SEMANTIC_WEIGHT)
-    ok_w = isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w <= 1
-    return (m if m in FUSIONS else DEFAULT_FUSION), (float(w) if ok_w else DEFAULT_SEMANTIC_WEIGHT)
-
-
-def _search_setting(ctx: Context, rows: list[IndexRow], key: str, default: Any) -> Any:
-    """A per-index override applies when every searched index sets the same value for ``key``."""
-    own = [r.settings["search"].get(key) if isinstance(r.settings.get("search"), dict) else None for r in rows]
-    if own and own[0] is not None and all(v == own[0] for v in own):
-        return own[0]
-    return ctx.settings.section("search").get(key, default)
-
-
 def fused_results(
     ctx: Context,
     q: str,
@@ -215,7 +192,7 @@ def fused_results(
     tenant: str | None,
     tiers: frozenset[str] | None,
 ) -> list[dict[str, Any]]:
-    """Semantic (one list per identity) and, for hybrid, keyword lists fused (``fusion_of``)."""
+    """Semantic (one list per identity) and, for hybrid, keyword lists fused (``search_settings``)."""
     depth = max(n * 2, 20)  # RRF (k=60) gains little from deeper lists
     lists: dict[str, list[int]] = {}
     scored: dict[str, list[tuple[int, float]]] = {}
@@ -237,11 +214,12 @@ def fused_results(
             scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
     out = []
     single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
-    method, w = fusion_of(ctx, rows)
+    method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
+        w = float(search_settings.setting(ctx, rows, "semantic_weight"))
         fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
     else:
-        fused = rrf(lists, k=rrf_k(ctx, rows))
+        fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
     for f in fused[:n]:
         chunk, doc = hits[f.key]
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)

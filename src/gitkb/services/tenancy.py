@@ -46,6 +46,14 @@ def tenant_warnings(ctx: Context, rows: Iterable[IndexRow], tenant: Any) -> list
     out = []
     conn = ctx.catalog.conn
     for row in rows:
+        # The common case, answered from the (index_id, tenant, expires_at) index: the searched
+        # tenant (or the untenanted) has live documents here, so there is nothing to warn about.
+        seen = conn.execute(
+            f"SELECT EXISTS(SELECT 1 FROM documents WHERE index_id = ? AND tenant IS ? AND {live})",
+            (row.id, tenant or None, now),
+        ).fetchone()[0]
+        if seen:
+            continue
         if tenant:
             r = conn.execute(
                 f"SELECT SUM(tenant = ?), SUM(tenant IS NOT NULL AND tenant != ?), SUM(tenant IS NULL)"

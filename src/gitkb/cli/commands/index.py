@@ -21,7 +21,9 @@ def index_group() -> None:
 @click.option("--chunk-overlap", type=int, help="Overlap between chunks in word pieces.")
 @click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))
 @click.option("--no-embeddings", is_flag=True, help="Keyword-only: never embed.")
-@click.option("--embedding-provider", help="Pin this index to a provider (default: the workspace's active identity).")
+@click.option(
+    "--embedding-provider", help="Pin this index to a provider (default: the workspace's active identity)."
+)
 @click.option("--embedding-model", help="Pin this index to a model of --embedding-provider.")
 def create(
     name: str,
@@ -49,7 +51,13 @@ def create(
 def _render_list(data: dict[str, Any]) -> None:
     details = data.get("IndexDetails", {})
     rows = [
-        (n, d.get("file_count"), d.get("chunk_count"), "yes" if d.get("embeddings") else "no", d.get("index_id"))
+        (
+            n,
+            d.get("file_count"),
+            d.get("chunk_count"),
+            "yes" if d.get("embeddings") else "no",
+            d.get("index_id"),
+        )
         for n, d in details.items()
     ]
     if not rows:
@@ -84,10 +92,17 @@ def _render_stats(data: dict[str, Any]) -> None:
     for n, s in data.get("Stats", {}).items():
         cfg = s.get("chunk_config") or {}
         rows.append(
-            (n, s.get("file_count"), s.get("chunk_count"), s.get("needs_reindex"),
-             f"{cfg.get('chunk_strategy')}/{cfg.get('chunk_size')}/{cfg.get('chunk_overlap')}")
+            (
+                n,
+                s.get("file_count"),
+                s.get("chunk_count"),
+                s.get("needs_reindex"),
+                f"{cfg.get('chunk_strategy')}/{cfg.get('chunk_size')}/{cfg.get('chunk_overlap')}",
+            )
         )
-    click.echo(table(rows, ["name", "files", "chunks", "needs_reindex", "chunking"]) if rows else "No indexes yet.")
+    click.echo(
+        table(rows, ["name", "files", "chunks", "needs_reindex", "chunking"]) if rows else "No indexes yet."
+    )
 
 
 @index_group.command("stats")
@@ -100,15 +115,21 @@ def _render_rechunk(data: dict[str, Any]) -> None:
     click.echo(data.get("Message", ""))
     emb = data.get("embeddings")
     if emb:
-        click.echo(f"vectors: {emb.get('chunks_embedded')} chunk(s) embedded, {emb.get('chunks_reused')} reused")
+        click.echo(
+            f"vectors: {emb.get('chunks_embedded')} chunk(s) embedded, {emb.get('chunks_reused')} reused"
+        )
 
 
 @index_group.command("rechunk")
 @click.argument("name")
-@click.option("--chunk-size", type=int, help="Chunk size in word pieces (default: the index's, then the core default).")
+@click.option(
+    "--chunk-size", type=int, help="Chunk size in word pieces (default: the index's, then the core default)."
+)
 @click.option("--chunk-overlap", type=int, help="Overlap between chunks in word pieces.")
 @click.option("--chunk-strategy", type=click.Choice(["sentence", "one_chunk_per_doc", "auto"]))
-@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
+@click.option(
+    "--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background."
+)
 def rechunk(
     name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_wait: bool
 ) -> None:
@@ -119,14 +140,70 @@ def rechunk(
         bar = _Bar("re-chunking")
         try:
             data: dict[str, Any] = ws.document_index(
-                "RECHUNK", index_name=name, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                chunk_strategy=chunk_strategy, progress=bar,
+                "RECHUNK",
+                index_name=name,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                chunk_strategy=chunk_strategy,
+                progress=bar,
             )
         finally:
             bar.close()
         return data if no_wait else wait_for_vectors(ws, data)
 
     run(call, _render_rechunk)
+
+
+SEARCH_KEYS = ("fusion", "semantic_weight", "rrf_k", "bm25_k1", "bm25_b")
+
+
+def _render_tune(data: dict[str, Any]) -> None:
+    own = data.get("search") or {}
+    rows = [
+        (k, v, "index" if k in own else "default / gitkb.toml")
+        for k, v in (data.get("effective") or {}).items()
+    ]
+    click.echo(f"{data.get('index_name')}: how it is ranked")
+    click.echo(table(rows, ["setting", "value", "from"]))
+
+
+@index_group.command("tune")
+@click.argument("name")
+@click.option("--fusion", type=click.Choice(["score", "rrf"]), help="Hybrid: normalised score fusion or RRF.")
+@click.option("--semantic-weight", type=float, help="Score fusion: weight of the semantic list, 0..1.")
+@click.option("--rrf-k", type=float, help="RRF: k in 1 / (k + rank).")
+@click.option("--bm25-k1", type=float, help="BM25 term-frequency saturation (tantivy's own: 1.2).")
+@click.option("--bm25-b", type=float, help="BM25 length normalisation, 0..1 (tantivy's own: 0.75).")
+@click.option(
+    "--unset", "unset", multiple=True, type=click.Choice(SEARCH_KEYS), help="Drop this setting (repeatable)."
+)
+@click.option("--reset", is_flag=True, help="Drop all of the index's own search settings first.")
+def tune(name: str, unset: tuple[str, ...], reset: bool, **values: float | str | None) -> None:
+    """Show or set how index NAME is ranked (its own search settings over gitkb.toml's [search])."""
+    given: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
+    given.update({k: None for k in unset})
+    if not given and not reset:
+
+        def show(ws: Any) -> dict[str, Any]:
+            stats = ws.document_index("GET_INDICES_STATS")
+            if name not in stats.get("Stats", {}):
+                return dict(ws.document_index("SET_SEARCH_SETTINGS", index_name=name))  # the not-found error
+            s = stats["Stats"][name]
+            return {
+                "Success": True,
+                "index_name": name,
+                "search": s["search_settings"],
+                "effective": s["search_effective"],
+            }
+
+        run(show, _render_tune)
+        return
+    run(
+        lambda ws: ws.document_index(
+            "SET_SEARCH_SETTINGS", index_name=name, settings=given or None, reset=reset
+        ),
+        _render_tune,
+    )
 
 
 def register(group: click.Group) -> None:

@@ -29,6 +29,14 @@ class RenameIndex(ActionBody):
     new_index_name: str
 
 
+class SearchSettings(ActionBody):
+    settings: dict[str, Any] | None = Field(
+        None,
+        description="fusion (score|rrf), semantic_weight (0..1), rrf_k, bm25_k1, bm25_b; a null value drops that key",
+    )
+    reset: bool | None = Field(None, description="drop the index's own search settings first")
+
+
 class Rechunk(ActionBody):
     chunk_size: int | None = None
     chunk_overlap: int | None = None
@@ -53,6 +61,15 @@ async def index_stats(request: Request) -> JSONResponse:
 @router.post("/indexes/{index_name}/rename", dependencies=WRITE, summary="Rename an index (RENAME_INDEX)")
 async def rename_index(request: Request, index_name: str, body: RenameIndex) -> JSONResponse:
     return await action(request, "RENAME_INDEX", write=True, index_name=index_name, **body.params())
+
+
+@router.post(
+    "/indexes/{index_name}/search-settings",
+    dependencies=WRITE,
+    summary="Set how an index is ranked: fusion, weights, BM25 k1/b (SET_SEARCH_SETTINGS)",
+)
+async def set_search_settings(request: Request, index_name: str, body: SearchSettings) -> JSONResponse:
+    return await action(request, "SET_SEARCH_SETTINGS", write=True, index_name=index_name, **body.params())
 
 
 @router.delete("/indexes/{index_name}", dependencies=WRITE, summary="Delete an index (DELETE_INDEX)")

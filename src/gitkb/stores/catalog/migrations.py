@@ -360,6 +360,11 @@ def m006_webhooks(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_documents_tenant(conn: sqlite3.Connection) -> None:
+    """Tenant counts per index from an index alone (SEARCH's tenant warnings read no document rows)."""
+    run_script(conn, "CREATE INDEX documents_tenant ON documents(index_id, tenant, expires_at)")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -368,6 +373,7 @@ MIGRATIONS: list[Migration] = [
     m004_sources_proposals_reviews,
     m005_knowledge_bases,
     m006_webhooks,
+    m007_documents_tenant,
 ]
 
 

@@ -1,0 +1,100 @@
+"""How an index is ranked: fusion method, semantic weight, RRF k and BM25 k1/b.
+
+Three layers, first found wins: the searched indexes' own ``settings.search``
+(when every searched index sets the same value), ``[search]`` in gitkb.toml,
+then the defaults chosen by measurement (``gitkb.services.fusion``,
+``gitkb.stores.keywords.TANTIVY_BM25``). ``SET_SEARCH_SETTINGS`` changes an
+index's own layer; values are checked against one schema before anything is
+written (``indexes.set_search_settings``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gitkb.core.errors import InvalidArgument
+from gitkb.services.context import Context
+from gitkb.services.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_SEMANTIC_WEIGHT, FUSIONS
+from gitkb.stores.catalog.indexes import IndexRow
+from gitkb.stores.keywords import TANTIVY_BM25
+
+DEFAULTS: dict[str, Any] = {
+    "fusion": DEFAULT_FUSION,
+    "semantic_weight": DEFAULT_SEMANTIC_WEIGHT,
+    "rrf_k": DEFAULT_RRF_K,
+    "bm25_k1": TANTIVY_BM25[0],
+    "bm25_b": TANTIVY_BM25[1],
+}
+
+_NUMBER = {"type": "number", "not": {"type": "boolean"}}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "fusion": {
+            "enum": list(FUSIONS),
+            "description": "hybrid: normalised score fusion or reciprocal-rank fusion",
+        },
+        "semantic_weight": {
+            **_NUMBER,
+            "minimum": 0,
+            "maximum": 1,
+            "description": "score fusion: the keyword list gets 1 - w",
+        },
+        "rrf_k": {**_NUMBER, "minimum": 0, "maximum": 1000, "description": "RRF: k in 1 / (k + rank)"},
+        "bm25_k1": {**_NUMBER, "minimum": 0, "maximum": 10, "description": "BM25 term-frequency saturation"},
+        "bm25_b": {**_NUMBER, "minimum": 0, "maximum": 1, "description": "BM25 length normalisation"},
+    },
+}
+_VALIDATOR = Draft202012Validator(SCHEMA)
+
+
+def validate(search: Any) -> dict[str, Any]:
+    """``search`` settings as given, or ``invalid_argument`` naming every bad key."""
+    if not isinstance(search, dict):
+        raise InvalidArgument(f"search settings must be an object, got {search!r}")
+    errors = sorted(_VALIDATOR.iter_errors(search), key=lambda e: list(e.path))
+    if errors:
+        detail = "; ".join(f"{'.'.join(map(str, e.path)) or 'search'}: {e.message}" for e in errors)
+        raise InvalidArgument(
+            f"invalid search settings: {detail}", next_steps=[f"keys: {', '.join(DEFAULTS)}"]
+        )
+    return dict(search)
+
+
+def validate_index_settings(settings: Any) -> dict[str, Any] | None:
+    """An index's whole ``settings`` at CREATE_INDEX: its ``search`` part must be valid."""
+    if settings is None:
+        return None
+    if not isinstance(settings, dict):
+        raise InvalidArgument(f"settings must be an object, got {settings!r}")
+    if "search" in settings:
+        validate(settings["search"])
+    return settings
+
+
+def setting(ctx: Context, rows: list[IndexRow], key: str) -> Any:
+    """The value of ``key`` for a search over ``rows`` (first layer that has one)."""
+    own = [
+        r.settings["search"].get(key) if isinstance(r.settings.get("search"), dict) else None for r in rows
+    ]
+    if own and own[0] is not None and all(v == own[0] for v in own):
+        return own[0]
+    v = ctx.settings.section("search").get(key)
+    if v is not None:
+        try:
+            validate({key: v})
+            return v
+        except InvalidArgument:
+            pass  # a bad gitkb.toml value is reported by ``effective``; searching goes on with the default
+    return DEFAULTS[key]
+
+
+def effective(ctx: Context, rows: list[IndexRow]) -> dict[str, Any]:
+    return {k: setting(ctx, rows, k) for k in DEFAULTS}
+
+
+def bm25_of(ctx: Context, rows: list[IndexRow]) -> tuple[float, float]:
+    return float(setting(ctx, rows, "bm25_k1")), float(setting(ctx, rows, "bm25_b"))
