@@ -84,7 +84,10 @@ def test_tiers_filter(ws: Any) -> None:
     both = ws.search_index("failover", tiers=["hot", "cold"])
     assert both["count"] == 3
     assert ws.document_index("SEARCH", query="failover", tiers=["lukewarm"])["code"] == "invalid_argument"
-    assert ws.document_index("ADD_TEXT", index_name="kb", text="x", tier="lukewarm")["code"] == "invalid_argument"
+    assert (
+        ws.document_index("ADD_TEXT", index_name="kb", text="x", tier="lukewarm")["code"]
+        == "invalid_argument"
+    )
 
 
 def _expire(ws: Any, file_id: str) -> None:
@@ -99,7 +102,11 @@ def expiring(ws: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     keep = _add(ws, "durable failover runbook", filepath="docs/durable.md")
     t0 = time.time()
     gone = _add(ws, "ephemeral failover notice", filepath="docs/ephemeral.md", ttl_seconds=3600)
-    [doc] = [d for d in ws.document_index("LIST_DOCUMENTS", index_name="kb")["Documents"] if d["file_id"] == gone["file_id"]]
+    [doc] = [
+        d
+        for d in ws.document_index("LIST_DOCUMENTS", index_name="kb")["Documents"]
+        if d["file_id"] == gone["file_id"]
+    ]
     assert t0 + 3600 <= doc["expires_at"] <= time.time() + 3600
     assert ws.document_index("SEARCH", query="ephemeral")["count"] == 1  # live before it expires
     assert ttl.count_expired(ws.ctx) == 0
@@ -110,13 +117,17 @@ def expiring(ws: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 def test_expired_documents_are_never_returned(expiring: Any) -> None:
     ws, keep, gone = expiring
     assert ws.document_index("SEARCH", query="ephemeral")["count"] == 0
-    assert [r["filepath"] for r in ws.document_index("SEARCH", query="failover")["Results"]] == ["docs/durable.md"]
+    assert [r["filepath"] for r in ws.document_index("SEARCH", query="failover")["Results"]] == [
+        "docs/durable.md"
+    ]
     listed = ws.document_index("LIST_DOCUMENTS", index_name="kb")
     assert listed["TotalCount"] == 1 and [d["path"] for d in listed["Documents"]] == ["docs/durable.md"]
     files = ws.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True, path_filter="docs")
     assert files["Documents"] == ["docs/durable.md"]
     by_id = ws.document_index("GET_DOCUMENT", index_name="kb", file_id=gone["file_id"])
-    by_path = ws.document_index("GET_DOCUMENT", index_name="kb", filepath="docs/ephemeral.md", pagination_mode="lines")
+    by_path = ws.document_index(
+        "GET_DOCUMENT", index_name="kb", filepath="docs/ephemeral.md", pagination_mode="lines"
+    )
     assert by_id["code"] == "not_found" and by_path["code"] == "not_found"
     assert ws.document_index("GET_DOCUMENT", index_name="kb", file_id=keep["file_id"])["Success"]
     assert ws.search_index("ephemeral")["count"] == 0
@@ -165,4 +176,24 @@ def test_semantic_and_hybrid_respect_tenant_tier_and_ttl(ws: Any) -> None:
         assert _paths(plain) == ["failover for everyone"], mode
         acme = ws.document_index("SEARCH", query="failover", mode=mode, tenant="acme", tiers=["cold"])
         assert _paths(acme) == ["acme failover"], mode
-        assert ws.document_index("SEARCH", query="failover", mode=mode, tenant="acme", tiers=["hot"])["count"] == 0
+        assert (
+            ws.document_index("SEARCH", query="failover", mode=mode, tenant="acme", tiers=["hot"])["count"]
+            == 0
+        )
+
+
+def test_readding_a_document_under_another_tenant_moves_its_vectors_too(ws: Any) -> None:
+    # Same text, same path, other tenant: the chunk keeps its id and its vector, so the vector's
+    # tenant label must follow, or a tenant-filtered semantic search misses it.
+    ws.document_index("CREATE_INDEX", index_name="kb")
+    _add(ws, "Rotate the signing keys every 90 days.", filepath="keys.txt", tenant="acme")
+    assert ws.build_embeddings()["Success"]
+    for now, before in (("globex", "acme"), (None, "globex"), ("acme", None)):
+        place = {"tenant": now} if now else {}
+        _add(ws, "Rotate the signing keys every 90 days.", filepath="keys.txt", **place)
+        assert ws.build_embeddings()["Success"]
+        for mode in ("semantic", "hybrid"):
+            found = ws.document_index("SEARCH", query="signing key rotation", mode=mode, tenant=now)
+            assert found["count"] == 1, (now, mode, found)
+            old = ws.document_index("SEARCH", query="signing key rotation", mode=mode, tenant=before)
+            assert old["count"] == 0, (before, mode, old)

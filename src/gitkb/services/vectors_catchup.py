@@ -150,7 +150,9 @@ def pending_chunks(ctx: Context, identity: str) -> int:
             "SELECT 1 FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = ? LIMIT 1",
             (b.index_id, wm, b.since_seq, vs.REEMBED_OP),
         ).fetchone():
-            total += int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (b.index_id,)).fetchone()[0])
+            total += int(
+                conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (b.index_id,)).fetchone()[0]
+            )
     return total
 
 
@@ -226,7 +228,13 @@ def _apply_adds(
         if stop is not None and stop.is_set():
             return False
         sources = vs.vector_sources(ctx.catalog.conn, cids[start : start + READ_BATCH])
-        have = set(vectors.get_vectors(identity, [str(s.cid) for s in sources])) if sources else set()
+        have = vectors.get_metadata(identity, [str(s.cid) for s in sources]) if sources else {}
+        _relabel(
+            ctx,
+            identity,
+            [s for s in sources if str(s.cid) in have and not _placed(have[str(s.cid)], s)],
+            have,
+        )
         todo = [s for s in sources if str(s.cid) not in have]
         stats.skipped += len(sources) - len(todo)
         step(len(sources) - len(todo))
@@ -258,6 +266,27 @@ def _apply_adds(
             crash_point("vectors.after_upsert")
             step(len(flat))
     return True
+
+
+def _placed(meta: dict[str, Any], s: VectorSource) -> bool:
+    """Does a stored vector's metadata still say where its chunk is (index, document, tenant)?"""
+    return (meta.get("index_id"), meta.get("document_id"), meta.get("tenant") or None) == (
+        s.index_id,
+        s.document_id,
+        s.tenant,
+    )
+
+
+def _relabel(ctx: Context, identity: str, moved: list[VectorSource], have: dict[str, dict[str, Any]]) -> None:
+    """Chunks whose text stayed but whose placement changed (a document re-added under another
+    tenant): same vector, metadata rewritten, so a tenant-filtered search finds them."""
+    fp = ctx.vectors.fingerprint_of(identity) if moved else None
+    if not moved or fp is None:
+        return
+    vecs = ctx.vectors.get_vectors(identity, [str(s.cid) for s in moved])
+    keep = [s for s in moved if str(s.cid) in vecs]
+    keys = {s.cid: str(have[str(s.cid)].get("content_hash") or s.content_hash) for s in keep}
+    _upsert(ctx, identity, fp, keep, [vecs[str(s.cid)] for s in keep], keys)
 
 
 def context_path(text: str, title: str | None, heading_path: list[str]) -> list[str]:
@@ -341,10 +370,21 @@ def _embed(emb: Embedder, texts: list[str], stats: CatchupStats) -> list[list[fl
 
 
 def _upsert(
-    ctx: Context, identity: str, fp: str, sources: list[VectorSource], vecs: list[list[float]], keys: dict[int, str]
+    ctx: Context,
+    identity: str,
+    fp: str,
+    sources: list[VectorSource],
+    vecs: list[list[float]],
+    keys: dict[int, str],
 ) -> None:
     metas: list[dict[str, str | int | float | bool | None]] = [
-        {"index_id": s.index_id, "document_id": s.document_id, "content_hash": keys[s.cid], "tenant": s.tenant}
+        # "" rather than None: Chroma merges metadata on upsert, so a dropped key would keep an old tenant.
+        {
+            "index_id": s.index_id,
+            "document_id": s.document_id,
+            "content_hash": keys[s.cid],
+            "tenant": s.tenant or "",
+        }
         for s in sources
     ]
     ctx.vectors.upsert(fp, [str(s.cid) for s in sources], vecs, metas)

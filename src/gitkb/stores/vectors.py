@@ -387,6 +387,19 @@ class VectorStore:
                 out[vid] = np.asarray(vec, dtype=np.float32).tolist()
         return out
 
+    def get_metadata(self, identity: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``{id: metadata}`` for the ids that have a vector (no vectors read)."""
+        out: dict[str, dict[str, Any]] = {}
+        for batch in _batches(list(dict.fromkeys(ids)), READ_BATCH):
+            res = self._with_collection(
+                identity, "get metadata", lambda c, b=batch: c.get(ids=list(b), include=["metadatas"]), None
+            )
+            if res is None:
+                return out
+            for vid, meta in zip(res["ids"], res["metadatas"], strict=True):
+                out[vid] = dict(meta or {})
+        return out
+
     def find_by_content_hash(self, identity: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         """``{content_hash: vector}`` for hashes some stored vector has: reuse instead of re-embedding."""
         out: dict[str, list[float]] = {}
