@@ -17,7 +17,8 @@ Then query latency at growing sizes (default 1k, 10k, 100k chunks) in
 prefixes), so every repeated chunk has the same text, title and headings and its
 vector is reused by content hash (copied from the corpus workspaces: nothing is
 embedded twice), and each size is measured with the index holding only its own
-vectors. Peak RSS is this process's high-water mark after each step.
+vectors (``HOME/scale`` is rebuilt from empty on every run; it costs a keyword ingest and
+vector copies, no embedding). Peak RSS is this process's high-water mark after each step.
 
     .venv/bin/python bench/scale.py --home /tmp/gitkb-scale            # first run embeds both corpora (slow)
     .venv/bin/python bench/scale.py --home /tmp/gitkb-scale --sizes 1000,10000,100000 --json
@@ -361,6 +362,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(json.dumps(row))
         if args.sizes:
             sources = corpus_ws + donors
+            # Always grown from empty: a kept bigger index would make every size the largest one.
+            shutil.rmtree(home / "scale", ignore_errors=True)
             with tempfile.TemporaryDirectory() as tmp, Workspace(home / "scale") as ws:
                 ws.ctx.embedding_worker.close()
                 if "scale" not in ok(ws.document_index("LIST_INDICES"))["Indices"]:
