@@ -24,6 +24,7 @@ from gitkb.core.chunking import (
     resolve_config,
 )
 from gitkb.core.errors import InvalidArgument
+from gitkb.core.markdown_lines import scan_markdown
 from gitkb.core.models import ChunkConfig, ChunkSpan
 from gitkb.core.tokenizer import count_tokens, get_tokenizer
 
@@ -312,7 +313,7 @@ def test_markdown_scan_agrees_with_markdown_it() -> None:
         doc = "\n".join(blocks[i:] + blocks[:i])
         tokens = md.parse(doc)
         expected = [(t.map[0] + 1, int(t.tag[1])) for t in tokens if t.type == "heading_open" and t.map]
-        headings = chunking._scan_markdown(doc).headings
+        headings = scan_markdown(doc).headings
         found = [(doc.count("\n", 0, s) + 1, level) for s, _e, level, _t in headings]
         assert found == expected, doc
 
