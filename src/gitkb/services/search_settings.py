@@ -88,7 +88,7 @@ def setting(ctx: Context, rows: list[IndexRow], key: str) -> Any:
             validate({key: v})
             return v
         except InvalidArgument:
-            pass  # a bad gitkb.toml value is reported by ``effective``; searching goes on with the default
+            pass  # a bad gitkb.toml value falls back to the default (searching never fails on it)
     return DEFAULTS[key]
 
 
