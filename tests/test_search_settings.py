@@ -184,3 +184,17 @@ def test_cli_index_tune_shows_and_sets(ws: Workspace) -> None:
     assert r.exit_code == 0 and json.loads(r.stdout)["search"] == {"bm25_b": 0.4}
     r = runner.invoke(cli, ["--home", home, "--json", "index", "tune", "kb", "--semantic-weight", "2"])
     assert r.exit_code == 1 and json.loads(r.stdout)["code"] == "invalid_argument"
+
+
+@pytest.mark.parametrize("toml", ['[search]\nfusion = "rff"\n', "[search]\nsemantic_wieght = 0.5\n"])
+def test_a_bad_search_section_in_gitkb_toml_is_an_error_not_a_silent_default(
+    tmp_path: Path, toml: str
+) -> None:
+    home = tmp_path / "ws"
+    home.mkdir()
+    (home / "gitkb.toml").write_text(toml)
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
+        ok(w.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+        r = w.document_index("SEARCH", query="anything", index_name="kb")
+        assert r["Success"] is False and r["code"] == "invalid_argument", r
+        assert "gitkb.toml [search]" in r["Error"]

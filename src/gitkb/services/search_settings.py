@@ -82,14 +82,24 @@ def setting(ctx: Context, rows: list[IndexRow], key: str) -> Any:
     ]
     if own and own[0] is not None and all(v == own[0] for v in own):
         return own[0]
-    v = ctx.settings.section("search").get(key)
-    if v is not None:
+    v = workspace_layer(ctx).get(key)
+    return DEFAULTS[key] if v is None else v
+
+
+def workspace_layer(ctx: Context) -> dict[str, Any]:
+    """``[search]`` of gitkb.toml, checked once per workspace: a bad value or an unknown key is an
+    ``invalid_argument`` naming the file, never a silent fallback to the default."""
+    cached = ctx.extras.get("search_settings_toml")
+    if cached is None:
+        section = dict(ctx.settings.section("search"))
         try:
-            validate({key: v})
-            return v
-        except InvalidArgument:
-            pass  # a bad gitkb.toml value falls back to the default (searching never fails on it)
-    return DEFAULTS[key]
+            validate(section)
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"gitkb.toml [search]: {exc.message}", next_steps=[f"keys: {', '.join(DEFAULTS)}"]
+            ) from None
+        cached = ctx.extras["search_settings_toml"] = section
+    return dict(cached)
 
 
 def effective(ctx: Context, rows: list[IndexRow]) -> dict[str, Any]:
