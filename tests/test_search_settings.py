@@ -129,6 +129,7 @@ def test_index_bm25_settings_change_the_ranking_and_can_be_dropped(ws: Workspace
     out = ok(ws.document_index("SET_SEARCH_SETTINGS", index_name="kb", settings={"bm25_b": 0.0}))
     assert out["search"] == {"bm25_b": 0.0} and out["effective"]["bm25_b"] == 0.0
     assert out["effective"]["bm25_k1"] == 1.2 and out["effective"]["fusion"] == "score"
+    assert out["from"]["bm25_b"] == "index" and out["from"]["bm25_k1"] == "default"
     assert _top(ws) == "long.txt"
     stats = ok(ws.document_index("GET_INDICES_STATS"))["Stats"]["kb"]
     assert stats["search_settings"] == {"bm25_b": 0.0}
@@ -164,8 +165,9 @@ def test_bad_search_settings_are_refused_and_nothing_is_written(
 def test_set_search_settings_needs_something_to_set(ws: Workspace) -> None:
     r = ws.document_index("SET_SEARCH_SETTINGS", index_name="kb")
     assert r["Success"] is False and r["code"] == "invalid_argument"
-    r = ws.document_index("SET_SEARCH_SETTINGS", index_name="nope", settings={"bm25_b": 0.5})
-    assert r["Success"] is False and r["code"] == "not_found"
+    for settings in ({"bm25_b": 0.5}, None):  # unknown index first, whatever else is wrong
+        r = ws.document_index("SET_SEARCH_SETTINGS", index_name="nope", settings=settings)
+        assert r["Success"] is False and r["code"] == "not_found"
 
 
 def test_cli_index_tune_shows_and_sets(ws: Workspace) -> None:
@@ -179,7 +181,10 @@ def test_cli_index_tune_shows_and_sets(ws: Workspace) -> None:
     assert json.loads(r.stdout)["search"] == {"bm25_k1": 0.9, "bm25_b": 0.4}
     r = runner.invoke(cli, ["--home", home, "index", "tune", "kb", "--unset", "bm25_k1"])
     assert r.exit_code == 0, r.output
-    assert "bm25_b" in r.stdout and "index" in r.stdout
+    lines = {ln.split()[0]: ln.split()[-1] for ln in r.stdout.splitlines()[3:] if ln.strip()}
+    assert lines["bm25_b"] == "index" and lines["bm25_k1"] == "default", r.stdout
+    r = runner.invoke(cli, ["--home", home, "--json", "index", "tune", "nope"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["code"] == "not_found"
     r = runner.invoke(cli, ["--home", home, "--json", "index", "tune", "kb"])
     assert r.exit_code == 0 and json.loads(r.stdout)["search"] == {"bm25_b": 0.4}
     r = runner.invoke(cli, ["--home", home, "--json", "index", "tune", "kb", "--semantic-weight", "2"])

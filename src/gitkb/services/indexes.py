@@ -128,6 +128,7 @@ def set_search_settings(
     ``reset`` drops them all first). Returns the index's own and effective settings."""
     if not isinstance(reset, bool):
         raise InvalidArgument(f"reset must be true or false, got {reset!r}")
+    get_index(ctx, index_name)  # an unknown index is not_found, whatever else is wrong
     if settings is None and not reset:
         raise InvalidArgument(
             "give settings to change, or reset=true",
@@ -156,6 +157,7 @@ def set_search_settings(
         "index_name": row.name,
         "search": own,
         "effective": search_settings.effective(ctx, [row]),
+        "from": search_settings.origins(ctx, row),
     }
 
 
@@ -201,6 +203,7 @@ def indices_stats(ctx: Context) -> dict[str, Any]:
             "chunk_config": {k: None for k in r.chunk_config_dict()} if stranded else r.chunk_config_dict(),
             "search_settings": r.settings.get("search") or {},
             "search_effective": search_settings.effective(ctx, [r]),
+            "search_from": search_settings.origins(ctx, r),
         }
     return {
         "Stats": out,

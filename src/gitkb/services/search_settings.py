@@ -106,5 +106,16 @@ def effective(ctx: Context, rows: list[IndexRow]) -> dict[str, Any]:
     return {k: setting(ctx, rows, k) for k in DEFAULTS}
 
 
+def origins(ctx: Context, row: IndexRow) -> dict[str, str]:
+    """Where each effective value of one index comes from: ``index``, ``gitkb.toml`` or ``default``."""
+    raw = row.settings.get("search")
+    own: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    toml = workspace_layer(ctx)
+    return {
+        k: "index" if own.get(k) is not None else "gitkb.toml" if toml.get(k) is not None else "default"
+        for k in DEFAULTS
+    }
+
+
 def bm25_of(ctx: Context, rows: list[IndexRow]) -> tuple[float, float]:
     return float(setting(ctx, rows, "bm25_k1")), float(setting(ctx, rows, "bm25_b"))

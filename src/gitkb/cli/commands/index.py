@@ -158,11 +158,8 @@ SEARCH_KEYS = ("fusion", "semantic_weight", "rrf_k", "bm25_k1", "bm25_b")
 
 
 def _render_tune(data: dict[str, Any]) -> None:
-    own = data.get("search") or {}
-    rows = [
-        (k, v, "index" if k in own else "default / gitkb.toml")
-        for k, v in (data.get("effective") or {}).items()
-    ]
+    origin = data.get("from") or {}
+    rows = [(k, v, origin.get(k, "")) for k, v in (data.get("effective") or {}).items()]
     click.echo(f"{data.get('index_name')}: how it is ranked")
     click.echo(table(rows, ["setting", "value", "from"]))
 
@@ -194,6 +191,7 @@ def tune(name: str, unset: tuple[str, ...], reset: bool, **values: float | str |
                 "index_name": name,
                 "search": s["search_settings"],
                 "effective": s["search_effective"],
+                "from": s["search_from"],
             }
 
         run(show, _render_tune)
