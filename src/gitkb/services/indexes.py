@@ -187,6 +187,18 @@ def list_indices(ctx: Context) -> dict[str, Any]:
     }
 
 
+def _search_view(ctx: Context, row: IndexRow) -> dict[str, Any]:
+    """Effective search settings for stats; a bad gitkb.toml [search] is shown, not raised (stats
+    must keep working while SEARCH refuses to guess)."""
+    try:
+        return {
+            "search_effective": search_settings.effective(ctx, [row]),
+            "search_from": search_settings.origins(ctx, row),
+        }
+    except InvalidArgument as exc:
+        return {"search_effective": None, "search_from": None, "search_error": exc.message}
+
+
 def indices_stats(ctx: Context) -> dict[str, Any]:
     out = {}
     for r in index_rows.list_all(ctx.catalog.conn):
@@ -202,8 +214,7 @@ def indices_stats(ctx: Context) -> dict[str, Any]:
             **vec,
             "chunk_config": {k: None for k in r.chunk_config_dict()} if stranded else r.chunk_config_dict(),
             "search_settings": r.settings.get("search") or {},
-            "search_effective": search_settings.effective(ctx, [r]),
-            "search_from": search_settings.origins(ctx, r),
+            **_search_view(ctx, r),
         }
     return {
         "Stats": out,

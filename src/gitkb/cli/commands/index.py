@@ -186,6 +186,8 @@ def tune(name: str, unset: tuple[str, ...], reset: bool, **values: float | str |
             if name not in stats.get("Stats", {}):
                 return dict(ws.document_index("SET_SEARCH_SETTINGS", index_name=name))  # the not-found error
             s = stats["Stats"][name]
+            if s.get("search_error"):
+                return {"Success": False, "Error": s["search_error"], "code": "invalid_argument"}
             return {
                 "Success": True,
                 "index_name": name,
