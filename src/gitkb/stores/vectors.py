@@ -376,28 +376,23 @@ class VectorStore:
 
     def get_vectors(self, identity: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """``{id: vector}`` for the ids that have one."""
-        out: dict[str, list[float]] = {}
-        for batch in _batches(list(dict.fromkeys(ids)), READ_BATCH):
-            res = self._with_collection(
-                identity, "get vectors", lambda c, b=batch: c.get(ids=list(b), include=["embeddings"]), None
-            )
-            if res is None:
-                return out
-            for vid, vec in zip(res["ids"], res["embeddings"], strict=True):
-                out[vid] = np.asarray(vec, dtype=np.float32).tolist()
-        return out
+        got = self._get_by_ids(identity, ids, "embeddings")
+        return {vid: np.asarray(vec, dtype=np.float32).tolist() for vid, vec in got.items()}
 
     def get_metadata(self, identity: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``{id: metadata}`` for the ids that have a vector (no vectors read)."""
-        out: dict[str, dict[str, Any]] = {}
+        return {vid: dict(meta or {}) for vid, meta in self._get_by_ids(identity, ids, "metadatas").items()}
+
+    def _get_by_ids(self, identity: str, ids: Sequence[str], field: str) -> dict[str, Any]:
+        """``{id: the stored field}`` (``embeddings`` or ``metadatas``), READ_BATCH ids per call."""
+        out: dict[str, Any] = {}
         for batch in _batches(list(dict.fromkeys(ids)), READ_BATCH):
             res = self._with_collection(
-                identity, "get metadata", lambda c, b=batch: c.get(ids=list(b), include=["metadatas"]), None
+                identity, f"get {field}", lambda c, b=batch: c.get(ids=list(b), include=[field]), None
             )
             if res is None:
                 return out
-            for vid, meta in zip(res["ids"], res["metadatas"], strict=True):
-                out[vid] = dict(meta or {})
+            out.update(zip(res["ids"], res[field], strict=True))
         return out
 
     def find_by_content_hash(self, identity: str, hashes: Sequence[str]) -> dict[str, list[float]]:
