@@ -83,10 +83,14 @@ def test_index_and_document_lifecycle(client: TestClient) -> None:
     ok(client.delete("/indexes/kb/files/ops/rollback.md"))
     err(client.get("/indexes/kb/files/ops/rollback.md"), 404, "not_found")
     assert ok(client.get("/indexes/stats"))["Success"]
-    tuned = ok(client.post("/indexes/kb/search-settings", json={"settings": {"bm25_k1": 0.9, "fusion": "rrf"}}))
+    tuned = ok(
+        client.post("/indexes/kb/search-settings", json={"settings": {"bm25_k1": 0.9, "fusion": "rrf"}})
+    )
     assert tuned["search"] == {"bm25_k1": 0.9, "fusion": "rrf"} and tuned["effective"]["bm25_b"] == 0.75
     err(client.post("/indexes/kb/search-settings", json={"settings": {"bm25_b": 7}}), 400, "invalid_argument")
     assert ok(client.get("/indexes/stats"))["Stats"]["kb"]["search_settings"] == tuned["search"]
+    shown = ok(client.get("/indexes/kb/search-settings"))
+    assert shown["search"] == tuned["search"] and shown["from"]["bm25_k1"] == "index"
     assert ok(client.post("/indexes/kb/search-settings", json={"reset": True}))["search"] == {}
     ok(client.post("/indexes/kb/rename", json={"new_index_name": "kb2"}))
     ok(client.delete("/indexes/kb2"))

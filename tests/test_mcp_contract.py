@@ -31,7 +31,7 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
         {
             "action": {"enum": [
                 "ADD_DOCUMENTS", "ADD_TEXT", "ASK", "CREATE_INDEX", "DELETE_DOCUMENT", "DELETE_INDEX",
-                "GET_DOCUMENT", "GET_INDICES_STATS", "LIST_DOCUMENTS", "LIST_INDICES", "RECHUNK",
+                "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS", "LIST_DOCUMENTS", "LIST_INDICES", "RECHUNK",
                 "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH", "SET_SEARCH_SETTINGS",
             ]},
             "answer_mode": {"enum": ["extractive", "generative"]},

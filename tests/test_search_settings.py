@@ -203,5 +203,6 @@ def test_a_bad_search_section_in_gitkb_toml_is_an_error_not_a_silent_default(
         r = w.document_index("SEARCH", query="anything", index_name="kb")
         assert r["Success"] is False and r["code"] == "invalid_argument", r
         assert "gitkb.toml [search]" in r["Error"]
-        stats = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]  # stats still answer
-        assert "gitkb.toml [search]" in stats["search_error"]
+        r = w.document_index("GET_SEARCH_SETTINGS", index_name="kb")
+        assert r["Success"] is False and "gitkb.toml [search]" in r["Error"], r
+        assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["search_settings"] == {}

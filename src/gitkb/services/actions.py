@@ -28,9 +28,13 @@ ACTIONS: dict[str, tuple[ActionFn, tuple[str, ...]]] = {
     "RENAME_INDEX": (indexes.rename_index, ("index_name", "new_index_name")),
     "DELETE_INDEX": (indexes.delete_index, ("index_name",)),
     "SET_SEARCH_SETTINGS": (indexes.set_search_settings, ("index_name", "settings", "reset")),
+    "GET_SEARCH_SETTINGS": (indexes.get_search_settings, ("index_name",)),
     "LIST_INDICES": (lambda ctx: indexes.list_indices(ctx), ()),
     "GET_INDICES_STATS": (lambda ctx: indexes.indices_stats(ctx), ()),
-    "ADD_DOCUMENTS": (ingest.add_documents, ("index_name", "filepath", *_CHUNK, "base_path", *_PLACE, "progress")),
+    "ADD_DOCUMENTS": (
+        ingest.add_documents,
+        ("index_name", "filepath", *_CHUNK, "base_path", *_PLACE, "progress"),
+    ),
     "ADD_TEXT": (ingest.add_text, ("index_name", "text", "metadata", "filepath", *_CHUNK, *_PLACE)),
     "LIST_DOCUMENTS": (
         lambda ctx, **kw: {
@@ -53,6 +57,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "RENAME_INDEX": ("index_name", "new_index_name"),
     "DELETE_INDEX": ("index_name",),
     "SET_SEARCH_SETTINGS": ("index_name",),
+    "GET_SEARCH_SETTINGS": ("index_name",),
     "ADD_DOCUMENTS": ("index_name", "filepath"),
     "ADD_TEXT": ("index_name", "text"),
     "LIST_DOCUMENTS": ("index_name",),
@@ -64,11 +69,24 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 
 
 # Actions that only read: they run in the caller's process, never through the writer.
-READ_ACTIONS: set[str] = {"LIST_INDICES", "GET_INDICES_STATS", "LIST_DOCUMENTS", "GET_DOCUMENT", "SEARCH", "ASK"}
+READ_ACTIONS: set[str] = {
+    "LIST_INDICES",
+    "GET_INDICES_STATS",
+    "GET_SEARCH_SETTINGS",
+    "LIST_DOCUMENTS",
+    "GET_DOCUMENT",
+    "SEARCH",
+    "ASK",
+}
 
 
 def register(
-    name: str, fn: ActionFn, params: tuple[str, ...], required: tuple[str, ...] = (), *, read_only: bool = False
+    name: str,
+    fn: ActionFn,
+    params: tuple[str, ...],
+    required: tuple[str, ...] = (),
+    *,
+    read_only: bool = False,
 ) -> None:
     """Later services (ASK, RECHUNK, ...) add their actions here at import time."""
     ACTIONS[name] = (fn, params)

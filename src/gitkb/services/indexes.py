@@ -150,7 +150,13 @@ def set_search_settings(
             merged.pop("search")
         with ctx.catalog.write() as conn:
             index_rows.update_settings(conn, row.id, merged)
-        row = get_index(ctx, row.name)
+    return get_search_settings(ctx, row.name)
+
+
+def get_search_settings(ctx: Context, index_name: Any) -> dict[str, Any]:
+    """An index's own search settings, the values that apply and where each comes from."""
+    row = get_index(ctx, index_name)
+    own = dict(row.settings.get("search") or {})
     return {
         "Message": f"search settings of {row.name!r}: "
         + (", ".join(f"{k}={v}" for k, v in own.items()) or "defaults"),
@@ -187,18 +193,6 @@ def list_indices(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _search_view(ctx: Context, row: IndexRow) -> dict[str, Any]:
-    """Effective search settings for stats; a bad gitkb.toml [search] is shown, not raised (stats
-    must keep working while SEARCH refuses to guess)."""
-    try:
-        return {
-            "search_effective": search_settings.effective(ctx, [row]),
-            "search_from": search_settings.origins(ctx, row),
-        }
-    except InvalidArgument as exc:
-        return {"search_effective": None, "search_from": None, "search_error": exc.message}
-
-
 def indices_stats(ctx: Context) -> dict[str, Any]:
     out = {}
     for r in index_rows.list_all(ctx.catalog.conn):
@@ -214,7 +208,6 @@ def indices_stats(ctx: Context) -> dict[str, Any]:
             **vec,
             "chunk_config": {k: None for k in r.chunk_config_dict()} if stranded else r.chunk_config_dict(),
             "search_settings": r.settings.get("search") or {},
-            **_search_view(ctx, r),
         }
     return {
         "Stats": out,

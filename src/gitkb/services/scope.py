@@ -33,7 +33,6 @@ from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_K = knowledge.MAX_TOP_K
-READ_ACTIONS = frozenset({"LIST_INDICES", "GET_INDICES_STATS", "LIST_DOCUMENTS", "GET_DOCUMENT", "SEARCH", "ASK"})
 SCOPED_WRITE_ACTIONS = frozenset({"ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT", "RECHUNK"})
 INVENTORY_ACTIONS = frozenset({"LIST_INDICES", "GET_INDICES_STATS"})
 MULTI_INDEX_ACTIONS = frozenset({"SEARCH", "ASK"})
@@ -210,13 +209,16 @@ def search_index(
         "ignored": ignored,
         "Results": results,
         "count": len(results),
-        "Message": f"{len(results)} result(s)" + (f"; ignored {len(ignored)} index(es) outside scope" if ignored else ""),
+        "Message": f"{len(results)} result(s)"
+        + (f"; ignored {len(ignored)} index(es) outside scope" if ignored else ""),
         "next_steps": ["read a passage's document with document_index GET_DOCUMENT (index_name, file_id)"],
     }
     if warnings:
         out["Warnings"] = warnings
     if scope.scoped and rows:
-        usage.record(ctx, scope.agent_id or "", cost, mode=res.get("mode"), indexes=len(rows), results=len(results))
+        usage.record(
+            ctx, scope.agent_id or "", cost, mode=res.get("mode"), indexes=len(rows), results=len(results)
+        )
     return out
 
 
@@ -249,20 +251,25 @@ def plan_action(ctx: Context, scope: AgentScope, action: Any, params: dict[str, 
                 "Results": [],
                 "count": 0,
                 "ignored": ignored,
-                "Warnings": ["none of the requested indexes is available to this agent; nothing was searched"],
+                "Warnings": [
+                    "none of the requested indexes is available to this agent; nothing was searched"
+                ],
             }
             return ActionPlan(name, params, ignored, answer)
         return ActionPlan(name, narrowed, ignored)
     if name in INVENTORY_ACTIONS:
         pass
-    elif name in READ_ACTIONS:
+    elif actions.is_read(name):
         require_index(ctx, scope, params.get("index_name"))
     elif name in SCOPED_WRITE_ACTIONS:
         require_index(ctx, scope, params.get("index_name"), write=True)
     else:
         raise Forbidden(
             f"{name} is an operator action; agents cannot run it",
-            next_steps=["ask an operator (gitkb CLI) to do it", "agents may use ADD_TEXT on indexes they can write"],
+            next_steps=[
+                "ask an operator (gitkb CLI) to do it",
+                "agents may use ADD_TEXT on indexes they can write",
+            ],
         )
     return ActionPlan(name, params)
 
@@ -294,7 +301,11 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
         ids = sorted(scope.readable)
         marks = ",".join("?" * len(ids))
         out["documents_indexed"] = (
-            int(ctx.catalog.conn.execute(f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", ids).fetchone()[0])
+            int(
+                ctx.catalog.conn.execute(
+                    f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", ids
+                ).fetchone()[0]
+            )
             if ids
             else 0
         )

@@ -180,23 +180,7 @@ def tune(name: str, unset: tuple[str, ...], reset: bool, **values: float | str |
     given: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     given.update({k: None for k in unset})
     if not given and not reset:
-
-        def show(ws: Any) -> dict[str, Any]:
-            stats = ws.document_index("GET_INDICES_STATS")
-            if name not in stats.get("Stats", {}):
-                return dict(ws.document_index("SET_SEARCH_SETTINGS", index_name=name))  # the not-found error
-            s = stats["Stats"][name]
-            if s.get("search_error"):
-                return {"Success": False, "Error": s["search_error"], "code": "invalid_argument"}
-            return {
-                "Success": True,
-                "index_name": name,
-                "search": s["search_settings"],
-                "effective": s["search_effective"],
-                "from": s["search_from"],
-            }
-
-        run(show, _render_tune)
+        run(lambda ws: ws.document_index("GET_SEARCH_SETTINGS", index_name=name), _render_tune)
         return
     run(
         lambda ws: ws.document_index(

@@ -63,6 +63,15 @@ async def rename_index(request: Request, index_name: str, body: RenameIndex) -> 
     return await action(request, "RENAME_INDEX", write=True, index_name=index_name, **body.params())
 
 
+@router.get(
+    "/indexes/{index_name}/search-settings",
+    dependencies=READ,
+    summary="How an index is ranked, and where each value comes from (GET_SEARCH_SETTINGS)",
+)
+async def get_search_settings(request: Request, index_name: str) -> JSONResponse:
+    return await action(request, "GET_SEARCH_SETTINGS", write=False, index_name=index_name)
+
+
 @router.post(
     "/indexes/{index_name}/search-settings",
     dependencies=WRITE,
