@@ -192,13 +192,13 @@ class KeywordIndex:
         clauses.append((tantivy.Occur.Must, self._filter_query("tenant", [tenant or NO_TENANT])))
         q = tantivy.Query.boolean_query(clauses)
         searcher = self.index.searcher()
-        custom = bm25 is not None and tuple(bm25) != TANTIVY_BM25
+        k1, b = bm25 if bm25 is not None else TANTIVY_BM25
+        custom = (k1, b) != TANTIVY_BM25
         result = searcher.search(q, limit=max(limit, RESCORE_POOL) if custom else limit, count=False)
         out = []
         for score, addr in result.hits:
             if custom:
-                assert bm25 is not None
-                score = rescore(json.loads(q.explain(searcher, addr).to_json()), *bm25)
+                score = rescore(json.loads(q.explain(searcher, addr).to_json()), k1, b)
             doc = searcher.doc(addr)
             out.append((int(doc["cid"][0]), float(score)))
         if custom:
