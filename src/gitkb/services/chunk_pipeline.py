@@ -4,19 +4,44 @@ Chunking (tokenizer counts, sentence packing) is most of an ingest's CPU and
 holds the GIL, so a thread doesn't help: one worker process does it, spawned
 only for ingests of at least ``PARALLEL_MIN_FILES`` files (its start-up costs
 about half a second). Small ingests chunk in-process, as before.
+
+The worker needs nothing from the caller's ``__main__``, so it is spawned with
+``__main__`` hidden: a library script without an ``if __name__ == "__main__":``
+guard would otherwise be run again inside it. When the worker cannot start or
+dies, chunking goes on in-process: slower, never lost.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from gitkb.core.chunking import chunk_many
 from gitkb.core.models import ChunkConfig, ChunkSpan
 
 PARALLEL_MIN_FILES = 400
 Items = Sequence[tuple[str, ChunkConfig, bool]]
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While a worker is spawned, ``__main__`` is a bare module: multiprocessing's spawn
+    re-imports the parent's main script in the child unless it has no file to import."""
+    with _MAIN_LOCK:
+        real = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if real is not None:
+                sys.modules["__main__"] = real
 
 
 class ChunkPipeline:
@@ -29,11 +54,25 @@ class ChunkPipeline:
         """Start chunking ``items``; call the returned function for the result."""
         if not items:
             return list
-        if self._pool is None:
-            done = chunk_many(list(items))
-            return lambda: done
-        future = self._pool.submit(chunk_many, list(items))
-        return future.result
+        batch = list(items)
+        if self._pool is not None:
+            try:
+                with _main_hidden():  # the pool spawns its worker inside submit
+                    future = self._pool.submit(chunk_many, batch)
+            except (RuntimeError, OSError, BrokenProcessPool):
+                self.close()  # could not start the worker: chunk here from now on
+            else:
+
+                def result() -> list[list[ChunkSpan]]:
+                    try:
+                        return future.result()
+                    except BrokenProcessPool:  # the worker died (killed, out of memory)
+                        self.close()
+                        return chunk_many(batch)
+
+                return result
+        done = chunk_many(batch)
+        return lambda: done
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,0 +1,60 @@
+"""The chunking worker process of big ingests: it never re-runs the caller's script, and when it
+cannot start, chunking goes on in-process with the same result. A real spawned process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gitkb.core.chunking import chunk_many
+from gitkb.core.models import ChunkConfig
+from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
+
+ITEMS = [
+    (f"# Page {i}\n\nSome text about topic {i}. Another sentence.\n", ChunkConfig("auto"), True)
+    for i in range(5)
+]
+
+
+def test_a_script_without_a_main_guard_runs_once_and_its_big_ingest_uses_the_worker(tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import resource
+            from pathlib import Path
+            from gitkb import Workspace
+            print("TOP-LEVEL RAN", flush=True)
+            docs = Path({str(tmp_path)!r}) / "docs"
+            docs.mkdir()
+            for i in range({PARALLEL_MIN_FILES + 10}):
+                (docs / f"d{{i}}.md").write_text(f"# Page {{i}}\\n\\nText about topic {{i}}. More.\\n")
+            with Workspace(Path({str(tmp_path)!r}) / "ws", embedding_provider="none") as ws:
+                ws.document_index("CREATE_INDEX", index_name="a", embeddings=False)
+                r = ws.document_index("ADD_DOCUMENTS", index_name="a", filepath=str(docs))
+                child = resource.getrusage(resource.RUSAGE_CHILDREN)
+                print("RESULT", r["Success"], r["counts"]["added"], child.ru_utime + child.ru_stime > 0, flush=True)
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("TOP-LEVEL RAN") == 1, out.stdout  # spawn did not import the script again
+    assert f"RESULT True {PARALLEL_MIN_FILES + 10} True" in out.stdout, out.stdout + out.stderr
+
+
+def test_when_the_worker_cannot_start_chunking_goes_on_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_a: object, **_k: object) -> None:
+        raise RuntimeError("cannot start a new process")
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", refuse)
+    with ChunkPipeline(parallel=True) as pipe:
+        assert pipe.submit(ITEMS)() == chunk_many(list(ITEMS))
+        assert pipe.submit(ITEMS[:2])() == chunk_many(list(ITEMS[:2]))  # and stays in-process
