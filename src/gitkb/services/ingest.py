@@ -22,7 +22,7 @@ from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
-from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.catchup import catch_up_keywords, feed_keywords
 from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
 from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
@@ -178,6 +178,7 @@ def ingest_entries(
         crash_point("ingest.before_write")
         _write_files(ctx, row, cfg, place, pending, spans(), report)
         crash_point("ingest.after_write")
+        feed_keywords(ctx)  # tantivy indexes this batch while the next one is chunked
         done += n
         if progress:
             progress(done, total)
