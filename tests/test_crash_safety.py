@@ -33,6 +33,7 @@ with Workspace(home, embedding_provider="hashing") as ws:
 POINTS = [
     "ingest.chunked:2",  # during chunking of the second batch
     "ingest.after_write:1",  # after the first catalog commit, before the keyword apply
+    "ingest.after_write:2",  # batch 1 fed to tantivy but not committed, batch 2 in the catalog
     "keywords.after_commit:1",  # tantivy committed, watermark not yet stored
     "vectors.after_upsert:3",  # during embedding: some vectors stored, watermark not yet
 ]
