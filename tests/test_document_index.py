@@ -10,12 +10,8 @@ from typing import Any
 
 import pytest
 
+from action_results import ok
 from gitkb import Workspace
-
-
-def ok(resp: dict[str, Any]) -> dict[str, Any]:
-    assert resp["Success"] is True, resp
-    return resp
 
 
 def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:

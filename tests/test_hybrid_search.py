@@ -13,19 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from action_results import fails, ok
 from gitkb import Workspace
 from gitkb.services.fusion import rrf
-
-
-def ok(resp: dict[str, Any]) -> dict[str, Any]:
-    assert resp["Success"] is True, resp
-    return resp
-
-
-def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
-    assert resp["Success"] is False, resp
-    assert resp["code"] == code, resp
-    return resp
 
 
 @pytest.fixture

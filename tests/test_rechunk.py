@@ -16,20 +16,10 @@ from typing import Any
 
 import pytest
 
+from action_results import fails, ok
 from gitkb import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def ok(resp: dict[str, Any]) -> dict[str, Any]:
-    assert resp["Success"] is True, resp
-    return resp
-
-
-def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
-    assert resp["Success"] is False, resp
-    assert resp["code"] == code, resp
-    return resp
 
 
 def catalog(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from action_results import ok
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.stores.keywords import KeywordDoc, KeywordIndex, rescore
@@ -25,11 +26,6 @@ LONG = (
     + " ".join(f"other{i}" for i in range(60))
     + " kafka."
 )
-
-
-def ok(resp: dict[str, Any]) -> dict[str, Any]:
-    assert resp["Success"] is True, resp
-    return resp
 
 
 @pytest.fixture
