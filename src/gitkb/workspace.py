@@ -8,7 +8,9 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
 import logging
 import os
 import traceback
@@ -17,8 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gitkb.core.config import Settings, load_settings
-from gitkb.core.errors import GitkbError
+from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
 from gitkb.services import actions, jobs, knowledge, scope, status, ttl
+from gitkb.services.access import policy, principals
+from gitkb.services.access.principals import Principal
 from gitkb.services.context import Context
 from gitkb.services.writer import become_writer
 
@@ -42,11 +46,22 @@ def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
 
 
 def tool(fn: F) -> F:
-    """Translate domain errors into the response shape; never let a traceback out."""
+    """Translate domain errors into the response shape; never let a traceback out.
+
+    Before the method runs, the policy checks the call (``gitkb.services.access.policy``): the
+    method's name is its action in the action table, the arguments are its parameters, and the
+    Workspace's principal must hold its class. ``document_index`` and ``promoted`` check the
+    action they are given instead.
+    """
+    name = fn.__name__
+    sig = inspect.signature(fn)
+    dispatches = name in ("document_index", "promoted")
 
     @functools.wraps(fn)
     def wrapper(self: Workspace, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
+            if not dispatches:
+                self._check(name, _bound(sig, name, self, args, kwargs))
             return fn(self, *args, **kwargs)
         except GitkbError as exc:
             return exc.to_response()
@@ -54,6 +69,21 @@ def tool(fn: F) -> F:
             return internal_error_response(self.settings.home, exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _bound(sig: inspect.Signature, name: str, ws: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of one call by parameter name; unknown or missing ones are ``invalid_argument``."""
+    try:
+        bound = sig.bind(ws, *args, **kwargs)
+    except TypeError as exc:
+        allowed = [p for p in sig.parameters if p not in ("self", "progress")]
+        unknown = sorted(set(kwargs) - set(sig.parameters))
+        what = f"does not take {', '.join(unknown)}" if unknown else f"was called wrongly ({exc})"
+        raise InvalidArgument(
+            f"{name} {what}; it takes: {', '.join(allowed) or 'nothing'}", details={"unknown_params": unknown}
+        ) from None
+    out = {k: v for k, v in bound.arguments.items() if k != "self"}
+    return out
 
 
 class Workspace:
@@ -67,6 +97,8 @@ class Workspace:
         **overrides: Any,
     ) -> None:
         self.settings = settings or load_settings(home, **overrides)
+        self.principal: Principal = principals.local()
+        self._view = False
         self.ctx = Context(self.settings)
         import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
 
@@ -79,7 +111,36 @@ class Workspace:
         return self.settings.home
 
     def close(self) -> None:
-        self.ctx.close()
+        if not self._view:
+            self.ctx.close()
+
+    def as_principal(self, principal: Principal) -> Workspace:
+        """The same workspace, every call checked for ``principal`` (a token, an agent...).
+
+        The view shares the open stores; closing it closes nothing. An agent's classes come from
+        the modes of its bindings, read now."""
+        if principal.is_agent:
+            assert principal.agent_id is not None
+            sc = scope.load_scope(self.ctx, principal.agent_id)
+            principal = principals.agent(sc.agent_id or principal.agent_id, sc.classes)
+        view = copy.copy(self)
+        view.principal = principal
+        view._view = True
+        return view
+
+    def as_agent(self, agent_id: str) -> Workspace:
+        return self.as_principal(principals.agent(agent_id))
+
+    def _check(self, name: str, params: dict[str, Any]) -> None:
+        policy.check(self.principal, name, params)
+
+    def _scope(self) -> scope.AgentScope:
+        """The agent's scope for an agent principal, else the operator's (no limit)."""
+        return scope.load_scope(self.ctx, self.principal.agent_id if self.principal.is_agent else None)
+
+    def _caller(self) -> str | None:
+        """Who a job is recorded for (None for the local operator)."""
+        return None if self.principal.is_local else self.principal.label
 
     def __enter__(self) -> Workspace:
         return self
@@ -94,12 +155,25 @@ class Workspace:
         Reads run here; writes go through the single writer as a job and this
         call returns when the job is done (searchable by keyword).
         """
-        name = actions.admit(self.ctx, action, params)
+        return self._document_index(action, params, promote=False)
+
+    def _document_index(self, action: Any, params: dict[str, Any], *, promote: bool, wait: Any = None) -> dict[str, Any]:
+        spec = policy.document_index_action(action)
+        self._check(spec.name, params)
+        sc = self._scope()
+        plan = scope.plan_action(self.ctx, sc, spec.name, params)
+        if plan.answer is not None:
+            return plan.answer
+        name = actions.admit(self.ctx, plan.action, plan.params)
+        params = dict(plan.params)
         if actions.is_read(name):
-            return actions.run_action(self.ctx, name, params)
-        progress = params.pop("progress", None)
-        result = jobs.run_inline(self.ctx, "action", {"action": name, "params": params}, progress=progress)
-        return result
+            out = actions.run_action(self.ctx, name, params)
+        elif promote:
+            out = self._promote("action", {"action": name, "params": params}, wait)
+        else:
+            progress = params.pop("progress", None)
+            out = jobs.run_inline(self.ctx, "action", {"action": name, "params": params}, progress=progress)
+        return scope.finish_action(self.ctx, sc, plan, out)
 
     # -- long work promoted to jobs (MCP, HTTP, CLI --no-wait) -----------------
 
@@ -108,20 +182,23 @@ class Workspace:
         """Run a long call as a job; answer inline if it finishes within the promotion threshold,
         else ``{"Success": True, "status": "working", "job_id": ..., "poll_with": "get_job_result"}``.
 
-        ``method`` is ``document_index`` (with ``action``) or a job kind such as ``reindex``.
-        ``wait`` (seconds) overrides the threshold; ``caller`` names who asks, for the per-caller limit.
+        ``method`` is ``document_index`` (with ``action``) or a promotable action such as ``reindex``.
+        ``wait`` (seconds) overrides the threshold.
         """
         wait_s = params.pop("wait", None)
-        caller = params.pop("caller", None)
+        caller = params.pop("caller", None) if self.principal.is_local else None  # the operator names one
         if method == "document_index":
-            action = params.pop("action", None)
-            name = actions.admit(self.ctx, action, params)
-            if actions.is_read(name):
-                return actions.run_action(self.ctx, name, params)
-            kind, job_params = "action", {"action": name, "params": params}
-        else:
-            kind, job_params = method, params
-        job = jobs.submit(self.ctx, kind, job_params, caller=caller)
+            return self._document_index(params.pop("action", None), params, promote=True, wait=wait_s)
+        if method not in policy.table.ACTIONS and self.principal.is_local and method in jobs.JOB_KINDS:
+            return self._promote(method, params, wait_s, caller)  # a job kind of the operator's own
+        spec = policy.action(method)
+        if not spec.promotable:
+            raise InvalidArgument(f"{method} does not run as a job; call it directly")
+        self._check(method, params)
+        return self._promote(method, params, wait_s, caller)
+
+    def _promote(self, kind: str, job_params: dict[str, Any], wait_s: Any, caller: str | None = None) -> dict[str, Any]:
+        job = jobs.submit(self.ctx, kind, job_params, caller=caller or self._caller())
         threshold = self.settings.promote_after_seconds if wait_s is None else float(wait_s)
         done = jobs.wait(self.ctx, job.id, timeout=threshold)
         if done.state == "completed":
@@ -142,12 +219,20 @@ class Workspace:
     @tool
     def get_index_status(self) -> dict[str, Any]:
         """queryable/building/failed, queue depth, in-flight job, dirty counts, skipped files."""
-        return {"Success": True, **status.index_status(self.ctx)}
+        return scope.filter_status(self.ctx, self._scope(), {"Success": True, **status.index_status(self.ctx)})
 
     @tool
     def get_job_result(self, job_id: str) -> dict[str, Any]:
-        """``{Success, job_id, kind, status, progress, result?, error?}``."""
-        return {"Success": True, **jobs.job_result(self.ctx, job_id)}
+        """``{Success, job_id, kind, status, progress, result?, error?}``; an agent sees only its own jobs."""
+        sc = self._scope()
+        try:
+            out = {"Success": True, **jobs.job_result(self.ctx, job_id)}
+        except GitkbError:
+            if sc.scoped:  # unknown and foreign ids read the same
+                scope.require_own_job(sc, {}, job_id)
+            raise
+        scope.require_own_job(sc, out, job_id)
+        return out
 
     @tool
     def list_jobs(self, limit: int = 50, state: str | None = None) -> dict[str, Any]:
@@ -228,6 +313,7 @@ class Workspace:
         replace: str = "", note: str = "",
     ) -> dict[str, Any]:  # fmt: skip
         """Stage an edit (whole content, or exact-once search/replace) on the source's proposal branch."""
+        scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
         return {"Success": True, **proposals.propose_kb_edit(
@@ -236,6 +322,7 @@ class Workspace:
 
     @tool
     def propose_kb_delete(self, source_id_or_index: str, relative_path: str, note: str = "") -> dict[str, Any]:
+        scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
         return {"Success": True, **proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)}
@@ -244,6 +331,7 @@ class Workspace:
     def propose_kb_rename(
         self, source_id_or_index: str, relative_path: str, new_relative_path: str, note: str = ""
     ) -> dict[str, Any]:
+        scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
         return {"Success": True, **proposals.propose_kb_rename(
@@ -273,7 +361,11 @@ class Workspace:
         """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
         from gitkb.services.sources.cite import cite_check
 
-        return {"Success": True, **cite_check(self.ctx, chunk_id)}
+        out = {"Success": True, **cite_check(self.ctx, chunk_id)}
+        sc = self._scope()
+        if sc.scoped and not sc.can_read(str(out.get("index_id"))):
+            raise NotFound(f"no citation {chunk_id!r} in the indexes of agent {sc.agent_id!r}")
+        return out
 
     @tool
     def open_kb_pull_request(
@@ -281,6 +373,10 @@ class Workspace:
         commit_message: str = "",
     ) -> dict[str, Any]:  # fmt: skip
         """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files."""
+        sc = self._scope()
+        scope.require_source(self.ctx, sc, source_id_or_index)
+        if target_index:
+            scope.require_index(self.ctx, sc, target_index, write=False)
         from gitkb.services import review
 
         return {"Success": True, **review.open_kb_pull_request(
@@ -358,13 +454,19 @@ class Workspace:
 
     @tool
     def agent_assign(
-        self, agent_id: str, kbs: list[str], read_only: bool = False, default_top_k: int | None = None
+        self,
+        agent_id: str,
+        kbs: list[str],
+        mode: str | None = None,
+        read_only: bool = False,
+        default_top_k: int | None = None,
     ) -> dict[str, Any]:
-        """Bind an agent to knowledge bases (read-only turns its write tools off for them)."""
-        return {
-            "Success": True,
-            **knowledge.agent_assign(self.ctx, agent_id, kbs, read_only=read_only, default_top_k=default_top_k),
-        }
+        """Bind an agent to knowledge bases in a mode: ``read``, ``propose`` (default) or ``write``
+        (``read_only=True`` is the older spelling of mode ``read``)."""
+        out = knowledge.agent_assign(
+            self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_k=default_top_k
+        )
+        return {"Success": True, **out}
 
     @tool
     def agent_unassign(self, agent_id: str, kbs: list[str]) -> dict[str, Any]:
@@ -379,10 +481,18 @@ class Workspace:
         """Query-embedding events of an agent: count, tokens, duration."""
         return {"Success": True, **knowledge.agent_usage(self.ctx, agent_id)}
 
+    def _agent_ref(self, agent_id: str | None) -> str | None:
+        """The agent a scoped read speaks for: an agent principal only ever for itself."""
+        if not self.principal.is_agent:
+            return agent_id
+        if agent_id not in (None, self.principal.agent_id):
+            raise Forbidden(f"agent {self.principal.agent_id!r} can only act for itself")
+        return self.principal.agent_id
+
     @tool
     def list_knowledge_bases(self, agent_id: str | None = None) -> dict[str, Any]:
-        """Every knowledge base, or only an agent's (with its read-only flag per binding)."""
-        return {"Success": True, **knowledge.list_knowledge_bases(self.ctx, agent_id)}
+        """Every knowledge base, or only an agent's (with its mode per binding)."""
+        return {"Success": True, **knowledge.list_knowledge_bases(self.ctx, self._agent_ref(agent_id))}
 
     @tool
     def search_index(
@@ -396,27 +506,12 @@ class Workspace:
         mode: str | None = None,
         agent_id: str | None = None,
     ) -> dict[str, Any]:
-        """Search with citations, limited to the agent's indexes when ``agent_id`` is given."""
-        sc = scope.load_scope(self.ctx, agent_id)
+        """Search with citations, limited to the agent's indexes (the agent principal's, or
+        ``agent_id`` when the operator asks as that agent)."""
+        sc = scope.load_scope(self.ctx, self._agent_ref(agent_id))
         return scope.search_index(
             self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
         )
-
-    @tool
-    def document_index_as(
-        self, agent_id: str | None, action: str, /, promote: bool = False, **params: Any
-    ) -> dict[str, Any]:
-        """``document_index`` within an agent's scope; ``promote`` runs long writes as jobs."""
-        sc = scope.load_scope(self.ctx, agent_id)
-        plan = scope.plan_action(self.ctx, sc, action, params)
-        if plan.answer is not None:
-            return plan.answer
-        if promote:
-            caller = scope.job_caller(sc)
-            out = self.promoted("document_index", action=plan.action, caller=caller, **plan.params)
-        else:
-            out = self.document_index(plan.action, **plan.params)
-        return scope.finish_action(self.ctx, sc, plan, out)
 
     @tool
     def purge_expired(self) -> dict[str, Any]:
@@ -448,7 +543,8 @@ class Workspace:
         """available, provider, model, identity, fingerprint, chunk_count, pending, collections, path."""
         from gitkb.services import embeddings
 
-        return {"Success": True, **embeddings.embeddings_status(self.ctx)}
+        out = {"Success": True, **embeddings.embeddings_status(self.ctx)}
+        return scope.filter_embeddings_status(self.ctx, self._scope(), out)
 
     @tool
     def reembed(self, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from mcp.server import Server
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
-from gitkb.services import jobs, scope
+from gitkb.services import scope
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -43,19 +43,14 @@ INSTRUCTIONS = (
 )
 
 
-def available(ws: Workspace, sc: scope.AgentScope) -> list[tuple[ToolSpec, ToolFn]]:
-    """The tools offered now: the Workspace has their method (and job kind), and the scope allows them."""
-    out = []
-    for spec, fn in tools.specs():
-        if not callable(getattr(ws, tools.REQUIRES[spec.name], None)):
-            continue
-        kind = tools.REQUIRES_JOB_KIND.get(spec.name)
-        if kind is not None and kind not in jobs.JOB_KINDS:
-            continue
-        if spec.name == "search_index" and not sc.has_indexes:
-            continue  # no indexes bound: nothing to search, so the tool is not offered
-        out.append((spec, fn))
-    return out
+def view(ws: Workspace, agent_id: str | None) -> Workspace:
+    """The Workspace as this session's caller: the agent (classes from its bindings, read now) or the operator."""
+    return ws if agent_id is None else ws.as_agent(agent_id)
+
+
+def available(ws: Workspace) -> list[tuple[ToolSpec, ToolFn]]:
+    """The tools offered now to the caller of this Workspace view (see ``gitkb.mcp.tools.offered``)."""
+    return tools.offered(ws)
 
 
 def tool_definition(spec: ToolSpec) -> types.Tool:
@@ -84,19 +79,18 @@ def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, An
     """Run one tool call synchronously: (response dict, whether it carries retrieved passages)."""
     args = dict(arguments or {})
     try:
-        sc = scope.load_scope(ws.ctx, agent_id)
+        caller = view(ws, agent_id)
+        offered = {spec.name: (spec, fn) for spec, fn in available(caller)}
     except GitkbError as exc:
         return failure(exc), False
-    offered = {spec.name: (spec, fn) for spec, fn in available(ws, sc)}
     if name not in offered:
         return failure(Forbidden(f"tool {name!r} is not offered here; offered: {', '.join(offered)}")), False
     spec, fn = offered[name]
     problems = validation_errors(spec, args)
     if problems:
         return failure(InvalidArgument(f"{name}: " + "; ".join(problems))), False
-    env = tools.Env(ws, agent_id)
     try:
-        out = fn(env, **args)
+        out = fn(tools.Env(caller), **args)
     except GitkbError as exc:
         return failure(exc), False
     except Exception as exc:  # noqa: BLE001 - a tool answers, it never crashes the session
@@ -106,6 +100,8 @@ def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, An
     if not out.get("Success"):
         out = dict(out)
         out.setdefault("next_steps", NEXT_STEPS.get(str(out.get("code")), NEXT_STEPS["internal"]))
+    if isinstance(out.get("next_steps"), list):  # name only tools this caller has
+        out = {**out, "next_steps": tools.steps_for(frozenset(offered))(out["next_steps"])}
     return out, tools.carries_passages(spec, args)
 
 
@@ -116,7 +112,7 @@ def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         def offered() -> list[types.Tool]:
-            return [tool_definition(s) for s, _ in available(ws, scope.load_scope(ws.ctx, agent_id))]
+            return [tool_definition(s) for s, _ in available(view(ws, agent_id))]
 
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(offered))
 

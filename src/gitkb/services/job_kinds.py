@@ -12,15 +12,12 @@ from gitkb.services import sources as _sources  # noqa: F401 - registers the sou
 from gitkb.services.context import Context
 from gitkb.services.jobs import Progress, register_kind
 
-# Write actions that are safe to run again from the start after a crash.
-RESUMABLE_ACTIONS = {"ADD_DOCUMENTS", "ADD_TEXT", "DELETE_INDEX", "DELETE_DOCUMENT", "RECHUNK"}
 
 
 def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     name = params["action"]
     p = dict(params.get("params") or {})
-    _, allowed = actions.ACTIONS[name]
-    if "progress" in allowed:
+    if "progress" in actions.spec(name).fields:
         p["progress"] = progress
     return actions.run_action(ctx, name, p)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core import errors
+from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.services.context import Context
 from gitkb.stores.catalog import jobs as job_rows
@@ -217,13 +218,21 @@ def schedule_maintenance(ctx: Context) -> None:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 
 
+def _resumes(job: JobRow) -> bool:
+    """An ``action`` job resumes only when the action table says the action is safe to repeat."""
+    if job.kind != "action":
+        return True
+    spec = ACTION_TABLE.get(str((job.params or {}).get("action")))
+    return spec is not None and spec.resumable
+
+
 def recover(ctx: Context) -> dict[str, list[str]]:
     """Called once when this process takes the lease: nothing left running is lost."""
     requeued, failed = [], []
     with ctx.catalog.write() as conn:
         for job in job_rows.running(conn):
             spec = JOB_KINDS.get(job.kind)
-            if spec is not None and spec.resumable and job.attempts < MAX_ATTEMPTS:
+            if spec is not None and spec.resumable and job.attempts < MAX_ATTEMPTS and _resumes(job):
                 job_rows.requeue(conn, job.id, f"resumed after the process running it ({job.runner}) stopped")
                 requeued.append(job.id)
             else:

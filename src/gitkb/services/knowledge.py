@@ -140,16 +140,38 @@ def kb_delete(ctx: Context, name: object, *, force: bool = False) -> dict[str, A
     return {"Message": f"Knowledge base {kb.name!r} deleted", "name": kb.name, "kb_id": kb.id, "unassigned": agents}
 
 
+MODES = ("read", "propose", "write")
+MODE_RANK = {m: i for i, m in enumerate(MODES)}
+
+
+def binding_mode(mode: object, read_only: object) -> str:
+    """The binding mode from ``mode`` or the older ``read_only`` flag (default ``propose``)."""
+    if not isinstance(read_only, bool):
+        raise InvalidArgument("read_only must be true or false")
+    if mode is None:
+        return "read" if read_only else "propose"
+    if mode not in MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if read_only and mode != "read":
+        raise InvalidArgument(f"read_only contradicts mode {mode!r}; give one of them")
+    return str(mode)
+
+
 def agent_assign(
-    ctx: Context, agent_id: object, kbs: object, *, read_only: bool = False, default_top_k: object = None
+    ctx: Context,
+    agent_id: object,
+    kbs: object,
+    *,
+    mode: object = None,
+    read_only: bool = False,
+    default_top_k: object = None,
 ) -> dict[str, Any]:
     aid = validate_agent_id(agent_id)
     names = _names(kbs, "kbs")
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
         raise InvalidArgument(f"knowledge base(s) listed twice: {', '.join(dup)}; bind each once")
-    if not isinstance(read_only, bool):
-        raise InvalidArgument("read_only must be true or false")
+    chosen = binding_mode(mode, read_only)
     top_k = None
     if default_top_k is not None:
         if isinstance(default_top_k, bool) or not isinstance(default_top_k, int) or not 1 <= default_top_k <= MAX_TOP_K:
@@ -159,9 +181,8 @@ def agent_assign(
     with ctx.catalog.write() as conn:
         kb_rows.agent_upsert(conn, aid, top_k)
         for kb in rows:
-            kb_rows.bind(conn, aid, kb.id, read_only)
-    mode = "read-only" if read_only else "read-write"
-    return {"Message": f"Agent {aid!r} bound to {', '.join(names)} ({mode})", **agent_show(ctx, aid)}
+            kb_rows.bind(conn, aid, kb.id, chosen)
+    return {"Message": f"Agent {aid!r} bound to {', '.join(names)} (mode {chosen})", **agent_show(ctx, aid)}
 
 
 def agent_unassign(ctx: Context, agent_id: object, kbs: object) -> dict[str, Any]:
@@ -188,11 +209,15 @@ def agent_show(ctx: Context, agent_id: object) -> dict[str, Any]:
         kb = kb_rows.kb_by_name(conn, b.kb_name)
         assert kb is not None
         view = kb_view(ctx, kb)
-        kbs.append({"name": b.kb_name, "kb_id": b.kb_id, "read_only": b.read_only, "indexes": view["indexes"]})
+        kbs.append(
+            {"name": b.kb_name, "kb_id": b.kb_id, "mode": b.mode, "read_only": b.read_only, "indexes": view["indexes"]}
+        )
         for ix in view["indexes"]:
-            cur = index_access.setdefault(ix["index_id"], {**ix, "read_only": True, "via": []})
+            cur = index_access.setdefault(ix["index_id"], {**ix, "mode": "read", "read_only": True, "via": []})
             cur["via"].append(b.kb_name)
-            cur["read_only"] = cur["read_only"] and b.read_only
+            if MODE_RANK[b.mode] > MODE_RANK[cur["mode"]]:
+                cur["mode"] = b.mode
+            cur["read_only"] = cur["mode"] == "read"
     return {
         "agent_id": aid,
         "default_top_k": agent.default_top_k,
@@ -237,7 +262,9 @@ def list_knowledge_bases(ctx: Context, agent_id: object = None) -> dict[str, Any
         kb = kb_rows.kb_by_name(conn, b.kb_name)
         assert kb is not None
         view = kb_view(ctx, kb)
-        out.append({"name": kb.name, "kb_id": kb.id, "read_only": b.read_only, "indexes": view["indexes"]})
+        out.append(
+            {"name": kb.name, "kb_id": kb.id, "mode": b.mode, "read_only": b.read_only, "indexes": view["indexes"]}
+        )
     msg = f"{len(out)} knowledge base(s) for agent {aid!r}"
     if not out:
         msg += "; an operator assigns some with: gitkb agent assign AGENT_ID KB"

@@ -33,7 +33,7 @@ from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_K = knowledge.MAX_TOP_K
-SCOPED_WRITE_ACTIONS = frozenset({"ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT", "RECHUNK"})
+SCOPED_WRITE_ACTIONS = frozenset({"ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT"})
 INVENTORY_ACTIONS = frozenset({"LIST_INDICES", "GET_INDICES_STATS"})
 MULTI_INDEX_ACTIONS = frozenset({"SEARCH", "ASK"})
 
@@ -42,8 +42,19 @@ MULTI_INDEX_ACTIONS = frozenset({"SEARCH", "ASK"})
 class AgentScope:
     agent_id: str | None
     readable: frozenset[str] = frozenset()
-    writable: frozenset[str] = frozenset()
+    writable: frozenset[str] = frozenset()  # bindings in mode write: add/delete documents
     default_top_k: int = knowledge.DEFAULT_TOP_K
+    proposable: frozenset[str] = frozenset()  # bindings in mode propose or write: proposals, PRs
+
+    @property
+    def classes(self) -> frozenset[str]:
+        """The classes the agent's binding modes grant somewhere."""
+        out = {"read"} if self.readable else set()
+        if self.proposable:
+            out.add("propose")
+        if self.writable:
+            out.add("write")
+        return frozenset(out)
 
     @property
     def scoped(self) -> bool:
@@ -72,15 +83,18 @@ def load_scope(ctx: Context, agent_id: str | None) -> AgentScope:
     agent = kb_rows.agent_get(conn, aid)
     live = {r.id for r in index_rows.list_all(conn)}
     readable: set[str] = set()
+    proposable: set[str] = set()
     writable: set[str] = set()
     for b in kb_rows.bindings(conn, aid):
         kb = kb_rows.kb_by_name(conn, b.kb_name)
         ids = {i for i in (kb.index_ids if kb else ()) if i in live}
         readable |= ids
-        if not b.read_only:
+        if b.mode in ("propose", "write"):
+            proposable |= ids
+        if b.mode == "write":
             writable |= ids
     top_k = agent.default_top_k if agent else knowledge.DEFAULT_TOP_K
-    return AgentScope(aid, frozenset(readable), frozenset(writable), top_k)
+    return AgentScope(aid, frozenset(readable), frozenset(writable), top_k, frozenset(proposable))
 
 
 def _outside(scope: AgentScope, ref: Any) -> Forbidden:
@@ -99,10 +113,11 @@ def require_index(ctx: Context, scope: AgentScope, ref: Any, *, write: bool = Fa
         raise _outside(scope, ref)
     if write and not scope.can_write(row.id):
         raise Forbidden(
-            f"agent {scope.agent_id!r} has a read-only binding to index {row.name!r}: write tools are turned off",
+            f"agent {scope.agent_id!r} is not bound to index {row.name!r} in mode write:"
+            " adding and deleting documents is turned off",
             next_steps=[
-                "search and read instead; to change it, an operator can give a read-write binding"
-                " (gitkb agent assign AGENT_ID KB)",
+                "search and read instead, or propose_kb_edit where a source feeds the index; an operator can"
+                " bind it in mode write (gitkb agent assign AGENT_ID KB --mode write)",
             ],
         )
     return row
@@ -348,8 +363,7 @@ def _narrow(
     rows, ignored = resolve_refs(ctx, scope, refs)
     if not rows:
         return None, ignored
-    allowed = actions.ACTIONS[name][1]
-    if "indexes" in allowed:
+    if "indexes" in actions.spec(name).fields:
         params["indexes"] = [r.name for r in rows]
     elif len(rows) == 1:
         params["index_name"] = rows[0].name
@@ -396,9 +410,9 @@ def require_source(ctx: Context, scope: AgentScope, ref: Any) -> None:
             f"source or index {ref!r} does not feed any index in the knowledge bases of agent {scope.agent_id!r}",
             next_steps=["list_knowledge_bases shows the indexes this agent can use"],
         )
-    if not fed & scope.writable:
+    if not fed & scope.proposable:
         raise Forbidden(
             f"agent {scope.agent_id!r} has only read-only bindings to the indexes fed by {ref!r}:"
             " proposing changes is turned off for it",
-            next_steps=["an operator can give a read-write binding (gitkb agent assign AGENT_ID KB)"],
+            next_steps=["an operator can bind it in mode propose (gitkb agent assign AGENT_ID KB --mode propose)"],
         )

@@ -76,6 +76,7 @@ def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
         )
     out: dict[str, Any] = {
         "chunk_id": chunk.id,
+        "index_id": doc.index_id,
         "source": row.name,
         "source_uri": doc.source_uri,
         "branch": row.branch,

@@ -38,6 +38,7 @@ class BindingRow:
     kb_name: str
     read_only: bool
     created_at: float
+    mode: str = "propose"  # read, propose or write
 
 
 # -- knowledge bases -------------------------------------------------------
@@ -93,11 +94,11 @@ def agent_upsert(conn: sqlite3.Connection, agent_id: str, default_top_k: int | N
     )
 
 
-def bind(conn: sqlite3.Connection, agent_id: str, kb_id: str, read_only: bool) -> None:
+def bind(conn: sqlite3.Connection, agent_id: str, kb_id: str, mode: str) -> None:
     conn.execute(
-        "INSERT INTO agent_kbs(agent_id, kb_id, read_only, created_at) VALUES (?,?,?,?)"
-        " ON CONFLICT(agent_id, kb_id) DO UPDATE SET read_only = excluded.read_only",
-        (agent_id, kb_id, int(read_only), time.time()),
+        "INSERT INTO agent_kbs(agent_id, kb_id, read_only, mode, created_at) VALUES (?,?,?,?,?)"
+        " ON CONFLICT(agent_id, kb_id) DO UPDATE SET read_only = excluded.read_only, mode = excluded.mode",
+        (agent_id, kb_id, int(mode == "read"), mode, time.time()),
     )
 
 
@@ -107,11 +108,11 @@ def unbind(conn: sqlite3.Connection, agent_id: str, kb_id: str) -> int:
 
 def bindings(conn: sqlite3.Connection, agent_id: str) -> list[BindingRow]:
     rows = conn.execute(
-        "SELECT b.agent_id, b.kb_id, k.name, b.read_only, b.created_at FROM agent_kbs b"
+        "SELECT b.agent_id, b.kb_id, k.name, b.read_only, b.created_at, b.mode FROM agent_kbs b"
         " JOIN knowledge_bases k ON k.id = b.kb_id WHERE b.agent_id = ? ORDER BY k.name",
         (agent_id,),
     )
-    return [BindingRow(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]
+    return [BindingRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
 
 
 # -- usage events ------------------------------------------------------------

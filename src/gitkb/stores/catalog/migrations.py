@@ -365,6 +365,17 @@ def m007_documents_tenant(conn: sqlite3.Connection) -> None:
     run_script(conn, "CREATE INDEX documents_tenant ON documents(index_id, tenant, expires_at)")
 
 
+def m008_binding_modes(conn: sqlite3.Connection) -> None:
+    """Agent bindings get a mode (read, propose, write); existing read-write bindings keep writing."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE agent_kbs ADD COLUMN mode TEXT NOT NULL DEFAULT 'propose';
+        UPDATE agent_kbs SET mode = CASE read_only WHEN 1 THEN 'read' ELSE 'write' END
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -374,6 +385,7 @@ MIGRATIONS: list[Migration] = [
     m005_knowledge_bases,
     m006_webhooks,
     m007_documents_tenant,
+    m008_binding_modes,
 ]
 
 

@@ -1,0 +1,1 @@
+"""Who may call what: principals, and the one policy every interface asks (see ``policy``)."""
