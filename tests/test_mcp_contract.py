@@ -11,9 +11,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from gitkb.mcp import build_server, tools
+from gitkb.mcp import build_server
 from gitkb.mcp.server import available
-from gitkb.services import scope
 
 S = {"type": "string"}
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -25,6 +24,10 @@ BOOL = {"type": "boolean"}
 SOURCE = {"type": "string", "minLength": 1, "maxLength": 200}
 
 # name -> (required, properties without descriptions, (readOnly, destructive, idempotent, openWorld))
+# name -> (required, properties without descriptions, (readOnly, destructive, idempotent, openWorld))
+# for the operator's session (every tool); an agent sees a subset (test_agent_modes_offer_only_their_tools).
+PATH = {"type": "string", "minLength": 1, "maxLength": 1024}
+ID = {"type": "string", "minLength": 1, "maxLength": 100}
 CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, bool]]] = {
     "document_index": (
         ["action"],
@@ -35,25 +38,25 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
                 "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH", "SET_SEARCH_SETTINGS",
             ]},
             "answer_mode": {"enum": ["extractive", "generative"]},
-            "base_path": S,
+            "base_path": PATH,
             "chunk_overlap": {"type": "integer", "minimum": 0},
             "chunk_size": {"type": "integer", "minimum": 1},
-            "chunk_strategy": S,
+            "chunk_strategy": {"enum": ["auto", "sentence", "one_chunk_per_doc"]},
             "count": {"type": "integer", "minimum": 0},
             "embeddings": BOOL,
             "embedding_model": S,
             "embedding_provider": S,
-            "file_id": S,
-            "filepath": S,
+            "file_id": ID,
+            "filepath": PATH,
             "index_name": NAME,
             "indexes": INDEXES,
             "metadata": {"type": "object"},
             "mode": MODE,
-            "new_filename": S,
+            "new_filename": PATH,
             "new_index_name": NAME,
             "pagination_mode": {"enum": ["lines", "chars", "chunks"]},
             "path_filter": S,
-            "query": QUERY,
+            "query": S,
             "reset": BOOL,
             "settings": {"type": "object"},
             "show_files_only": BOOL,
@@ -83,15 +86,31 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
     "embeddings_status": ([], {}, (True, False, True, False)),
     "reindex": ([], {"force": BOOL, "index_name": NAME}, (False, False, True, False)),
     "build_embeddings": ([], {"force": BOOL}, (False, False, True, False)),
-    "get_job_result": (["job_id"], {"job_id": {"type": "string", "minLength": 1, "maxLength": 100}}, (True, False, True, False)),
+    "get_job_result": (["job_id"], {"job_id": ID}, (True, False, True, False)),
+    "cite_check": (["chunk_id"], {"chunk_id": ID}, (True, False, True, False)),
     "propose_kb_edit": (
         ["source_id_or_index", "relative_path"],
         {
             "source_id_or_index": SOURCE,
-            "relative_path": {"type": "string", "minLength": 1, "maxLength": 1024},
+            "relative_path": PATH,
             "content": S,
             "search": S,
             "replace": S,
+            "note": {"type": "string", "maxLength": 4000},
+        },
+        (False, False, False, False),
+    ),
+    "propose_kb_delete": (
+        ["source_id_or_index", "relative_path"],
+        {"source_id_or_index": SOURCE, "relative_path": PATH, "note": {"type": "string", "maxLength": 4000}},
+        (False, False, False, False),
+    ),
+    "propose_kb_rename": (
+        ["source_id_or_index", "relative_path", "new_relative_path"],
+        {
+            "source_id_or_index": SOURCE,
+            "relative_path": PATH,
+            "new_relative_path": PATH,
             "note": {"type": "string", "maxLength": 4000},
         },
         (False, False, False, False),
@@ -115,13 +134,17 @@ def _strip(props: dict[str, Any]) -> dict[str, Any]:
     return {k: {kk: vv for kk, vv in v.items() if kk != "description"} for k, v in props.items()}
 
 
-def test_every_tool_is_pinned_in_order() -> None:
-    assert [spec.name for spec, _ in tools.specs()] == list(CONTRACT)
+def _operator_specs(ws: Any) -> dict[str, Any]:
+    return {spec.name: spec for spec, _ in available(ws)}
+
+
+def test_every_tool_is_pinned_in_order(ws: Any) -> None:
+    assert list(_operator_specs(ws)) == list(CONTRACT)
 
 
 @pytest.mark.parametrize("name", list(CONTRACT))
-def test_tool_schema_and_annotations(name: str) -> None:
-    spec = next(s for s, _ in tools.specs() if s.name == name)
+def test_tool_schema_and_annotations(ws: Any, name: str) -> None:
+    spec = _operator_specs(ws)[name]
     required, props, hints = CONTRACT[name]
     schema = spec.input_schema
     assert schema["type"] == "object" and schema["additionalProperties"] is False
@@ -134,28 +157,25 @@ def test_tool_schema_and_annotations(name: str) -> None:
     assert "Next" in spec.description  # says what to do next
 
 
-def test_document_index_covers_every_action_parameter() -> None:
-    from gitkb.services import actions
+def test_document_index_covers_every_action_parameter(ws: Any) -> None:
+    from gitkb.core.action_table import ACTIONS, DOCUMENT_INDEX_NAMES
 
-    spec = next(s for s, _ in tools.specs() if s.name == "document_index")
-    wanted = {p for _, allowed in actions.ACTIONS.values() for p in allowed} - {"progress"}
+    spec = _operator_specs(ws)["document_index"]
+    wanted = {p.name for n in DOCUMENT_INDEX_NAMES for p in ACTIONS[n].wire_params}
     assert set(spec.input_schema["properties"]) == wanted | {"action"}
-    for name in actions.ACTIONS:
+    for name in DOCUMENT_INDEX_NAMES:
         assert f"- {name}(" in spec.description
 
 
 def test_listed_tools_match_the_pins(ws: Any) -> None:
-    """What a client sees over the protocol is the pinned contract (for the tools offered now)."""
+    """What a client sees over the protocol is the pinned contract."""
 
     async def main() -> list[Any]:
         async with Client(build_server(ws)) as client:
             return list((await client.list_tools()).tools)
 
     listed = anyio.run(main)
-    offered = [s.name for s, _ in available(ws, scope.load_scope(ws.ctx, None))]
-    assert [t.name for t in listed] == offered
-    assert {"document_index", "search_index", "get_index_status", "get_job_result", "reindex",
-            "list_knowledge_bases"} <= set(offered)
+    assert [t.name for t in listed] == list(CONTRACT)
     for t in listed:
         required, props, hints = CONTRACT[t.name]
         assert _strip(t.input_schema["properties"]) == props
@@ -165,14 +185,35 @@ def test_listed_tools_match_the_pins(ws: Any) -> None:
         assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == hints
 
 
-def test_offered_tools_follow_the_workspace(ws: Any) -> None:
-    """A tool appears exactly when the Workspace method (and job kind) it translates onto exists."""
-    from gitkb.services import jobs
+READ_TOOLS = {"document_index", "search_index", "get_index_status", "embeddings_status", "get_job_result",
+              "cite_check", "list_knowledge_bases"}  # fmt: skip
+PROPOSE_TOOLS = READ_TOOLS | {"propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "open_kb_pull_request"}
+READ_ACTIONS = ["ASK", "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS", "LIST_DOCUMENTS",
+                "LIST_INDICES", "SEARCH"]  # fmt: skip
 
-    offered = {s.name for s, _ in available(ws, scope.load_scope(ws.ctx, None))}
-    for name, method in tools.REQUIRES.items():
-        has = callable(getattr(ws, method, None))
-        kind = tools.REQUIRES_JOB_KIND.get(name)
-        if kind is not None:
-            has = has and kind in jobs.JOB_KINDS
-        assert (name in offered) == has, name
+
+@pytest.mark.parametrize(
+    ("mode", "tools_wanted", "actions_wanted"),
+    [
+        ("read", READ_TOOLS, READ_ACTIONS),
+        ("propose", PROPOSE_TOOLS, READ_ACTIONS),
+        ("write", PROPOSE_TOOLS, sorted([*READ_ACTIONS, "ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT"])),
+    ],
+)
+def test_agent_modes_offer_only_their_tools(ws: Any, mode: str, tools_wanted: set[str], actions_wanted: list[str]) -> None:
+    """An agent is offered only what its binding mode allows, and never operate/review/admin tools;
+    no description names a tool it is not offered."""
+    assert ws.document_index("CREATE_INDEX", index_name="kb")["Success"]
+    assert ws.kb_create("k", ["kb"])["Success"]
+    assert ws.agent_assign("bot", ["k"], mode=mode)["Success"]
+
+    async def main() -> list[Any]:
+        async with Client(build_server(ws, "bot")) as client:
+            return list((await client.list_tools()).tools)
+
+    listed = {t.name: t for t in anyio.run(main)}
+    assert set(listed) == tools_wanted
+    assert listed["document_index"].input_schema["properties"]["action"]["enum"] == actions_wanted
+    for t in listed.values():
+        for other in set(CONTRACT) - set(listed):
+            assert other not in (t.description or ""), (t.name, other)

@@ -138,6 +138,10 @@ class Workspace:
         """The agent's scope for an agent principal, else the operator's (no limit)."""
         return scope.load_scope(self.ctx, self.principal.agent_id if self.principal.is_agent else None)
 
+    def _reviewer(self, given: str) -> str:
+        """Who decided: a token's name, never one the caller chose (the operator may name one)."""
+        return given if self.principal.is_local else self.principal.name
+
     def _caller(self) -> str | None:
         """Who a job is recorded for (None for the local operator)."""
         return None if self.principal.is_local else self.principal.label
@@ -401,13 +405,13 @@ class Workspace:
         """Push the staged branch with a lease and open/update the PR/MR: number, url, changed_files."""
         from gitkb.services import review
 
-        return {"Success": True, **review.approve_review(self.ctx, review_id, reviewer=reviewer)}
+        return {"Success": True, **review.approve_review(self.ctx, review_id, reviewer=self._reviewer(reviewer))}
 
     @tool
     def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:
         from gitkb.services import review
 
-        return {"Success": True, **review.deny_review(self.ctx, review_id, reason, reviewer=reviewer)}
+        return {"Success": True, **review.deny_review(self.ctx, review_id, reason, reviewer=self._reviewer(reviewer))}
 
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:

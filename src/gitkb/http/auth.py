@@ -1,16 +1,17 @@
 """Bearer tokens with scopes.
 
-Scopes: ``read`` (search, list, get, status), ``write`` (ingest, delete, sync,
-propose, open pull requests), ``review`` (approve and deny reviews), ``admin``
-(everything). ``write`` and ``review`` include ``read``.
+Scopes are the classes of the action table (``read``, ``propose``, ``write``,
+``operate``, ``review``, ``admin``; see ``gitkb.core.action_table``); the
+``write`` scope keeps its old meaning, read + write + operate. A route only
+authenticates; the policy decides what the principal may call.
 
 Tokens come from ``[[server.tokens]]`` (see ``gitkb.http.config``); they are
 compared as SHA-256 digests with ``hmac.compare_digest``, against every
 configured token, so timing says nothing about which (if any) matched. The
 matching token's name is the principal: the actor of audited writes and the
 reviewer recorded on approve/deny. A token bound to an agent (``agent = "ID"``)
-reaches only ``/search_index`` and the action API, both scoped to that agent's
-knowledge bases (never widened).
+acts as that agent: what the agent's binding modes allow, in its knowledge
+bases only (never widened).
 
 With no token configured the API is open, and therefore loopback only: the
 server refuses to bind anywhere else (``check_bind``), and a request from a
@@ -19,42 +20,15 @@ non-loopback peer is refused even so.
 
 from __future__ import annotations
 
-import getpass
 import hmac
 import ipaddress
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from fastapi import Request
 
 from gitkb.core.errors import Forbidden, Unauthorized
-from gitkb.http.config import SCOPES, ServerConfig, token_digest
-
-AGENT_ROUTES = frozenset({"/search_index", "/actions/document_index"})
-IMPLIED: dict[str, frozenset[str]] = {
-    "read": frozenset({"read"}),
-    "write": frozenset({"read", "write"}),
-    "review": frozenset({"read", "review"}),
-    "admin": frozenset(SCOPES),
-}
-
-
-@dataclass(frozen=True)
-class Principal:
-    name: str
-    scopes: frozenset[str]
-    authenticated: bool
-    agent: str | None = None
-
-    def has(self, scope: str) -> bool:
-        return scope in self.scopes
-
-
-def effective_scopes(granted: frozenset[str]) -> frozenset[str]:
-    out: set[str] = set()
-    for s in granted:
-        out |= IMPLIED.get(s, frozenset())
-    return frozenset(out)
+from gitkb.http.config import ServerConfig, token_digest
+from gitkb.services.access import principals
+from gitkb.services.access.principals import Principal
 
 
 def is_loopback(host: str | None) -> bool:
@@ -81,11 +55,7 @@ def check_bind(host: str, cfg: ServerConfig) -> None:
 
 
 def local_principal() -> Principal:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # pragma: no cover - no passwd entry
-        user = "local"
-    return Principal(f"local:{user}", frozenset(SCOPES), authenticated=False)
+    return principals.local()
 
 
 def authenticate(cfg: ServerConfig, authorization: str | None, client_host: str | None) -> Principal:
@@ -108,35 +78,16 @@ def authenticate(cfg: ServerConfig, authorization: str | None, client_host: str 
             found = spec
     if found is None:
         raise Unauthorized("unknown or revoked token")
-    return Principal(found.name, effective_scopes(found.scopes), authenticated=True, agent=found.agent)
+    return principals.token(found.name, found.scopes, found.agent)
 
 
-def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:
-    """A FastAPI dependency: the caller's principal, which must hold ``scope``."""
-    if scope not in SCOPES:  # pragma: no cover - a typo in a route
-        raise ValueError(scope)
+async def authenticated(request: Request) -> Principal:
+    """A FastAPI dependency: who is calling. What the caller may do is decided by the policy
+    (``gitkb.services.access.policy``) when the route calls the library, not here."""
+    from gitkb.http.state import get_state
 
-    async def dependency(request: Request) -> Principal:
-        from gitkb.http.state import get_state
-
-        cfg = get_state(request).cfg
-        host = request.client.host if request.client else None
-        principal = authenticate(cfg, request.headers.get("authorization"), host)
-        if not principal.has(scope):
-            raise Forbidden(
-                f"token {principal.name!r} lacks the {scope!r} scope",
-                details={"required_scope": scope, "token_scopes": sorted(principal.scopes)},
-            )
-        if principal.agent:
-            route = getattr(request.scope.get("route"), "path", request.url.path)
-            if route not in AGENT_ROUTES:
-                raise Forbidden(
-                    f"token {principal.name!r} is bound to agent {principal.agent!r}; it may only use "
-                    + ", ".join(sorted(AGENT_ROUTES)),
-                    next_steps=["agents use the MCP server (gitkb mcp) for everything else"],
-                )
-        request.state.principal = principal
-        return principal
-
-    dependency.__name__ = f"require_{scope}"
-    return dependency
+    cfg = get_state(request).cfg
+    host = request.client.host if request.client else None
+    principal = authenticate(cfg, request.headers.get("authorization"), host)
+    request.state.principal = principal
+    return principal

@@ -15,10 +15,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from gitkb.core.errors import InvalidArgument
+from gitkb.core.errors import InvalidArgument, Unauthorized
 from gitkb.http.errors import NotImplementedYet, respond
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
+from gitkb.services.access.principals import Principal
 from gitkb.workspace import Workspace
 
 
@@ -58,6 +59,15 @@ def principal_name(request: Request) -> str | None:
     return getattr(p, "name", None)
 
 
+def caller_view(request: Request) -> Workspace:
+    """The Workspace as the authenticated caller (the policy checks every call it makes)."""
+    ws = get_state(request).workspace
+    p = getattr(request.state, "principal", None) or getattr(request.state, "ui_principal", None)
+    if not isinstance(p, Principal):
+        raise Unauthorized("not authenticated")  # pragma: no cover - every route authenticates first
+    return ws.as_principal(p)
+
+
 async def call(
     request: Request,
     method: str,
@@ -70,15 +80,12 @@ async def call(
 ) -> JSONResponse:
     """``Workspace.<method>(*args, **params)`` (None values dropped) → the HTTP answer."""
     state = get_state(request)
-    ws = state.workspace
+    ws = caller_view(request)
     if not has(method):
         raise NotImplementedYet(f"{method} is not available in this version of gitkb")
     kwargs = clean(params)
     check_params(method, kwargs)
     if long and has("promoted"):
-        caller = principal_name(request)
-        if caller:
-            kwargs["caller"] = caller
         result = await run_blocking(state, ws.promoted, method, *args, write=True, **kwargs)
         result.setdefault("Success", True)  # a job's inline result may not carry it; failures always do
     else:

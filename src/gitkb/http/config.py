@@ -14,7 +14,7 @@ write_threads = 4                 # concurrent blocking writes (the writer seria
 [[server.tokens]]
 name = "ci"                       # recorded as the actor / reviewer
 token_env = "GITKB_TOKEN_CI"      # or token_sha256 = "<hex>", or token = "<literal>"
-scopes = ["read", "write"]        # read, write, review, admin
+scopes = ["read", "write"]        # read, propose, write, operate, review, admin
 # agent = "support-bot"           # bind to an agent: only /search_index and the action API, in its KBs
 ```
 
@@ -34,7 +34,7 @@ from typing import Any
 from gitkb.core.config import Settings
 from gitkb.core.errors import InvalidArgument
 
-SCOPES = ("read", "write", "review", "admin")
+SCOPES = ("read", "propose", "write", "operate", "review", "admin")  # the action table's classes
 MiB = 1024 * 1024
 
 

@@ -170,7 +170,11 @@ def _document_index_spec(actions: list[Action], offered: frozenset[str]) -> Tool
     merged: dict[str, Param] = {}
     for a in actions:
         for p in a.wire_params:
-            merged.setdefault(p.name, Param(p.name, p.schema, p.doc))
+            seen = merged.get(p.name)
+            # One schema per parameter name: where actions differ (count, query), what they share;
+            # each action's own range is checked by the policy when it runs.
+            schema = p.schema if seen is None else {k: v for k, v in seen.schema.items() if p.schema.get(k) == v}
+            merged[p.name] = Param(p.name, schema, seen.description if seen else p.doc)
     params = (
         Param("action", {"enum": sorted(a.name for a in actions)},
               "The action to run; each action takes only its own parameters (see the description).", True),

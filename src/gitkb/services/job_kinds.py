@@ -13,7 +13,6 @@ from gitkb.services.context import Context
 from gitkb.services.jobs import Progress, register_kind
 
 
-
 def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     name = params["action"]
     p = dict(params.get("params") or {})

@@ -1,7 +1,8 @@
 """``POST /actions/document_index``: the action API as is (``{"action": NAME, ...params}``).
 
-Read actions need the ``read`` scope, every other action ``write``. This
-server's caps apply (``top_n``, ``count``) and ADD_DOCUMENTS paths must lie in
+The class each action needs is the action table's, checked by the policy when
+the library runs it (an agent-bound token acts as its agent). This server's
+caps apply (``top_n``, ``count``) and ADD_DOCUMENTS paths must lie in
 ``allowed_roots``, exactly as on the dedicated routes.
 """
 
@@ -13,14 +14,13 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.http.auth import require
-from gitkb.http.calls import action, call
+from gitkb.http.auth import authenticated
+from gitkb.http.calls import action
 from gitkb.http.limits import cap, server_path
 from gitkb.http.state import get_state
-from gitkb.services import actions as action_table
+from gitkb.services.access import policy
 
 router = APIRouter(tags=["actions"])
-LONG_ACTIONS = frozenset({"ADD_DOCUMENTS", "RECHUNK"})
 EXAMPLE = {"action": "SEARCH", "query": "rollback checklist", "index_name": "kb", "top_n": 5}
 
 
@@ -41,7 +41,7 @@ def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[st
 
 @router.post(
     "/actions/document_index",
-    dependencies=[Depends(require("read"))],
+    dependencies=[Depends(authenticated)],
     summary="The action API (CREATE_INDEX, ADD_DOCUMENTS, ADD_TEXT, SEARCH, ASK, ...)",
 )
 async def document_index(
@@ -52,15 +52,6 @@ async def document_index(
     name = params.pop("action", None)
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument("the body needs 'action' (e.g. SEARCH, ADD_TEXT, LIST_INDICES)")
-    name = name.strip().upper()
-    if "progress" in params:
-        raise InvalidArgument("progress is not an HTTP parameter; long actions answer with a job_id to poll")
-    read = action_table.is_read(name)
-    who = await require("read" if read else "write")(request)
-    params = guard_params(request, name, params)
-    long = name in LONG_ACTIONS
-    if who.agent:  # confined to the agent's knowledge bases; ids outside are ignored, never widened
-        return await call(
-            request, "document_index_as", who.agent, name, write=not read, promote=long, **params
-        )
-    return await action(request, name, write=not read, long=long, **params)
+    spec = policy.document_index_action(name.strip())
+    params = guard_params(request, spec.name, params)
+    return await action(request, spec.name, write=not spec.is_read, long=spec.promotable, **params)

@@ -12,13 +12,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, action
 from gitkb.http.routes.actions import guard_params
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["documents"])
-READ = [Depends(require("read"))]
-WRITE = [Depends(require("write"))]
 
 
 class Placement(ActionBody):
@@ -54,7 +53,7 @@ async def _guarded(
 
 @router.post(
     "/indexes/{index_name}/documents",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Add files or a directory by server-side path (ADD_DOCUMENTS); long: may answer with a job_id",
 )
 async def add_documents(request: Request, index_name: str, body: AddDocuments) -> JSONResponse:
@@ -63,12 +62,12 @@ async def add_documents(request: Request, index_name: str, body: AddDocuments) -
     )
 
 
-@router.post("/indexes/{index_name}/texts", dependencies=WRITE, summary="Add a text (ADD_TEXT)")
+@router.post("/indexes/{index_name}/texts", dependencies=AUTH, summary="Add a text (ADD_TEXT)")
 async def add_text(request: Request, index_name: str, body: AddText) -> JSONResponse:
     return await action(request, "ADD_TEXT", write=True, index_name=index_name, **body.params())
 
 
-@router.get("/indexes/{index_name}/documents", dependencies=READ, summary="List documents (LIST_DOCUMENTS)")
+@router.get("/indexes/{index_name}/documents", dependencies=AUTH, summary="List documents (LIST_DOCUMENTS)")
 async def list_documents(
     request: Request,
     index_name: str,
@@ -93,7 +92,7 @@ async def list_documents(
 
 @router.get(
     "/indexes/{index_name}/documents/{file_id}",
-    dependencies=READ,
+    dependencies=AUTH,
     summary="Read a document by id (GET_DOCUMENT)",
 )
 async def get_document(
@@ -118,7 +117,7 @@ async def get_document(
 
 @router.get(
     "/indexes/{index_name}/files/{filepath:path}",
-    dependencies=READ,
+    dependencies=AUTH,
     summary="Read a document by path (GET_DOCUMENT)",
 )
 async def get_file(
@@ -143,7 +142,7 @@ async def get_file(
 
 @router.delete(
     "/indexes/{index_name}/documents/{file_id}",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Delete a document by id (DELETE_DOCUMENT)",
 )
 async def delete_document(request: Request, index_name: str, file_id: str) -> JSONResponse:
@@ -152,7 +151,7 @@ async def delete_document(request: Request, index_name: str, file_id: str) -> JS
 
 @router.delete(
     "/indexes/{index_name}/files/{filepath:path}",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Delete a document by path (DELETE_DOCUMENT)",
 )
 async def delete_file(request: Request, index_name: str, filepath: str) -> JSONResponse:
@@ -161,7 +160,7 @@ async def delete_file(request: Request, index_name: str, filepath: str) -> JSONR
 
 @router.post(
     "/indexes/{index_name}/documents/rename",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Rename a document (RENAME_DOCUMENT)",
 )
 async def rename_document(request: Request, index_name: str, body: RenameDocument) -> JSONResponse:

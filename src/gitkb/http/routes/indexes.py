@@ -8,12 +8,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, action
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["indexes"])
-READ = [Depends(require("read"))]
-WRITE = [Depends(require("write"))]
 
 
 class CreateIndex(ActionBody):
@@ -43,29 +42,29 @@ class Rechunk(ActionBody):
     chunk_strategy: str | None = None
 
 
-@router.get("/indexes", dependencies=READ, summary="List indexes (LIST_INDICES)")
+@router.get("/indexes", dependencies=AUTH, summary="List indexes (LIST_INDICES)")
 async def list_indexes(request: Request) -> JSONResponse:
     return await action(request, "LIST_INDICES", write=False)
 
 
-@router.post("/indexes", dependencies=WRITE, summary="Create an index (CREATE_INDEX)")
+@router.post("/indexes", dependencies=AUTH, summary="Create an index (CREATE_INDEX)")
 async def create_index(request: Request, body: CreateIndex) -> JSONResponse:
     return await action(request, "CREATE_INDEX", write=True, **body.params())
 
 
-@router.get("/indexes/stats", dependencies=READ, summary="Per-index statistics (GET_INDICES_STATS)")
+@router.get("/indexes/stats", dependencies=AUTH, summary="Per-index statistics (GET_INDICES_STATS)")
 async def index_stats(request: Request) -> JSONResponse:
     return await action(request, "GET_INDICES_STATS", write=False)
 
 
-@router.post("/indexes/{index_name}/rename", dependencies=WRITE, summary="Rename an index (RENAME_INDEX)")
+@router.post("/indexes/{index_name}/rename", dependencies=AUTH, summary="Rename an index (RENAME_INDEX)")
 async def rename_index(request: Request, index_name: str, body: RenameIndex) -> JSONResponse:
     return await action(request, "RENAME_INDEX", write=True, index_name=index_name, **body.params())
 
 
 @router.get(
     "/indexes/{index_name}/search-settings",
-    dependencies=READ,
+    dependencies=AUTH,
     summary="How an index is ranked, and where each value comes from (GET_SEARCH_SETTINGS)",
 )
 async def get_search_settings(request: Request, index_name: str) -> JSONResponse:
@@ -74,21 +73,21 @@ async def get_search_settings(request: Request, index_name: str) -> JSONResponse
 
 @router.post(
     "/indexes/{index_name}/search-settings",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Set how an index is ranked: fusion, weights, BM25 k1/b (SET_SEARCH_SETTINGS)",
 )
 async def set_search_settings(request: Request, index_name: str, body: SearchSettings) -> JSONResponse:
     return await action(request, "SET_SEARCH_SETTINGS", write=True, index_name=index_name, **body.params())
 
 
-@router.delete("/indexes/{index_name}", dependencies=WRITE, summary="Delete an index (DELETE_INDEX)")
+@router.delete("/indexes/{index_name}", dependencies=AUTH, summary="Delete an index (DELETE_INDEX)")
 async def delete_index(request: Request, index_name: str) -> JSONResponse:
     return await action(request, "DELETE_INDEX", write=True, index_name=index_name)
 
 
 @router.post(
     "/indexes/{index_name}/rechunk",
-    dependencies=WRITE,
+    dependencies=AUTH,
     summary="Re-chunk an index with new settings (RECHUNK); long: may answer with a job_id",
 )
 async def rechunk(request: Request, index_name: str, body: Rechunk) -> JSONResponse:

@@ -10,12 +10,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import Body, call, has
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["status and jobs"])
-READ = [Depends(require("read"))]
-WRITE = [Depends(require("write"))]
 
 
 class Reindex(Body):
@@ -30,7 +29,7 @@ class BuildEmbeddings(Body):
 if has("get_index_status"):
 
     @router.get(
-        "/status", dependencies=READ, summary="Index status: queryable/building/failed, queue, dirty counts"
+        "/status", dependencies=AUTH, summary="Index status: queryable/building/failed, queue, dirty counts"
     )
     async def status(request: Request) -> JSONResponse:
         return await call(request, "get_index_status")
@@ -38,7 +37,7 @@ if has("get_index_status"):
 
 if has("embeddings_status"):
 
-    @router.get("/embeddings", dependencies=READ, summary="Embeddings status: provider, vector count, path")
+    @router.get("/embeddings", dependencies=AUTH, summary="Embeddings status: provider, vector count, path")
     async def embeddings_status(request: Request) -> JSONResponse:
         return await call(request, "embeddings_status")
 
@@ -46,7 +45,7 @@ if has("embeddings_status"):
 if has("reindex"):
 
     @router.post(
-        "/reindex", dependencies=WRITE, summary="Re-index directory-fed indexes; long: may answer a job_id"
+        "/reindex", dependencies=AUTH, summary="Re-index directory-fed indexes; long: may answer a job_id"
     )
     async def reindex(request: Request, body: Reindex) -> JSONResponse:
         return await call(request, "reindex", write=True, long=True, **body.params())
@@ -55,7 +54,7 @@ if has("reindex"):
 if has("build_embeddings"):
 
     @router.post(
-        "/embeddings/build", dependencies=WRITE, summary="Embed what lags; long: may answer a job_id"
+        "/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id"
     )
     async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
         return await call(request, "build_embeddings", write=True, long=True, **body.params())
@@ -63,7 +62,7 @@ if has("build_embeddings"):
 
 if has("list_jobs"):
 
-    @router.get("/jobs", dependencies=READ, summary="Recent jobs, newest first")
+    @router.get("/jobs", dependencies=AUTH, summary="Recent jobs, newest first")
     async def list_jobs(
         request: Request, limit: int | None = Query(None, ge=1, le=500), state: str | None = None
     ) -> JSONResponse:
@@ -72,13 +71,13 @@ if has("list_jobs"):
 
 if has("get_job_result"):
 
-    @router.get("/jobs/{job_id}", dependencies=READ, summary="A job: status, progress, result or error")
+    @router.get("/jobs/{job_id}", dependencies=AUTH, summary="A job: status, progress, result or error")
     async def get_job(request: Request, job_id: str) -> JSONResponse:
         return await call(request, "get_job_result", job_id=job_id)
 
 
 if has("cancel_job"):
 
-    @router.post("/jobs/{job_id}/cancel", dependencies=WRITE, summary="Cancel a queued or running job")
+    @router.post("/jobs/{job_id}/cancel", dependencies=AUTH, summary="Cancel a queued or running job")
     async def cancel_job(request: Request, job_id: str) -> JSONResponse:
         return await call(request, "cancel_job", write=True, job_id=job_id)

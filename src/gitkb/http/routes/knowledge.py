@@ -1,9 +1,9 @@
 """Knowledge bases (named bundles of indexes) and agent bindings (issue: MCP).
 
-Managing them needs ``admin``; reading them ``read``. ``POST /search_index``
-is the agent-scoped search: a token bound to an agent (``agent = "ID"`` in its
-``[[server.tokens]]`` entry) only ever searches that agent's indexes; other
-tokens may name an ``agent_id``. Routes appear once the library offers the method.
+Managing them is ``admin``, reading them ``read`` (the action table says so).
+``POST /search_index`` is the agent-scoped search: a token bound to an agent
+(``agent = "ID"`` in its ``[[server.tokens]]`` entry) only ever searches that
+agent's indexes; other tokens may name an ``agent_id``. Routes appear once the library offers the method.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from gitkb.http.auth import Principal, require
+from gitkb.http.auth import Principal, authenticated
 from gitkb.http.calls import ActionBody, Body, call, has
 from gitkb.http.routes.actions import guard_params
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["knowledge bases"])
-READ = [Depends(require("read"))]
-ADMIN = [Depends(require("admin"))]
 
 
 class CreateKb(Body):
@@ -28,6 +27,7 @@ class CreateKb(Body):
 
 class Assign(Body):
     kbs: list[str]
+    mode: str | None = Field(None, description="read, propose (default) or write")
     read_only: bool | None = None
     default_top_k: int | None = None
 
@@ -50,14 +50,14 @@ class SearchIndex(ActionBody):
 
 if has("list_knowledge_bases"):
 
-    @router.get("/kbs", dependencies=READ, summary="Knowledge bases (all, or one agent's)")
+    @router.get("/kbs", dependencies=AUTH, summary="Knowledge bases (all, or one agent's)")
     async def list_kbs(request: Request, agent_id: str | None = Query(None)) -> JSONResponse:
         return await call(request, "list_knowledge_bases", agent_id=agent_id)
 
 
 if has("kb_create"):
 
-    @router.post("/kbs", dependencies=ADMIN, summary="Create a knowledge base from index names")
+    @router.post("/kbs", dependencies=AUTH, summary="Create a knowledge base from index names")
     async def create_kb(request: Request, body: CreateKb) -> JSONResponse:
         return await call(request, "kb_create", write=True, **body.params())
 
@@ -65,7 +65,7 @@ if has("kb_create"):
 if has("kb_delete"):
 
     @router.delete(
-        "/kbs/{name}", dependencies=ADMIN, summary="Delete a knowledge base (force: unassign it first)"
+        "/kbs/{name}", dependencies=AUTH, summary="Delete a knowledge base (force: unassign it first)"
     )
     async def delete_kb(request: Request, name: str, force: bool = False) -> JSONResponse:
         return await call(request, "kb_delete", write=True, name=name, force=force)
@@ -73,28 +73,28 @@ if has("kb_delete"):
 
 if has("agent_show"):
 
-    @router.get("/agents/{agent_id}", dependencies=READ, summary="An agent's knowledge bases and bindings")
+    @router.get("/agents/{agent_id}", dependencies=AUTH, summary="An agent's knowledge bases and bindings")
     async def show_agent(request: Request, agent_id: str) -> JSONResponse:
         return await call(request, "agent_show", agent_id=agent_id)
 
 
 if has("agent_usage"):
 
-    @router.get("/agents/{agent_id}/usage", dependencies=READ, summary="An agent's query-embedding usage")
+    @router.get("/agents/{agent_id}/usage", dependencies=AUTH, summary="An agent's query-embedding usage")
     async def agent_usage(request: Request, agent_id: str) -> JSONResponse:
         return await call(request, "agent_usage", agent_id=agent_id)
 
 
 if has("agent_assign"):
 
-    @router.post("/agents/{agent_id}/assign", dependencies=ADMIN, summary="Bind an agent to knowledge bases")
+    @router.post("/agents/{agent_id}/assign", dependencies=AUTH, summary="Bind an agent to knowledge bases")
     async def assign(request: Request, agent_id: str, body: Assign) -> JSONResponse:
         return await call(request, "agent_assign", write=True, agent_id=agent_id, **body.params())
 
 
 if has("agent_unassign"):
 
-    @router.post("/agents/{agent_id}/unassign", dependencies=ADMIN, summary="Unbind knowledge bases")
+    @router.post("/agents/{agent_id}/unassign", dependencies=AUTH, summary="Unbind knowledge bases")
     async def unassign(request: Request, agent_id: str, body: Unassign) -> JSONResponse:
         return await call(request, "agent_unassign", write=True, agent_id=agent_id, **body.params())
 
@@ -105,9 +105,7 @@ if has("search_index"):
     async def search_index(
         request: Request,
         body: SearchIndex,
-        who: Principal = Depends(require("read")),  # noqa: B008
+        who: Principal = Depends(authenticated),  # noqa: B008
     ) -> JSONResponse:
         params = guard_params(request, "SEARCH", body.params())
-        if who.agent:
-            params["agent_id"] = who.agent
         return await call(request, "search_index", **params)

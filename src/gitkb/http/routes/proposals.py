@@ -10,12 +10,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, call, has
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["proposals and pull requests"])
-READ = [Depends(require("read"))]
-WRITE = [Depends(require("write"))]
 
 
 class Propose(ActionBody):
@@ -47,28 +46,28 @@ class OpenPull(ActionBody):
 
 if has("propose_kb_edit"):
 
-    @router.post("/proposals", dependencies=WRITE, summary="Stage an edit (propose_kb_edit)")
+    @router.post("/proposals", dependencies=AUTH, summary="Stage an edit (propose_kb_edit)")
     async def propose(request: Request, body: Propose) -> JSONResponse:
         return await call(request, "propose_kb_edit", write=True, **body.params())
 
 
 if has("propose_kb_delete"):
 
-    @router.post("/proposals/delete", dependencies=WRITE, summary="Stage a file deletion (propose_kb_delete)")
+    @router.post("/proposals/delete", dependencies=AUTH, summary="Stage a file deletion (propose_kb_delete)")
     async def propose_delete(request: Request, body: ProposeDelete) -> JSONResponse:
         return await call(request, "propose_kb_delete", write=True, **body.params())
 
 
 if has("propose_kb_rename"):
 
-    @router.post("/proposals/rename", dependencies=WRITE, summary="Stage a file rename (propose_kb_rename)")
+    @router.post("/proposals/rename", dependencies=AUTH, summary="Stage a file rename (propose_kb_rename)")
     async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
         return await call(request, "propose_kb_rename", write=True, **body.params())
 
 
 if has("list_proposals"):
 
-    @router.get("/proposals", dependencies=READ, summary="Proposals (staged by default)")
+    @router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")
     async def list_proposals(
         request: Request, source: str | None = Query(None), state: str | None = Query(None)
     ) -> JSONResponse:
@@ -77,14 +76,14 @@ if has("list_proposals"):
 
 if has("show_proposal"):
 
-    @router.get("/proposals/{proposal_id}", dependencies=READ, summary="One proposal with its diff")
+    @router.get("/proposals/{proposal_id}", dependencies=AUTH, summary="One proposal with its diff")
     async def show_proposal(request: Request, proposal_id: str) -> JSONResponse:
         return await call(request, "show_proposal", proposal_id=proposal_id)
 
 
 if has("discard_proposal"):
 
-    @router.delete("/proposals/{proposal_id}", dependencies=WRITE, summary="Discard a staged proposal")
+    @router.delete("/proposals/{proposal_id}", dependencies=AUTH, summary="Discard a staged proposal")
     async def discard_proposal(request: Request, proposal_id: str) -> JSONResponse:
         return await call(request, "discard_proposal", write=True, proposal_id=proposal_id)
 
@@ -92,7 +91,7 @@ if has("discard_proposal"):
 if has("open_kb_pull_request"):
 
     @router.post(
-        "/pulls", dependencies=WRITE, summary="Open (or update) a pull request: creates a pending review"
+        "/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review"
     )
     async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
         return await call(request, "open_kb_pull_request", write=True, **body.params())
@@ -100,7 +99,7 @@ if has("open_kb_pull_request"):
 
 if has("list_pull_requests"):
 
-    @router.get("/pulls", dependencies=READ, summary="Change requests of a source")
+    @router.get("/pulls", dependencies=AUTH, summary="Change requests of a source")
     async def list_pulls(
         request: Request, source: str = Query(...), state: str | None = Query(None)
     ) -> JSONResponse:
@@ -111,7 +110,7 @@ if has("forge_merge"):
 
     @router.post(
         "/pulls/{source}/{number}/merge",
-        dependencies=WRITE,
+        dependencies=AUTH,
         summary="Local forge: merge a change request into its base; the sync is queued like a webhook's",
     )
     async def merge_pull(request: Request, source: str, number: int) -> JSONResponse:
@@ -120,6 +119,6 @@ if has("forge_merge"):
 
 if has("forge_close"):
 
-    @router.post("/pulls/{source}/{number}/close", dependencies=WRITE, summary="Local forge: close unmerged")
+    @router.post("/pulls/{source}/{number}/close", dependencies=AUTH, summary="Local forge: close unmerged")
     async def close_pull(request: Request, source: str, number: int) -> JSONResponse:
         return await call(request, "forge_close", write=True, source=source, number=number)

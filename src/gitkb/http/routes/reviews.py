@@ -6,11 +6,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from gitkb.http.auth import Principal, require
+from gitkb.http.auth import Principal, authenticated
 from gitkb.http.calls import Body, call, has
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["reviews"])
-READ = [Depends(require("read"))]
 
 
 class Deny(Body):
@@ -19,7 +19,7 @@ class Deny(Body):
 
 if has("list_audit"):
 
-    @router.get("/audit", dependencies=[Depends(require("admin"))], summary="The audit log, newest first")
+    @router.get("/audit", dependencies=[Depends(authenticated)], summary="The audit log, newest first")
     async def audit(
         request: Request, target: str | None = Query(None), limit: int | None = Query(None, ge=1, le=1000)
     ) -> JSONResponse:
@@ -28,7 +28,7 @@ if has("list_audit"):
 
 if has("list_reviews"):
 
-    @router.get("/reviews", dependencies=READ, summary="Reviews (pending first)")
+    @router.get("/reviews", dependencies=AUTH, summary="Reviews (pending first)")
     async def list_reviews(
         request: Request, state: str | None = Query(None), source: str | None = Query(None)
     ) -> JSONResponse:
@@ -38,7 +38,7 @@ if has("list_reviews"):
 if has("show_review"):
 
     @router.get(
-        "/reviews/{review_id}", dependencies=READ, summary="One review: diff, changed_files, decision"
+        "/reviews/{review_id}", dependencies=AUTH, summary="One review: diff, changed_files, decision"
     )
     async def show_review(request: Request, review_id: str) -> JSONResponse:
         return await call(request, "show_review", review_id=review_id)
@@ -50,7 +50,7 @@ if has("approve_review"):
     async def approve(
         request: Request,
         review_id: str,
-        who: Principal = Depends(require("review")),  # noqa: B008
+        who: Principal = Depends(authenticated),  # noqa: B008
     ) -> JSONResponse:
         return await call(request, "approve_review", write=True, review_id=review_id, reviewer=who.name)
 
@@ -62,7 +62,7 @@ if has("deny_review"):
         request: Request,
         review_id: str,
         body: Deny,
-        who: Principal = Depends(require("review")),  # noqa: B008
+        who: Principal = Depends(authenticated),  # noqa: B008
     ) -> JSONResponse:
         return await call(
             request, "deny_review", write=True, review_id=review_id, reason=body.reason, reviewer=who.name

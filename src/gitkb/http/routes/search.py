@@ -6,12 +6,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, action
 from gitkb.http.routes.actions import guard_params
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["search"])
-READ = [Depends(require("read"))]
 
 
 class SearchBody(ActionBody):
@@ -31,13 +31,13 @@ class AskBody(SearchBody):
     pass
 
 
-@router.post("/search", dependencies=READ, summary="Search: every hit is a citation")
+@router.post("/search", dependencies=AUTH, summary="Search: every hit is a citation")
 async def search(request: Request, body: SearchBody) -> JSONResponse:
     params = guard_params(request, "SEARCH", body.params())
     return await action(request, "SEARCH", write=False, **params)
 
 
-@router.post("/ask", dependencies=READ, summary="Ask: an answer with citations (ASK)")
+@router.post("/ask", dependencies=AUTH, summary="Ask: an answer with citations (ASK)")
 async def ask(request: Request, body: AskBody) -> JSONResponse:
     params = guard_params(request, "ASK", body.params())
     return await action(request, "ASK", write=False, **params)

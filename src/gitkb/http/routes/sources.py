@@ -9,12 +9,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from gitkb.http.auth import require
+from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, Body, call, has
 
+AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["sources"])
-READ = [Depends(require("read"))]
-WRITE = [Depends(require("write"))]
 
 
 class AddSource(ActionBody):
@@ -40,7 +39,7 @@ class SyncSource(Body):
 
 if has("source_list"):
 
-    @router.get("/sources", dependencies=READ, summary="Registered sources (secrets never shown)")
+    @router.get("/sources", dependencies=AUTH, summary="Registered sources (secrets never shown)")
     async def list_sources(request: Request) -> JSONResponse:
         return await call(request, "source_list")
 
@@ -48,7 +47,7 @@ if has("source_list"):
 if has("source_add"):
 
     @router.post(
-        "/sources", dependencies=WRITE, summary="Register a git source (creates its index if missing)"
+        "/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)"
     )
     async def add_source(request: Request, body: AddSource) -> JSONResponse:
         return await call(request, "source_add", write=True, **body.params())
@@ -56,7 +55,7 @@ if has("source_add"):
 
 if has("source_sync"):
 
-    @router.post("/sources/{name}/sync", dependencies=WRITE, summary="Fetch and re-index what changed; long")
+    @router.post("/sources/{name}/sync", dependencies=AUTH, summary="Fetch and re-index what changed; long")
     async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
         extra = body.params() if body else {}
         return await call(request, "source_sync", write=True, long=True, source=name, **extra)
@@ -64,6 +63,6 @@ if has("source_sync"):
 
 if has("source_remove"):
 
-    @router.delete("/sources/{name}", dependencies=WRITE, summary="Remove a source (and its documents)")
+    @router.delete("/sources/{name}", dependencies=AUTH, summary="Remove a source (and its documents)")
     async def remove_source(request: Request, name: str, keep_documents: bool = False) -> JSONResponse:
         return await call(request, "source_remove", write=True, source=name, keep_documents=keep_documents)

@@ -16,12 +16,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from gitkb.core import action_table
 from gitkb.core.errors import Unauthorized
-from gitkb.http.auth import require
+from gitkb.http.auth import Principal, authenticated
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
 from gitkb.services import webhook_intake as intake
 from gitkb.services import webhooks as wh
+from gitkb.services.access import policy
 from gitkb.services.webhooks import WebhookEvent
 from gitkb.stores.catalog.sources import SourceRow
 
@@ -118,10 +120,10 @@ async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
 @router.post(
     "/generic",
     openapi_extra=JSON_BODY,
-    dependencies=[Depends(require("write"))],
-    summary="CI: {source, commit} with a bearer token of scope write",
+    summary="CI: {source, commit} with a bearer token of scope operate (or write)",
 )
-async def generic(request: Request) -> JSONResponse:
+async def generic(request: Request, who: Principal = Depends(authenticated)) -> JSONResponse:  # noqa: B008
+    policy.authorize(who, action_table.ACTIONS["source_sync"])  # a sync: the operate class
     state = get_state(request)
     name, commit = wh.parse_generic(wh.decode_json(await request.body()))
     row, _ = await _source(state, name, ())

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from gitkb.core.errors import GitkbError
-from gitkb.http.calls import check_params, clean, has
+from gitkb.http.calls import caller_view, check_params, clean, has
 from gitkb.http.errors import status_for
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
@@ -129,7 +129,7 @@ async def ws_call(
             "code": "not_implemented",
         }
     check_params(method, kwargs)
-    result = await run_blocking(state, getattr(state.workspace, method), *args, write=write, **kwargs)
+    result = await run_blocking(state, getattr(caller_view(request), method), *args, write=write, **kwargs)
     return dict(result)
 
 
