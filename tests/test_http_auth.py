@@ -61,10 +61,11 @@ def test_missing_malformed_and_unknown_tokens(secured: TestClient) -> None:
 
 def test_scopes(secured: TestClient) -> None:
     assert secured.get("/indexes", headers=bearer("reader")).status_code == 200
-    r = secured.post("/indexes", json={"index_name": "kb"}, headers=bearer("reader"))
-    assert r.status_code == 403 and code_of(r) == "forbidden"
-    assert r.json()["error"]["details"]["required_scope"] == "write"
-    assert secured.post("/indexes", json={"index_name": "kb"}, headers=bearer("writer")).status_code == 200
+    for who in ("reader", "writer", "reviewer"):  # creating an index is admin: write is content only
+        r = secured.post("/indexes", json={"index_name": "kb"}, headers=bearer(who))
+        assert r.status_code == 403 and code_of(r) == "forbidden", who
+        assert r.json()["error"]["details"]["required_class"] == "admin"
+    assert secured.post("/indexes", json={"index_name": "kb"}, headers=bearer("admin")).status_code == 200
     # a reviewer reads and reviews but does not write
     assert secured.post("/search", json={"query": "x"}, headers=bearer("reviewer")).status_code == 200
     r = secured.post("/indexes/kb/texts", json={"text": "t"}, headers=bearer("reviewer"))
@@ -95,11 +96,20 @@ def test_health_is_open(secured: TestClient) -> None:
     assert secured.get("/readyz").status_code == 200
 
 
-def test_effective_scopes() -> None:
-    assert auth.effective_scopes(frozenset({"read"})) == {"read"}
-    assert auth.effective_scopes(frozenset({"write"})) == {"read", "write"}
-    assert auth.effective_scopes(frozenset({"review"})) == {"read", "review"}
-    assert auth.effective_scopes(frozenset({"admin"})) == {"read", "write", "review", "admin"}
+def test_token_scopes_are_classes() -> None:
+    """Scopes are the action table's classes; ``write`` keeps its old meaning (read + write + operate)."""
+    from gitkb.services.access import principals
+
+    def classes(*scopes: str) -> set[str]:
+        return set(principals.token("t", frozenset(scopes)).classes)
+
+    assert classes("read") == {"read"}
+    assert classes("write") == {"read", "propose", "write", "operate"}
+    assert classes("propose") == {"read", "propose"}
+    assert classes("operate") == {"read", "operate"}
+    assert classes("review") == {"read", "review"}
+    assert classes("admin") == {"read", "propose", "write", "operate", "review", "admin"}
+    assert classes("review", "propose") == {"read", "review", "propose"}
 
 
 def test_every_configured_token_is_compared(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,6 +39,8 @@ FILL = {
     "name": "no-such",
     "proposal_id": "prop_missing",
     "review_id": "rev_missing",
+    "number": "1",
+    "source": "no-such",
 }
 
 
@@ -90,6 +92,9 @@ class Walk:
         if content is None:
             return None
         schema = self._resolve(content.get("schema", {}))
+        refs = [a for a in schema.get("anyOf", []) if "$ref" in a]  # an optional body: Model | None
+        if refs:
+            schema = self._resolve(refs[0])
         if "properties" not in schema:  # the action API's free-form object
             return {"action": "LIST_INDICES"}
         sample = {"string": "x", "integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}

@@ -40,7 +40,8 @@ def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
     (home / "gitkb.toml").write_text(TOML)
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        ok(c.post("/sources", json={"name": SOURCE, "url": str(upstream.remote)}, headers=as_("writer")))
+        # adding a source is admin (here the operator, in-process); a write token syncs it (operate)
+        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
         ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))
         yield c
 
@@ -62,7 +63,7 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     assert ok(api.get("/reviews", headers=as_("reader")))["Reviews"][0]["review_id"] == rid
     for who in ("reader", "writer"):
         r = api.post(f"/reviews/{rid}/approve", headers=as_(who))
-        assert r.status_code == 403 and r.json()["error"]["details"]["required_scope"] == "review"
+        assert r.status_code == 403 and r.json()["error"]["details"]["required_class"] == "review"
     done = ok(api.post(f"/reviews/{rid}/approve", headers=as_("alice")))
     assert done["review_state"] == "approved" and done["number"]
     assert {"path": PAGE, "status": "M"} in [
@@ -76,7 +77,10 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     # the local forge merges; the sync (queued like a webhook's) brings the new text in
     pulls = ok(api.get("/pulls", params={"source": SOURCE}, headers=as_("reader")))
     assert pulls
-    merged = ok(api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("writer")))
+    # merging on the local forge is a reviewer's act (class review): a write token may not
+    r = api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("writer"))
+    assert r.status_code == 403 and r.json()["error"]["details"]["required_class"] == "review"
+    merged = ok(api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("alice")))
     job = merged.get("job_id") or (merged.get("sync") or {}).get("job_id")
     deadline = time.time() + 60
     while job and time.time() < deadline:

@@ -84,15 +84,16 @@ def test_agent_show_read_only_and_default_top_k(ws: Any) -> None:
     ids = _setup(ws)
     ws.kb_create("ops", ["runbooks"])
     ws.kb_create("legal", ["policies", "runbooks"])
-    ws.agent_assign("bot", ["ops"], default_top_k=3)
+    ws.agent_assign("bot", ["ops"], mode="write", default_top_k=3)
     shown = ws.agent_assign("bot", ["legal"], read_only=True)
     assert shown["Success"] and shown["default_top_k"] == 3  # kept when not given again
     access = {i["index_name"]: i for i in shown["Indexes"]}
     assert access["runbooks"]["read_only"] is False and sorted(access["runbooks"]["via"]) == ["legal", "ops"]
     assert access["policies"]["read_only"] is True
+    assert (access["runbooks"]["mode"], access["policies"]["mode"]) == ("write", "read")
     sc = scope.load_scope(ws.ctx, "bot")
     assert sc.readable == {ids["runbooks"], ids["policies"]}
-    assert sc.writable == {ids["runbooks"]}
+    assert sc.writable == sc.proposable == {ids["runbooks"]}
     assert sc.default_top_k == 3
     assert ws.agent_unassign("bot", ["ops"])["unassigned"] == ["ops"]
     assert scope.load_scope(ws.ctx, "bot").writable == frozenset()

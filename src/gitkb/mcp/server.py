@@ -86,7 +86,11 @@ def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, An
     if name not in offered:
         return failure(Forbidden(f"tool {name!r} is not offered here; offered: {', '.join(offered)}")), False
     spec, fn = offered[name]
-    problems = validation_errors(spec, args)
+    offered_actions = spec.input_schema["properties"].get("action", {}).get("enum", [])
+    if name == "document_index" and _known_action(args.get("action")) and args["action"] not in offered_actions:
+        problems = []  # an action of the table this caller is not offered: the policy refuses it (forbidden)
+    else:
+        problems = validation_errors(spec, args)
     if problems:
         return failure(InvalidArgument(f"{name}: " + "; ".join(problems))), False
     try:
@@ -103,6 +107,12 @@ def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, An
     if isinstance(out.get("next_steps"), list):  # name only tools this caller has
         out = {**out, "next_steps": tools.steps_for(frozenset(offered))(out["next_steps"])}
     return out, tools.carries_passages(spec, args)
+
+
+def _known_action(action: Any) -> bool:
+    from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
+
+    return isinstance(action, str) and action.upper() in DOCUMENT_INDEX_NAMES
 
 
 def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:

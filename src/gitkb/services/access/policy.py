@@ -64,8 +64,8 @@ def validate(spec: Action, params: Mapping[str, Any], *, local: bool = True) -> 
         raise InvalidArgument(f"{spec.name} needs {', '.join(missing)}")
     for group in spec.exclusive:
         given = [g for g in group if _present(params.get(g))]
-        if len(given) > 1:
-            raise InvalidArgument(f"{spec.name} takes one of {', '.join(group)}, not {' and '.join(given)}")
+        if len(given) > 1:  # groups are pairs
+            raise InvalidArgument(f"{spec.name} takes one of {' or '.join(group)}: both were given")
     for name, value in params.items():
         schema = allowed[name].schema
         if schema.get("type") != "integer" or value is None:
