@@ -39,7 +39,7 @@ MAX_TOP_N = 100  # SEARCH / ASK results (an evaluation needs 100-deep lists)
 MAX_TOP_K = 50  # search_index results for an agent
 MAX_QUERY_CHARS = 4000
 MAX_PAGE = 50  # LIST_DOCUMENTS page
-MAX_READ_COUNT = 100_000  # GET_DOCUMENT page (lines, chars or chunks)
+MAX_READ_COUNT = 10 * 1024 * 1024  # GET_DOCUMENT page (lines, chars or chunks): a whole 10 MB file
 MAX_LIST = 1000  # jobs, audit entries, reviews ... per page
 
 STRING: dict[str, Any] = {"type": "string"}
