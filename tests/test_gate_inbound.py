@@ -217,6 +217,8 @@ def test_proposal_sha_via_the_library_and_the_cli(gate: TestClient, home: Path) 
     res = CliRunner().invoke(cli, ["--home", str(home), "source", "sync", SOURCE, "--commit", sha])
     assert res.exit_code == 1, res.output
     assert "not on branch 'main'" in res.output
+    res = CliRunner().invoke(cli, ["--home", str(home), "source", "rollback", SOURCE, sha])
+    assert res.exit_code == 1 and "not on branch 'main'" in res.output, res.output
     unchanged(gate, before, home)
 
 
