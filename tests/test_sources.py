@@ -189,8 +189,13 @@ def test_sync_to_an_explicit_commit(source_ws: Any, upstream: Upstream) -> None:
     upstream.write("docs/runbooks/new.md", "---\ntitle: New\n---\n# New\n\nbrand new runbook about zebras\n")
     upstream.commit_push("new runbook")
     assert source_ws.source_sync(SOURCE)["added"] == ["docs/runbooks/new.md"]
-    back = source_ws.source_sync(SOURCE, commit=first)
-    assert back["commit"] == first and back["deleted"] == ["docs/runbooks/new.md"]
+    # a sync never moves an index back: an older commit of the branch is a no-op reported as stale
+    stale = source_ws.source_sync(SOURCE, commit=first)
+    assert stale["Success"] and stale["status"] == "stale" and "rollback" in stale["Message"]
+    assert hits(source_ws, "zebras")
+    # moving back is the explicit admin action
+    back = source_ws.source_rollback(SOURCE, first)
+    assert back["commit"] == first and back["deleted"] == ["docs/runbooks/new.md"] and back["rolled_back"]
     assert not hits(source_ws, "zebras")
 
 

@@ -306,6 +306,14 @@ class Workspace:
         return {"Success": True, **jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)}
 
     @tool
+    def source_rollback(self, source: str, commit: str, progress: Any = None) -> dict[str, Any]:
+        """Admin: move the source's indexes back to an older commit of its tracked branch (no sync does)."""
+        from gitkb.services import sources
+
+        params = {"source": source, "commit": commit}
+        return {"Success": True, **jobs.run_inline(self.ctx, sources.ROLLBACK_JOB_KIND, params, progress=progress)}
+
+    @tool
     def source_remove(self, source: str, keep_documents: bool = False) -> dict[str, Any]:
         from gitkb.services import sources
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gitkb.core.errors import NotFound
+from gitkb.core.errors import NotFound, StoreUnavailable
 from gitkb.services import sources  # registers the source_sync job kind (recovery after a crash needs it)
 from gitkb.services.context import Context
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
@@ -58,9 +58,22 @@ def set_webhook_secret(ctx: Context, source: str, secret: str | None) -> dict[st
 
 def request_sync(ctx: Context, row: SourceRow, commit: str) -> dict[str, Any]:
     """Enqueue the source's sync to ``commit``: the same job, deduplicated per (source, commit),
-    that a local-forge merge enqueues. ``{job_id, queued, deduplicated, reason?}``; no job when
-    the source is already at that commit."""
-    return dict(sources.request_sync(ctx, row.name, commit))
+    that a local-forge merge enqueues. ``{job_id, queued, deduplicated, reason?}``.
+
+    The payload's sha is a hint: the tracked branch is fetched first and a commit not reachable
+    from its head (a staged proposal, another branch, an unknown id) is refused with
+    ``InvalidArgument`` before anything is queued; one already synced, or older than the synced
+    commit (a replayed delivery), queues nothing (``status: stale``). When the remote cannot be
+    reached now the job is queued anyway: the sync makes the same checks when it runs."""
+    try:
+        seen = sources.check_target(ctx, row.name, commit)
+    except StoreUnavailable:
+        seen = {"status": "sync", "commit": commit}
+    if seen["status"] != "sync":
+        return {"source": row.name, "commit": seen["commit"], "queued": False, "job_id": None,
+                "deduplicated": seen["status"] == "unchanged", "status": seen["status"],
+                "reason": seen["reason"]}  # fmt: skip
+    return dict(sources.request_sync(ctx, row.name, seen["commit"]))
 
 
 def accept(
@@ -105,4 +118,6 @@ def accept(
         out["deduplicated"] = True  # the same sync was already queued (e.g. by a local-forge merge)
     if sync.get("reason"):
         out["reason"] = sync["reason"]
+    if sync.get("status"):
+        out["status"] = sync["status"]  # stale: older than the synced commit, nothing to do
     return out

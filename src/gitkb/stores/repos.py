@@ -206,6 +206,16 @@ class ManagedRepo:
         """A commit sha for ``rev`` (sha, ref name, branch, ``origin/main``...)."""
         return str(self._commit(rev).id)
 
+    def commit_by_id(self, hexsha: str) -> str | None:
+        """The full id of the commit whose id is or starts with ``hexsha`` (hex digits only: no ref
+        names, no revision expressions); None when no object or an ambiguous one has that id, or it
+        is no commit."""
+        try:
+            obj = self._repo.get(hexsha)
+        except (ValueError, pygit2.GitError):
+            return None
+        return str(obj.id) if isinstance(obj, pygit2.Commit) else None
+
     def head(self, branch: str) -> str | None:
         """The local branch ``refs/heads/<branch>``, or None."""
         _check_branch(branch)

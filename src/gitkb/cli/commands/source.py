@@ -97,6 +97,14 @@ def sync(name: str, commit: str | None, full: bool) -> None:
     run(lambda ws: ws.source_sync(name, commit=commit, full=full), _render_sync)
 
 
+@source_group.command("rollback")
+@click.argument("name")
+@click.argument("commit")
+def rollback(name: str, commit: str) -> None:
+    """Admin: move source NAME's indexes back to COMMIT, an older commit of its tracked branch."""
+    run(lambda ws: ws.source_rollback(name, commit), _render_sync)
+
+
 @source_group.command("remove")
 @click.argument("name")
 @click.option("--keep-documents", is_flag=True, help="Leave the synced documents in the indexes.")

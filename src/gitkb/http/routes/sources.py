@@ -33,7 +33,9 @@ class AddSource(ActionBody):
 
 
 class SyncSource(Body):
-    commit: str | None = Field(None, description="sync to this commit instead of the branch head")
+    commit: str | None = Field(
+        None, description="sync to this commit of the tracked branch instead of its head (never an older one)"
+    )
     full: bool = Field(False, description="compare whole trees instead of the history")
 
 
@@ -59,6 +61,20 @@ if has("source_sync"):
     async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
         extra = body.params() if body else {}
         return await call(request, "source_sync", write=True, long=True, source=name, **extra)
+
+
+class RollbackSource(Body):
+    commit: str = Field(description="an older commit of the tracked branch to move the indexes back to")
+
+
+if has("source_rollback"):
+
+    @router.post(
+        "/sources/{name}/rollback", dependencies=AUTH,
+        summary="Admin: move a source's indexes back to an older commit of its branch; long",
+    )  # fmt: skip
+    async def rollback_source(request: Request, name: str, body: RollbackSource) -> JSONResponse:
+        return await call(request, "source_rollback", write=True, long=True, source=name, **body.params())
 
 
 if has("source_remove"):

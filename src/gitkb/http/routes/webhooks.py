@@ -3,9 +3,13 @@
 Order of checks, each refusing with nothing enqueued: body size and JSON content
 type (``BodyGate``, 413/415) → a signature header at all (401) → a JSON object
 (400) → the source, by ``?source=NAME`` or the payload's repository URL (404) →
-the signature against that source's secret (401) → the event. A merge or push
-to the source's branch answers 202 with the sync job id; a replayed delivery id
-200 with ``{"duplicate": true, "job_id": <first delivery's job>}``; a ping or an
+the signature against that source's secret (401) → the event → its commit, a
+hint checked against the tracked branch fetched from the remote: not reachable
+from its head (a staged proposal, another branch, an unknown id) 400
+``invalid_argument``; the synced commit or an older one (a delivery replayed
+under a new id) 200 ``{"status": "stale"}`` with no job. A merge or push to the
+source's branch answers 202 with the sync job id; a replayed delivery id 200
+with ``{"duplicate": true, "job_id": <first delivery's job>}``; a ping or an
 event that needs no sync 200.
 """
 

@@ -4,6 +4,7 @@ Public API::
 
     add_source, list_sources, remove_source, resolve_source   # registry
     sync_source, sync_job                                     # sync (a plain job function)
+    rollback_job, check_target                                # the admin's move back; a dry check
     request_sync                                              # deduplicated per (source, commit)
     forge_merge, forge_close, list_pull_requests              # the local forge's buttons
     change_request_closed                                     # a CR closed unmerged
@@ -21,12 +22,14 @@ from gitkb.services.sources.merges import (
     request_sync,
 )
 from gitkb.services.sources.registry import add_source, list_sources, remove_source, resolve_source
-from gitkb.services.sources.sync import sync_job, sync_source
+from gitkb.services.sources.sync import ROLLBACK_JOB_KIND, check_target, rollback_job, sync_job, sync_source
 
 __all__ = [
+    "ROLLBACK_JOB_KIND",
     "SYNC_JOB_KIND",
     "add_source",
     "change_request_closed",
+    "check_target",
     "forge_close",
     "forge_merge",
     "list_pull_requests",
@@ -34,6 +37,7 @@ __all__ = [
     "list_sources",
     "remove_source",
     "resolve_source",
+    "rollback_job",
     "sync_job",
     "sync_source",
 ]
@@ -44,6 +48,8 @@ def _register_job_kind() -> None:
 
     if SYNC_JOB_KIND not in JOB_KINDS:
         register_kind(SYNC_JOB_KIND, sync_job, resumable=True)
+    if ROLLBACK_JOB_KIND not in JOB_KINDS:
+        register_kind(ROLLBACK_JOB_KIND, rollback_job, resumable=True)
 
 
 _register_job_kind()
