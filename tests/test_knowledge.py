@@ -165,8 +165,12 @@ def test_cli_kb_and_agent(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     listed = gitkb("kb", "list")
     assert "ops" in listed.output and "a, b" in listed.output
     assigned = gitkb("agent", "assign", "bot", "ops", "--read-only")
-    assert assigned.exit_code == 0 and "read-only" in assigned.output
-    assert "read-only" in gitkb("agent", "show", "bot").output
+    assert assigned.exit_code == 0 and "mode read" in assigned.output
+    assert "read" in gitkb("agent", "show", "bot").output.split("mode", 1)[1]
+    proposing = gitkb("agent", "assign", "bot", "ops")  # the default mode is propose
+    assert proposing.exit_code == 0 and "mode propose" in proposing.output
+    assert gitkb("agent", "assign", "bot", "ops", "--mode", "write").exit_code == 0
+    assert gitkb("agent", "assign", "bot", "ops", "--mode", "admin").exit_code == 2  # agents never get more
     assert "no query embeddings" in gitkb("agent", "usage", "bot").output
     assert gitkb("kb", "delete", "ops").exit_code == 1
     assert gitkb("kb", "delete", "ops", "--force").exit_code == 0

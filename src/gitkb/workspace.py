@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
 from gitkb.services import actions, jobs, knowledge, scope, status, ttl
@@ -193,7 +194,7 @@ class Workspace:
         caller = params.pop("caller", None) if self.principal.is_local else None  # the operator names one
         if method == "document_index":
             return self._document_index(params.pop("action", None), params, promote=True, wait=wait_s)
-        if method not in policy.table.ACTIONS and self.principal.is_local and method in jobs.JOB_KINDS:
+        if method not in ACTION_TABLE and self.principal.is_local and method in jobs.JOB_KINDS:
             return self._promote(method, params, wait_s, caller)  # a job kind of the operator's own
         spec = policy.action(method)
         if not spec.promotable:

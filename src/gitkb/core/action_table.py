@@ -83,6 +83,8 @@ class Action:
     agents: bool = False  # ever offered to agents (their binding mode still decides)
     exclusive: tuple[tuple[str, ...], ...] = ()  # at most one of each group
     target: str | None = None  # the parameter naming the index or source acted on
+    builds: bool = False  # while it runs, the indexes it touches report ``building``
+    passages: bool = False  # its answer holds retrieved document text (fenced as data for agents)
     cli: str = ""  # the CLI command that runs it
     fields: dict[str, Param] = field(init=False, repr=False, compare=False)
 
@@ -114,6 +116,8 @@ class Action:
             "promotable": self.promotable,
             "resumable": self.resumable,
             "agents": self.agents,
+            "builds": self.builds,
+            "passages": self.passages,
             "cli": self.cli,
         }
 
@@ -173,7 +177,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "create an index",
         "gitkb index create",
         target="index_name",
-    ),  # fmt: skip
+    ),
     _di(
         "RENAME_INDEX",
         "admin",
@@ -182,7 +186,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb index rename",
         target="index_name",
         resumable=True,
-    ),  # fmt: skip
+    ),
     _di(
         "DELETE_INDEX",
         "admin",
@@ -191,7 +195,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb index delete",
         target="index_name",
         resumable=True,
-    ),  # fmt: skip
+        builds=True,
+    ),
     _di("LIST_INDICES", "read", (), "the indexes", "gitkb index list", agents=True),
     _di(
         "GET_INDICES_STATS",
@@ -200,7 +205,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "documents, chunks and settings per index",
         "gitkb index stats",
         agents=True,
-    ),  # fmt: skip
+    ),
     _di(
         "SET_SEARCH_SETTINGS",
         "admin",
@@ -209,7 +214,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb index tune",
         target="index_name",
         resumable=True,
-    ),  # fmt: skip
+    ),
     _di(
         "GET_SEARCH_SETTINGS",
         "read",
@@ -218,7 +223,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb index tune",
         target="index_name",
         agents=True,
-    ),  # fmt: skip
+    ),
     _di(
         "ADD_DOCUMENTS",
         "write",
@@ -235,7 +240,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         target="index_name",
         promotable=True,
         resumable=True,
-    ),  # fmt: skip
+        builds=True,
+    ),
     _di(
         "ADD_TEXT",
         "write",
@@ -246,7 +252,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         promotable=True,
         resumable=True,
         agents=True,
-    ),  # fmt: skip
+    ),
     _di(
         "LIST_DOCUMENTS",
         "read",
@@ -262,7 +268,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb docs list",
         target="index_name",
         agents=True,
-    ),  # fmt: skip
+        passages=True,
+    ),
     _di(
         "GET_DOCUMENT",
         "read",
@@ -279,7 +286,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         target="index_name",
         agents=True,
         exclusive=(("file_id", "filepath"),),
-    ),  # fmt: skip
+        passages=True,
+    ),
     _di(
         "DELETE_DOCUMENT",
         "write",
@@ -290,7 +298,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         resumable=True,
         agents=True,
         exclusive=(("file_id", "filepath"),),
-    ),  # fmt: skip
+    ),
     _di(
         "RENAME_DOCUMENT",
         "write",
@@ -299,8 +307,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "gitkb docs mv",
         target="index_name",
         agents=True,
-    ),  # fmt: skip
-    _di("SEARCH", "read", SEARCHING, "search with citations", "gitkb search", agents=True),
+    ),
+    _di("SEARCH", "read", SEARCHING, "search with citations", "gitkb search", agents=True, passages=True),
     _di(
         "ASK",
         "read",
@@ -308,7 +316,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         "an answer quoted from the sources, with footnotes",
         "gitkb ask",
         agents=True,
-    ),  # fmt: skip
+        passages=True,
+    ),
     _di(
         "RECHUNK",
         "operate",
@@ -318,7 +327,8 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
         target="index_name",
         promotable=True,
         resumable=True,
-    ),  # fmt: skip
+        builds=True,
+    ),
 )
 
 
@@ -335,7 +345,7 @@ METHODS: tuple[Action, ...] = (
         "queryable/building/failed, queue, in-flight job, dirty counts",
         "gitkb status",
         agents=True,
-    ),  # fmt: skip
+    ),
     _m(
         "get_job_result",
         "read",
@@ -343,28 +353,28 @@ METHODS: tuple[Action, ...] = (
         "the state of a job",
         "gitkb jobs get",
         agents=True,
-    ),  # fmt: skip
+    ),
     _m(
         "list_jobs",
         "read",
         (P("limit", _int(1, MAX_LIST)), P("state", STRING)),
         "the job queue",
         "gitkb jobs list",
-    ),  # fmt: skip
+    ),
     _m(
         "wait_job",
         "read",
         (P("job_id", ID, required=True), P("timeout", {"type": "number", "minimum": 0}), PROGRESS),
         "wait for a job to finish",
         "gitkb jobs wait",
-    ),  # fmt: skip
+    ),
     _m(
         "cancel_job",
         "operate",
         (P("job_id", ID, required=True),),
         "cancel a queued or running job",
         "gitkb jobs cancel",
-    ),  # fmt: skip
+    ),
     _m(
         "reindex",
         "operate",
@@ -374,7 +384,8 @@ METHODS: tuple[Action, ...] = (
         promotable=True,
         resumable=True,
         target="index_name",
-    ),  # fmt: skip
+        builds=True,
+    ),
     _m(
         "purge_expired",
         "operate",
@@ -383,7 +394,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb purge-expired",
         promotable=True,
         resumable=True,
-    ),  # fmt: skip
+    ),
     # embeddings
     _m(
         "embeddings_status",
@@ -392,7 +403,7 @@ METHODS: tuple[Action, ...] = (
         "the embedding identity and vector counts",
         "gitkb embeddings status",
         agents=True,
-    ),  # fmt: skip
+    ),
     _m(
         "build_embeddings",
         "operate",
@@ -401,7 +412,8 @@ METHODS: tuple[Action, ...] = (
         "gitkb embeddings build",
         promotable=True,
         resumable=True,
-    ),  # fmt: skip
+        builds=True,
+    ),
     _m(
         "reembed",
         "operate",
@@ -411,14 +423,15 @@ METHODS: tuple[Action, ...] = (
         promotable=True,
         resumable=True,
         target="index_name",
-    ),  # fmt: skip
+        builds=True,
+    ),
     _m(
         "set_embedding_identity",
         "admin",
         (P("provider", NAME, required=True), P("model", STRING)),
         "change the workspace's embedding identity",
         "gitkb embeddings use",
-    ),  # fmt: skip
+    ),
     # sources
     _m(
         "source_add",
@@ -437,7 +450,7 @@ METHODS: tuple[Action, ...] = (
         ),
         "follow a git repository",
         "gitkb source add",
-    ),  # fmt: skip
+    ),
     _m("source_list", "read", (), "the sources", "gitkb source list"),
     _m(
         "source_sync",
@@ -448,7 +461,19 @@ METHODS: tuple[Action, ...] = (
         promotable=True,
         resumable=True,
         target="source",
-    ),  # fmt: skip
+        builds=True,
+    ),
+    _m(
+        "source_rollback",
+        "admin",
+        (SOURCE, P("commit", {"type": "string", "minLength": 7, "maxLength": 64}, required=True), PROGRESS),
+        "move a source's indexes back to an older commit of its tracked branch",
+        "gitkb source rollback",
+        promotable=True,
+        resumable=True,
+        target="source",
+        builds=True,
+    ),
     _m(
         "source_remove",
         "admin",
@@ -456,7 +481,7 @@ METHODS: tuple[Action, ...] = (
         "stop following a source",
         "gitkb source remove",
         target="source",
-    ),  # fmt: skip
+    ),
     # proposals and reviews
     _m(
         "propose_kb_edit",
@@ -467,7 +492,7 @@ METHODS: tuple[Action, ...] = (
         agents=True,
         target="source_id_or_index",
         exclusive=(("content", "search"),),
-    ),  # fmt: skip
+    ),
     _m(
         "propose_kb_delete",
         "propose",
@@ -476,7 +501,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb propose --delete",
         agents=True,
         target="source_id_or_index",
-    ),  # fmt: skip
+    ),
     _m(
         "propose_kb_rename",
         "propose",
@@ -485,28 +510,28 @@ METHODS: tuple[Action, ...] = (
         "gitkb propose --rename-to",
         agents=True,
         target="source_id_or_index",
-    ),  # fmt: skip
+    ),
     _m(
         "list_proposals",
         "read",
         (P("source", REF), P("state", STRING)),
         "staged proposals",
         "gitkb proposals list",
-    ),  # fmt: skip
+    ),
     _m(
         "show_proposal",
         "read",
         (P("proposal_id", ID, required=True),),
         "one proposal with its diff",
         "gitkb proposals show",
-    ),  # fmt: skip
+    ),
     _m(
         "discard_proposal",
         "propose",
         (P("proposal_id", ID, required=True),),
         "drop a staged proposal",
         "gitkb proposals discard",
-    ),  # fmt: skip
+    ),
     _m(
         "open_kb_pull_request",
         "propose",
@@ -521,7 +546,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb pr open",
         agents=True,
         target="source_id_or_index",
-    ),  # fmt: skip
+    ),
     _m(
         "list_pull_requests",
         "read",
@@ -529,14 +554,14 @@ METHODS: tuple[Action, ...] = (
         "change requests of a source",
         "gitkb pr list",
         target="source",
-    ),  # fmt: skip
+    ),
     _m(
         "list_reviews",
         "read",
         (P("state", STRING), P("source", REF)),
         "reviews, pending first",
         "gitkb review list",
-    ),  # fmt: skip
+    ),
     _m("show_review", "read", (REVIEW_ID,), "one review: diff, changed files, decision", "gitkb review show"),
     _m(
         "approve_review",
@@ -544,7 +569,7 @@ METHODS: tuple[Action, ...] = (
         (REVIEW_ID, P("reviewer", NAME)),
         "push with a lease and open or update the PR/MR",
         "gitkb review approve",
-    ),  # fmt: skip
+    ),
     _m(
         "deny_review",
         "review",
@@ -555,7 +580,7 @@ METHODS: tuple[Action, ...] = (
         ),
         "deny with a reason",
         "gitkb review deny",
-    ),  # fmt: skip
+    ),
     _m(
         "forge_merge",
         "review",
@@ -563,7 +588,7 @@ METHODS: tuple[Action, ...] = (
         "merge a change request on the local forge",
         "gitkb forge merge",
         target="source",
-    ),  # fmt: skip
+    ),
     _m(
         "forge_close",
         "review",
@@ -571,7 +596,7 @@ METHODS: tuple[Action, ...] = (
         "close a change request on the local forge",
         "gitkb forge close",
         target="source",
-    ),  # fmt: skip
+    ),
     _m(
         "cite_check",
         "read",
@@ -579,14 +604,14 @@ METHODS: tuple[Action, ...] = (
         "is a cited passage still there",
         "gitkb cite check",
         agents=True,
-    ),  # fmt: skip
+    ),
     _m(
         "list_audit",
         "admin",
         (P("target", STRING), P("limit", _int(1, MAX_LIST))),
         "the audit log",
         "gitkb audit",
-    ),  # fmt: skip
+    ),
     # knowledge bases and agents
     _m(
         "kb_create",
@@ -594,7 +619,7 @@ METHODS: tuple[Action, ...] = (
         (P("name", NAME, required=True), P("indexes", NAMES, required=True)),
         "a knowledge base over indexes",
         "gitkb kb create",
-    ),  # fmt: skip
+    ),
     _m("kb_list", "read", (), "the knowledge bases", "gitkb kb list"),
     _m(
         "kb_delete",
@@ -602,7 +627,7 @@ METHODS: tuple[Action, ...] = (
         (P("name", NAME, required=True), P("force", BOOL)),
         "delete a knowledge base",
         "gitkb kb delete",
-    ),  # fmt: skip
+    ),
     _m(
         "agent_assign",
         "admin",
@@ -616,14 +641,14 @@ METHODS: tuple[Action, ...] = (
         "bind an agent to knowledge bases",
         "gitkb agent assign",
         exclusive=(("mode", "read_only"),),
-    ),  # fmt: skip
+    ),
     _m(
         "agent_unassign",
         "admin",
         (AGENT, P("kbs", NAMES, required=True)),
         "unbind an agent",
         "gitkb agent unassign",
-    ),  # fmt: skip
+    ),
     _m("agent_show", "admin", (AGENT,), "an agent's knowledge bases and indexes", "gitkb agent show"),
     _m("agent_usage", "admin", (AGENT,), "an agent's query embeddings", "gitkb agent usage"),
     _m(
@@ -633,7 +658,7 @@ METHODS: tuple[Action, ...] = (
         "knowledge bases (an agent's own)",
         "gitkb kb list",
         agents=True,
-    ),  # fmt: skip
+    ),
     _m(
         "search_index",
         "read",
@@ -649,7 +674,7 @@ METHODS: tuple[Action, ...] = (
         "search with citations",
         "gitkb search",
         agents=True,
-    ),  # fmt: skip
+    ),
     # evaluation
     _m(
         "eval_beir",
@@ -664,14 +689,14 @@ METHODS: tuple[Action, ...] = (
         ),
         "retrieval quality on a BEIR folder",
         "gitkb eval beir",
-    ),  # fmt: skip
+    ),
     _m(
         "eval_qa",
         "admin",
         (P("path", PATH, required=True), P("mode", MODE), P("index_name", NAME), P("ask", BOOL), PROGRESS),
         "retrieval quality on a QA folder",
         "gitkb eval qa",
-    ),  # fmt: skip
+    ),
 )
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (*DOCUMENT_INDEX, *METHODS)}

@@ -30,6 +30,8 @@ from gitkb.http.config import ServerConfig, token_digest
 from gitkb.services.access import principals
 from gitkb.services.access.principals import Principal
 
+__all__ = ["Principal", "authenticate", "authenticated", "check_bind", "is_loopback", "local_principal"]
+
 
 def is_loopback(host: str | None) -> bool:
     if host is None:

@@ -21,7 +21,6 @@ from gitkb.services.access import policy
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
 
-READ_WITH_PASSAGES = frozenset({"SEARCH", "GET_DOCUMENT", "LIST_DOCUMENTS", "ASK"})
 AFTER = "On failure the result has Success false, Error, code and next_steps."
 READ = Hints(read_only=True, destructive=False, idempotent=True)
 
@@ -217,7 +216,7 @@ def offered(ws: Workspace) -> list[tuple[ToolSpec, ToolFn]]:
 def carries_passages(spec: ToolSpec, arguments: dict[str, Any]) -> bool:
     if spec.name == "document_index":
         action = arguments.get("action")
-        return isinstance(action, str) and action.upper() in READ_WITH_PASSAGES
+        return isinstance(action, str) and action.upper() in table.ACTIONS and table.ACTIONS[action.upper()].passages
     return spec.carries_passages
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gitkb.core import ids
+from gitkb.core.action_table import DOCUMENT_INDEX
 from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.core.faults import crash_point
@@ -44,10 +45,8 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 BATCH = 64  # documents re-chunked per transaction
 Progress = Callable[[int, int], None]
-# Actions that write to the index named by ``index_name``: refused while it is rebuilt.
-WRITE_ACTIONS = frozenset(
-    {"ADD_DOCUMENTS", "ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT", "RENAME_INDEX", "DELETE_INDEX", "RECHUNK"}
-)
+# Actions (of the action table) that change the index named by ``index_name``: refused while it is rebuilt.
+WRITE_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if not a.is_read and a.target == "index_name")
 
 
 def _lock_path(ctx: Context, index_id: str) -> Path:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitkb.core.action_table import DOCUMENT_INDEX
 from gitkb.core.errors import Forbidden, InvalidArgument, NotFound
 from gitkb.services import actions, knowledge, search, tenancy, usage
 from gitkb.services.context import Context
@@ -33,9 +34,11 @@ from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_K = knowledge.MAX_TOP_K
-SCOPED_WRITE_ACTIONS = frozenset({"ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT"})
-INVENTORY_ACTIONS = frozenset({"LIST_INDICES", "GET_INDICES_STATS"})
-MULTI_INDEX_ACTIONS = frozenset({"SEARCH", "ASK"})
+# From the action table: the agent's content writes; reads over every index (no index_name);
+# reads over several indexes (narrowed to the agent's).
+SCOPED_WRITE_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if a.agents and a.cls == "write")
+INVENTORY_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if a.is_read and "index_name" not in a.fields)
+MULTI_INDEX_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if "indexes" in a.fields)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.catchup import KEYWORDS
 from gitkb.services.context import Context
 from gitkb.services.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 
-BUILD_KINDS = ("reindex", "build_embeddings", "reembed", "sync")
-BUILDING_ACTIONS = ("ADD_DOCUMENTS", "RECHUNK", "DELETE_INDEX")
+BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
+BUILDING_ACTIONS = tuple(a.name for a in DOCUMENT_INDEX if a.builds)
+EMBEDDING_KINDS = tuple(k for k in BUILD_KINDS if "embed" in k)
 STATUS_SKIP_CATEGORIES = ("parse_error", "encoding_error", "missing_frontmatter", "internal_error")
 
 
@@ -66,7 +68,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             "status": status,
             "error": None if status == "building" else error,
             "last_reindex_error": _last_error(conn, ("reindex",)),
-            "last_build_embeddings_error": _last_error(conn, ("build_embeddings", "reembed")),
+            "last_build_embeddings_error": _last_error(conn, EMBEDDING_KINDS),
             "queue_depth": queue_depth,
             "in_flight": in_flight.kind if in_flight else None,
             "in_flight_job": in_flight.as_dict() if in_flight else None,

@@ -14,7 +14,7 @@ def register_all(group: click.Group) -> None:
         mod.register(group)
     for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
-    from gitkb.cli.commands import cite, forge, pr, proposals, review, source
+    from gitkb.cli.commands import actions, cite, forge, pr, proposals, review, source
 
-    for mod in (source, proposals, cite, pr, review, forge):
+    for mod in (source, proposals, cite, pr, review, forge, actions):
         mod.register(group)

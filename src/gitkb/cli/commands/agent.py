@@ -18,11 +18,20 @@ def agent_group() -> None:
 @agent_group.command("assign")
 @click.argument("agent_id")
 @click.argument("kbs", nargs=-1, required=True)
-@click.option("--read-only", is_flag=True, help="Turn write tools off for these knowledge bases.")
+@click.option(
+    "--mode",
+    type=click.Choice(["read", "propose", "write"]),
+    help="read: search and read; propose (default): also propose edits and open pull requests on the"
+    " sources feeding these indexes; write: also add and delete documents in indexes no source feeds.",
+)
+@click.option("--read-only", is_flag=True, help="The same as --mode read.")
 @click.option("--top-k", "top_k", type=int, help="The agent's default number of search results (1-50).")
-def assign(agent_id: str, kbs: tuple[str, ...], read_only: bool, top_k: int | None) -> None:
-    """Bind AGENT_ID to the knowledge bases KBS."""
-    run(lambda ws: ws.agent_assign(agent_id, list(kbs), read_only=read_only, default_top_k=top_k), _render_show)
+def assign(agent_id: str, kbs: tuple[str, ...], mode: str | None, read_only: bool, top_k: int | None) -> None:
+    """Bind AGENT_ID to the knowledge bases KBS in a mode."""
+    if read_only and mode not in (None, "read"):
+        raise click.UsageError("--read-only is --mode read; give one of them")
+    chosen = "read" if read_only else mode
+    run(lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=top_k), _render_show)
 
 
 @agent_group.command("unassign")
@@ -38,11 +47,11 @@ def _render_show(data: dict[str, Any]) -> None:
         click.echo(data["Message"])
     click.echo(f"agent {data['agent_id']}  default top_k {data['default_top_k']}")
     rows = [
-        (i["index_name"], i["index_id"], "read-only" if i["read_only"] else "read-write", ", ".join(i["via"]))
+        (i["index_name"], i["index_id"], i.get("mode") or "read", ", ".join(i["via"]))
         for i in data.get("Indexes", [])
     ]
     if rows:
-        click.echo(table(rows, ["index", "id", "access", "via"]))
+        click.echo(table(rows, ["index", "id", "mode", "via"]))
     else:
         click.echo("No indexes: its knowledge bases are empty.")
 

@@ -29,7 +29,7 @@ def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[st
     cfg = get_state(request).cfg
     cap("top_n", params.get("top_n"), cfg.max_top_n)
     cap("top_k", params.get("top_k"), cfg.max_top_n)
-    if name in ("LIST_DOCUMENTS", "GET_DOCUMENT"):
+    if "count" in policy.document_index_action(name).fields:
         cap("count", params.get("count"), cfg.max_count)
     if name == "ADD_DOCUMENTS":
         params = dict(params)
