@@ -185,15 +185,19 @@ class Workspace:
         forge: dict[str, Any] | None = None,
         auth: dict[str, Any] | None = None,
         webhook_secret: str | None = None,
+        credential: str | None = None,
     ) -> dict[str, Any]:
         """Register a git repository feeding one or more indexes (created when missing); clones it.
 
-        ``webhook_secret`` verifies this source's forge webhooks (else ``GITKB_WEBHOOK_SECRET``)."""
+        ``credential`` names a ``[[credentials]]`` entry of gitkb.toml (sent only to its hosts;
+        ``forge={"credential": ...}`` for a different one on the forge API); ``auth`` with secret
+        references is refused. ``webhook_secret`` verifies this source's forge webhooks (else
+        ``GITKB_WEBHOOK_SECRET``)."""
         from gitkb.services import sources, webhook_intake
 
         out = sources.add_source(
             self.ctx, name, url, branch=branch, documents_root=documents_root, index=index,
-            include=include, exclude=exclude, forge=forge, auth=auth,
+            include=include, exclude=exclude, forge=forge, auth=auth, credential=credential,
         )  # fmt: skip
         if webhook_secret:
             webhook_intake.set_webhook_secret(self.ctx, name, webhook_secret)

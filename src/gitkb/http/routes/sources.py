@@ -3,14 +3,20 @@ library offers the method; a sync is long work and may answer with a job_id."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from gitkb.core.errors import Forbidden, InvalidArgument
+from gitkb.core.hosts import is_local_url, url_authority
 from gitkb.http.auth import require
 from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.limits import server_path
+from gitkb.http.state import get_state
 
 router = APIRouter(tags=["sources"])
 READ = [Depends(require("read"))]
@@ -30,7 +36,35 @@ class AddSource(ActionBody):
     forge: dict[str, Any] | None = Field(
         None, description="kind, repo, api_url, token_env, ... (references only)"
     )
-    auth: dict[str, Any] | None = Field(None, description="token_env, secrets_file, ... (references only)")
+    credential: str | None = Field(None, description="a [[credentials]] entry of gitkb.toml, bound to hosts")
+    auth: dict[str, Any] | None = Field(None, description="refused: name a credential instead")
+
+
+_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+
+
+def checked_url(request: Request, url: str) -> str:
+    """A remote URL as is; a local path or ``file://`` URL (it reads this server's disk) only with
+    the ``admin`` scope and inside ``[server] allowed_roots`` -- the resolved path is what is cloned."""
+    if _HELPER.match(url.strip()):
+        raise InvalidArgument("git remote helpers (transport::address) are not accepted over HTTP")
+    if not is_local_url(url):
+        if url_authority(url) is None:
+            raise InvalidArgument(f"url {url!r} names no host: use https://, ssh:// or git://")
+        return url
+    principal = getattr(request.state, "principal", None)
+    if principal is None or not principal.has("admin"):
+        raise Forbidden(
+            "a local-path or file:// source reads this server's files: it needs the admin scope",
+            details={"required_scope": "admin"},
+        )
+    path = url.strip()
+    if "://" in path:
+        parts = urlsplit(path)
+        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+            raise InvalidArgument("a file:// url must be file:///absolute/path")
+        path = unquote(parts.path)
+    return server_path(get_state(request).cfg, path, name="url")
 
 
 class SyncSource(Body):
@@ -51,7 +85,9 @@ if has("source_add"):
         "/sources", dependencies=WRITE, summary="Register a git source (creates its index if missing)"
     )
     async def add_source(request: Request, body: AddSource) -> JSONResponse:
-        return await call(request, "source_add", write=True, **body.params())
+        params = body.params()
+        params["url"] = checked_url(request, body.url)
+        return await call(request, "source_add", write=True, **params)
 
 
 if has("source_sync"):
