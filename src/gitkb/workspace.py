@@ -8,6 +8,7 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import GitkbError
+from gitkb.core.files import append_log
 from gitkb.services import actions, jobs, knowledge, scope, status, ttl
 from gitkb.services.context import Context
 from gitkb.services.writer import become_writer
@@ -28,12 +30,8 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
     logdir = home / "logs"
-    try:
-        logdir.mkdir(parents=True, exist_ok=True)
-        with open(logdir / "gitkb.log", "a", encoding="utf-8") as fh:
-            fh.write("".join(traceback.format_exception(exc)))
-    except OSError:  # pragma: no cover
-        pass
+    with contextlib.suppress(OSError):  # pragma: no cover - a read-only home
+        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
     return {
         "Success": False,
         "Error": f"internal error ({type(exc).__name__}: {exc}); details in {logdir / 'gitkb.log'}",

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFailed
+from gitkb.core.files import private_dirs
 from gitkb.core.hosts import url_authority
 from gitkb.core.names import validate_index_name
 from gitkb.core.paths import documents_root_parts
@@ -181,7 +182,7 @@ def add_source(
         )
     source_id = source_rows.new_source_id()
     path = ctx.settings.repos_path / source_id
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     repo = ManagedRepo.clone(url, path, branch=branch, credentials=git_creds)
     warnings: list[str] = []
     try:

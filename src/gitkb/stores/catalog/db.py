@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitkb.core.errors import StoreUnavailable
+from gitkb.core.files import create_private
 from gitkb.stores.catalog.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
@@ -19,6 +20,10 @@ BUSY_TIMEOUT_MS = 30_000
 class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # It holds webhook secrets: 0600 from the start. SQLite gives -wal and -shm the mode of
+        # the database file, so they are 0600 too.
+        with contextlib.suppress(OSError):  # a read-only home: connecting reports it
+            create_private(self.path)
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
