@@ -19,7 +19,12 @@ class SessionRow:
 
 
 def insert(
-    conn: sqlite3.Connection, id_sha256: str, token_name: str, token_sha256: str, now: float, expires_at: float
+    conn: sqlite3.Connection,
+    id_sha256: str,
+    token_name: str,
+    token_sha256: str,
+    now: float,
+    expires_at: float,
 ) -> None:
     conn.execute(
         "INSERT INTO ui_sessions(id_sha256, token_name, token_sha256, created_at, expires_at)"
