@@ -40,7 +40,8 @@ def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
     (home / "gitkb.toml").write_text(TOML)
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        ok(c.post("/sources", json={"name": SOURCE, "url": str(upstream.remote)}, headers=as_("writer")))
+        # a local-path source is the local operator's (over HTTP: admin + allowed_roots)
+        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
         ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))
         yield c
 
