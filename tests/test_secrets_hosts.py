@@ -557,3 +557,38 @@ def test_readyz_names_no_path(secured: TestClient, home: Path) -> None:
     r = secured.get("/readyz")
     assert r.status_code == 200
     assert str(home) not in r.text and "/" not in json.dumps(r.json()["checks"]), r.text
+
+
+def test_the_address_the_connection_reached_is_answered() -> None:
+    """``gitkb serve --host 10.0.0.5``: Host 10.0.0.5:8780 (an IP literal, which no DNS name can
+    rebind) is the server's own origin; another address or a name is still refused."""
+    import asyncio
+
+    from gitkb.http.config import ServerConfig
+    from gitkb.http.hosts import HostGate
+
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def status(host: str) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/" + host, "headers": [(b"host", host.encode())],
+                 "server": ("10.0.0.5", 8780), "client": ("10.0.0.9", 5000), "query_string": b""}  # fmt: skip
+        await HostGate(app, ServerConfig())(scope, receive, send)
+        return int(sent[0]["status"])
+
+    assert asyncio.run(status("10.0.0.5:8780")) == 200
+    assert asyncio.run(status("10.0.0.6:8780")) == 403
+    assert asyncio.run(status("kb.example.com:8780")) == 403
+    assert reached == ["/10.0.0.5:8780"]

@@ -2,7 +2,8 @@
 
 * ``HostGate`` (ASGI middleware, outermost) refuses, with 403 ``forbidden`` and before any
   route or body is read, a request whose ``Host`` is not in ``ServerConfig.host_allowlist``
-  (localhost, 127.0.0.1, [::1] with any port; ``[server] public_host``; ``allowed_hosts``).
+  (localhost, 127.0.0.1, [::1] with any port; ``[server] public_host``; ``allowed_hosts``; and
+  the IP address the connection itself reached, which no DNS name can stand for).
   A page on a DNS name rebound to 127.0.0.1 sends its own name as ``Host``, so it never reaches
   the API, the web page or the webhooks (Django's ``ALLOWED_HOSTS``, jupyter_server's
   ``local_hostnames``).
@@ -13,10 +14,12 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gitkb.core.hosts import host_matches
+from gitkb.core.hosts import host_matches, split_authority
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import error_response
 
@@ -32,7 +35,7 @@ class HostGate:
             return
         hosts = [v for k, v in scope.get("headers", []) if k.lower() == b"host"]
         host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
-        if host and host_matches(host, self.cfg.host_allowlist):
+        if host and (host_matches(host, self.cfg.host_allowlist) or _own_address(host, scope)):
             await self.app(scope, receive, send)
             return
         shown = host[:100] if host else ("several" if hosts else "none")
@@ -50,6 +53,20 @@ class HostGate:
             await send({"type": "websocket.close", "code": 1008})
             return
         await response(scope, receive, send)
+
+
+def _own_address(host: str, scope: Scope) -> bool:
+    """``Host`` is the IP address this connection reached (``gitkb serve --host 10.0.0.5``): an IP
+    literal cannot be rebound, and a page served from it is this server's own origin."""
+    server = scope.get("server")
+    got = split_authority(host)
+    if not server or got is None:
+        return False
+    try:
+        ip = ipaddress.ip_address(got[0].strip("[]"))
+        return ip == ipaddress.ip_address(str(server[0]))
+    except ValueError:
+        return False
 
 
 def is_https(request: Request, cfg: ServerConfig) -> bool:
