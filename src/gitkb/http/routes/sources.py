@@ -1,5 +1,9 @@
 """Git sources: add, list, sync, remove (issue: git sources). Routes appear once the
-library offers the method; a sync is long work and may answer with a job_id."""
+library offers the method; a sync is long work and may answer with a job_id.
+
+A source's secret is a ``credential`` named in ``[[credentials]]`` of gitkb.toml (the library
+refuses ``auth``/``forge`` secret references). A local-path or ``file://`` URL reads this
+server's disk: ``admin`` only, and inside ``[server] allowed_roots``."""
 
 from __future__ import annotations
 
