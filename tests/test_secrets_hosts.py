@@ -592,3 +592,17 @@ def test_the_address_the_connection_reached_is_answered() -> None:
     assert asyncio.run(status("10.0.0.6:8780")) == 403
     assert asyncio.run(status("kb.example.com:8780")) == 403
     assert reached == ["/10.0.0.5:8780"]
+
+
+def test_a_catalog_made_readable_by_an_older_gitkb_is_tightened(tmp_path: Path) -> None:
+    from gitkb import Workspace
+
+    home = tmp_path / "old"
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384"):
+        pass
+    for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+        if (home / name).exists():
+            (home / name).chmod(0o644)
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384"):
+        for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+            assert mode(home / name) == 0o600, name
