@@ -21,6 +21,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if k.startswith("GITKB_"):
             monkeypatch.delenv(k)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("GITKB_ALLOWED_HOSTS", "testserver")  # the ASGI test client's Host header
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "gitkb test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@gitkb.invalid")

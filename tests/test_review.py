@@ -18,6 +18,22 @@ from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upst
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"
+# The forge mocks listen on 127.0.0.1: admin-configured credentials bound to that host.
+CREDENTIALS = [
+    {"name": "github-mock", "hosts": ["127.0.0.1"], "token_env": "KB_GH_TOKEN"},
+    {"name": "gitlab-mock", "hosts": ["127.0.0.1"], "token_env": "KB_GL_TOKEN"},
+]
+
+
+@pytest.fixture
+def ws(home: Path) -> Iterator[Any]:
+    from gitkb import Workspace
+
+    w = Workspace(home, embedding_provider="hashing", embedding_model="hashing-384", credentials=CREDENTIALS)
+    try:
+        yield w
+    finally:
+        w.close()
 
 
 def stage(ws: Any, search: str = "every 90 days", replace: str = "every 60 days") -> dict[str, Any]:
@@ -174,7 +190,7 @@ def test_github_pull_request_flow(
 ) -> None:
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
     forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "token_env": "KB_GH_TOKEN"}  # fmt: skip
+             "credential": "github-mock"}  # fmt: skip
     assert ws.source_add(SOURCE, str(upstream.remote), forge=forge)["Success"]
     assert ws.source_sync(SOURCE)["Success"]
     stage(ws)
@@ -208,7 +224,7 @@ def test_github_failure_keeps_the_push_and_retries_the_pr_step(
 ) -> None:
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
     forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "token_env": "KB_GH_TOKEN"}  # fmt: skip
+             "credential": "github-mock"}  # fmt: skip
     ws.source_add(SOURCE, str(upstream.remote), forge=forge)
     ws.source_sync(SOURCE)
     stage(ws)
@@ -230,7 +246,7 @@ def test_gitlab_merge_request_flow(ws: Any, upstream: Upstream, monkeypatch: pyt
             "kind": "gitlab",
             "repo": mock.project_path,
             "api_url": mock.base_url,
-            "token_env": "KB_GL_TOKEN",
+            "credential": "gitlab-mock",
         }
         assert ws.source_add(SOURCE, str(upstream.remote), forge=forge)["Success"]
         assert ws.source_sync(SOURCE)["Success"]

@@ -307,7 +307,9 @@ def test_csrf_refusals(auth_client: TestClient, upstream: Upstream) -> None:
     assert ref.status_code == 403
     login(c, "reader")  # a token rendered for alice's session is void in another session
     assert c.post(url, data={"csrf_token": token}).status_code == 403
-    login(c, "alice")
+    login(c, "alice")  # a new session: a new id, so the page's token is rendered again
+    assert c.post(url, data={"csrf_token": token}).status_code == 403
+    token = csrf(c.get(f"/ui/reviews/{rid}").text)
     assert ws_of(c).show_review(rid)["review_state"] == "pending"
     same = c.post(
         url, data={"csrf_token": token}, headers={"Origin": "http://testserver"}, follow_redirects=False

@@ -8,6 +8,7 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
+from gitkb.core.files import append_log
 from gitkb.services import actions, jobs, knowledge, scope, status, ttl
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
@@ -33,12 +35,8 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
     logdir = home / "logs"
-    try:
-        logdir.mkdir(parents=True, exist_ok=True)
-        with open(logdir / "gitkb.log", "a", encoding="utf-8") as fh:
-            fh.write("".join(traceback.format_exception(exc)))
-    except OSError:  # pragma: no cover
-        pass
+    with contextlib.suppress(OSError):  # pragma: no cover - a read-only home
+        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
     return {
         "Success": False,
         "Error": f"internal error ({type(exc).__name__}: {exc}); details in {logdir / 'gitkb.log'}",
@@ -275,15 +273,19 @@ class Workspace:
         forge: dict[str, Any] | None = None,
         auth: dict[str, Any] | None = None,
         webhook_secret: str | None = None,
+        credential: str | None = None,
     ) -> dict[str, Any]:
         """Register a git repository feeding one or more indexes (created when missing); clones it.
 
-        ``webhook_secret`` verifies this source's forge webhooks (else ``GITKB_WEBHOOK_SECRET``)."""
+        ``credential`` names a ``[[credentials]]`` entry of gitkb.toml (sent only to its hosts;
+        ``forge={"credential": ...}`` for a different one on the forge API); ``auth`` with secret
+        references is refused. ``webhook_secret`` verifies this source's forge webhooks (else
+        ``GITKB_WEBHOOK_SECRET``)."""
         from gitkb.services import sources, webhook_intake
 
         out = sources.add_source(
             self.ctx, name, url, branch=branch, documents_root=documents_root, index=index,
-            include=include, exclude=exclude, forge=forge, auth=auth,
+            include=include, exclude=exclude, forge=forge, auth=auth, credential=credential,
         )  # fmt: skip
         if webhook_secret:
             webhook_intake.set_webhook_secret(self.ctx, name, webhook_secret)

@@ -97,18 +97,17 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001
+        import contextlib
         import os
         import traceback
         from pathlib import Path
 
         from gitkb.core.config import resolve_home
+        from gitkb.core.files import append_log
 
         logdir = resolve_home(None, os.environ) / "logs"
-        try:
-            logdir.mkdir(parents=True, exist_ok=True)
-            (logdir / "gitkb.log").open("a").write("".join(traceback.format_exception(exc)))
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            append_log(logdir.parent, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
         click.echo(f"error: unexpected {type(exc).__name__}: {exc} (details in {Path(logdir) / 'gitkb.log'})", err=True)
         sys.exit(3)
 

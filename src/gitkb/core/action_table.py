@@ -446,6 +446,7 @@ METHODS: tuple[Action, ...] = (
             P("exclude", {"type": "array", "items": STRING}),
             P("forge", OBJECT),
             P("auth", OBJECT),
+            P("credential", NAME, "a [[credentials]] entry of gitkb.toml, sent only to its hosts"),
             P("webhook_secret", STRING),
         ),
         "follow a git repository",

@@ -2,6 +2,17 @@
 
 Sources, later ones winning: built-in defaults, ``<home>/gitkb.toml``, environment
 variables with the ``GITKB_`` prefix, explicit keyword arguments.
+
+Credentials for git remotes and forge APIs are named by the admin, never by a caller::
+
+    [[credentials]]
+    name = "github-docs"
+    hosts = ["github.com", "api.github.com"]   # the only hosts it is ever sent to
+    token_env = "GITKB_GITHUB_TOKEN"           # or secrets_file (TOML, 0600) + secrets_key
+    # username = "x-access-token"; ssh_key = "/srv/gitkb/.ssh/id_ed25519"
+    # a GitHub App: app_id = "123", app_key_env = "GH_APP_KEY" (or secrets_file's github_app_key)
+
+A source refers to one by ``credential = "github-docs"``.
 """
 
 from __future__ import annotations
@@ -14,9 +25,83 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
+from gitkb.core.hosts import split_authority
 
 DEFAULT_HOME = ".gitkb"
 CONFIG_FILE = "gitkb.toml"
+
+
+CREDENTIAL_REFS = ("token_env", "secrets_file", "secrets_key", "username", "ssh_key", "app_id", "app_key_env")
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An admin-configured credential: where its secret is (references, never a value) and the
+    hosts it may be sent to."""
+
+    name: str
+    hosts: tuple[str, ...]
+    token_env: str | None = None
+    secrets_file: str | None = None
+    secrets_key: str | None = None
+    username: str | None = None
+    ssh_key: str | None = None
+    app_id: str | None = None
+    app_key_env: str | None = None
+
+
+def parse_credential(raw: Any, i: int = 0) -> Credential:
+    """One ``[[credentials]]`` entry, checked (``InvalidArgument`` names the entry)."""
+    if isinstance(raw, Credential):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidArgument(f"[[credentials]] entry {i} must be a table")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"[[credentials]] entry {i} needs a name")
+    name = name.strip()
+    unknown = sorted(set(raw) - {"name", "hosts", *CREDENTIAL_REFS})
+    if unknown:
+        raise InvalidArgument(
+            f"[[credentials]] {name!r}: unknown key(s) {', '.join(unknown)}; "
+            f"allowed: name, hosts, {', '.join(CREDENTIAL_REFS)}"
+        )
+    hosts = raw.get("hosts")
+    if (
+        not isinstance(hosts, list | tuple)
+        or not hosts
+        or not all(isinstance(h, str) and split_authority(h) for h in hosts)
+    ):
+        raise InvalidArgument(
+            f"[[credentials]] {name!r}: hosts must be a non-empty list of host names "
+            '(e.g. hosts = ["github.com", "api.github.com"]); it is sent to no other host'
+        )
+    refs: dict[str, str] = {}
+    for key in CREDENTIAL_REFS:
+        v = raw.get(key)
+        if v is None:
+            continue
+        if isinstance(v, int) and not isinstance(v, bool) and key == "app_id":
+            v = str(v)
+        if not isinstance(v, str) or not v.strip():
+            raise InvalidArgument(f"[[credentials]] {name!r}: {key} must be a non-empty string")
+        refs[key] = v.strip()
+    if not any(k in refs for k in ("token_env", "secrets_file", "ssh_key", "app_key_env")):
+        raise InvalidArgument(
+            f"[[credentials]] {name!r} names no secret: give token_env, secrets_file, ssh_key or app_key_env"
+        )
+    return Credential(name=name, hosts=tuple(h.strip().lower() for h in hosts), **refs)
+
+
+def parse_credentials(raw: Any) -> tuple[Credential, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise InvalidArgument("credentials must be a list of [[credentials]] tables")
+    out = tuple(parse_credential(c, i) for i, c in enumerate(raw))
+    if len({c.name for c in out}) != len(out):
+        raise InvalidArgument("[[credentials]] names must be unique")
+    return out
 
 
 @dataclass(frozen=True)
@@ -31,6 +116,7 @@ class Settings:
     chroma_port: int | None = None
     chroma_headers: dict[str, str] = field(default_factory=dict)
     promote_after_seconds: float = 2.0
+    credentials: tuple[Credential, ...] = ()  # [[credentials]]: the only secrets a source may use
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
     @property
@@ -98,6 +184,8 @@ def load_settings(
         values["chroma_port"] = int(chroma["port"])
     if isinstance(chroma.get("headers"), dict):
         values["chroma_headers"] = {str(k): str(v) for k, v in chroma["headers"].items()}
+    if "credentials" in raw:
+        values["credentials"] = parse_credentials(raw["credentials"])
     if env.get("GITKB_EMBEDDING_PROVIDER"):
         values["embedding_provider"] = env["GITKB_EMBEDDING_PROVIDER"]
     if env.get("GITKB_EMBEDDING_MODEL"):
@@ -109,4 +197,6 @@ def load_settings(
     if env.get("GITKB_PROMOTE_AFTER_SECONDS"):
         values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if "credentials" in overrides and overrides["credentials"] is not None:
+        values["credentials"] = parse_credentials(overrides["credentials"])
     return replace(s, **values)

@@ -24,6 +24,7 @@ from gitkb.core.errors import StoreUnavailable
 from gitkb.http.config import ServerConfig, load_server_config
 from gitkb.http.discovery import read_record, remove_record, write_record
 from gitkb.http.errors import install_handlers
+from gitkb.http.hosts import HostGate
 from gitkb.http.limits import BodyGate
 from gitkb.http.state import AppState
 
@@ -34,6 +35,8 @@ DESCRIPTION = """Searchable knowledge bases over documentation in git, with revi
 
 Authenticate with `Authorization: Bearer <token>` (tokens and their scopes are in
 `[[server.tokens]]` of gitkb.toml; a server without tokens answers loopback only).
+Every request's `Host` must be localhost, 127.0.0.1, [::1] or a name in `[server] public_host` /
+`allowed_hosts` (403 `forbidden` otherwise).
 Every error has one shape: `{"ok": false, "error": {"code", "message", "next_steps"?, "details"?}}`.
 Long calls answer `{"status": "working", "job_id", "poll_with": "get_job_result"}`: poll `GET /jobs/{job_id}`.
 """
@@ -123,6 +126,7 @@ def create_app(
     app.state.gitkb = state
     install_handlers(app, settings.home)
     app.add_middleware(BodyGate, cfg=cfg)
+    app.add_middleware(HostGate, cfg=cfg)  # added last: outermost, before any body is read
     for router in all_routers():
         app.include_router(router)
     from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)

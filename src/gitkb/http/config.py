@@ -10,6 +10,9 @@ max_count = 500                   # LIST_DOCUMENTS / GET_DOCUMENT page size
 request_timeout_s = 30
 read_threads = 32                 # concurrent blocking reads (search, list, get)
 write_threads = 4                 # concurrent blocking writes (the writer serialises them)
+public_host = "kb.example.com"    # the name clients (and forges' webhooks) use; always allowed
+allowed_hosts = ["kb.internal:8780"]  # more Host values to answer (name, name:port, *.suffix)
+trusted_proxies = ["10.0.0.5"]    # peers (IPs or CIDRs) whose X-Forwarded-Proto is believed
 
 [[server.tokens]]
 name = "ci"                       # recorded as the actor / reviewer
@@ -19,12 +22,18 @@ scopes = ["read", "write"]        # read, propose, write, operate, review, admin
 ```
 
 ``GITKB_WEBHOOK_SECRET`` is the webhook secret for sources that have none of
-their own. Tokens are kept only as SHA-256 digests.
+their own; ``GITKB_ALLOWED_HOSTS`` (comma-separated) adds to ``allowed_hosts``.
+Tokens are kept only as SHA-256 digests.
+
+Every request's ``Host`` must be localhost, 127.0.0.1 or [::1] (any port), ``public_host`` or
+one of ``allowed_hosts`` (see ``gitkb.core.hosts`` for the forms); anything else is refused
+before a route runs, so a rebound DNS name never reaches the API or the web page.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ from typing import Any
 
 from gitkb.core.config import Settings
 from gitkb.core.errors import InvalidArgument
+from gitkb.core.hosts import LOOPBACK_HOSTS, split_authority
 
 SCOPES = ("read", "propose", "write", "operate", "review", "admin")  # the action table's classes
 MiB = 1024 * 1024
@@ -59,10 +69,28 @@ class ServerConfig:
     write_threads: int = 4
     busy_retry_after_s: int = 5
     webhook_secret: str | None = field(default=None, repr=False)
+    public_host: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     @property
     def auth_enabled(self) -> bool:
         return bool(self.tokens)
+
+    @property
+    def host_allowlist(self) -> tuple[str, ...]:
+        """Every ``Host`` (and web page ``Origin``) this server answers to."""
+        extra = (self.public_host,) if self.public_host else ()
+        return LOOPBACK_HOSTS + extra + self.allowed_hosts
+
+    def is_trusted_proxy(self, peer: str | None) -> bool:
+        if not peer or not self.trusted_proxies:
+            return False
+        try:
+            ip = ipaddress.ip_address(peer.strip("[]"))
+        except ValueError:
+            return False
+        return any(ip in net for net in self.trusted_proxies)
 
 
 def token_digest(token: str) -> bytes:
@@ -117,6 +145,27 @@ def load_server_config(settings: Settings, env: Mapping[str, str] | None = None)
     if not isinstance(roots_raw, list) or not all(isinstance(r, str) and r.strip() for r in roots_raw):
         raise InvalidArgument("[server] allowed_roots must be a list of directory paths")
     roots = tuple(Path(r).expanduser().resolve() for r in roots_raw)
+    public_host = raw.get("public_host")
+    if public_host is not None and (not isinstance(public_host, str) or not split_authority(public_host)):
+        raise InvalidArgument(
+            f"[server] public_host must be a host name (with an optional :port), got {public_host!r}"
+        )
+    hosts_raw = raw.get("allowed_hosts", []) or []
+    env_hosts = [h.strip() for h in env.get("GITKB_ALLOWED_HOSTS", "").split(",") if h.strip()]
+    if not isinstance(hosts_raw, list) or not all(isinstance(h, str) for h in hosts_raw):
+        raise InvalidArgument("[server] allowed_hosts must be a list of host names")
+    bad = [h for h in [*hosts_raw, *env_hosts] if not split_authority(h)]
+    if bad:
+        raise InvalidArgument(
+            f"[server] allowed_hosts: {', '.join(map(repr, bad))} not a host name (name, name:port, *.suffix, [v6])"
+        )
+    proxies_raw = raw.get("trusted_proxies", []) or []
+    if not isinstance(proxies_raw, list):
+        raise InvalidArgument("[server] trusted_proxies must be a list of IP addresses or networks")
+    try:
+        proxies = tuple(ipaddress.ip_network(str(p), strict=False) for p in proxies_raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"[server] trusted_proxies: {exc}") from None
     return ServerConfig(
         tokens=tokens,
         allowed_roots=roots,
@@ -129,4 +178,7 @@ def load_server_config(settings: Settings, env: Mapping[str, str] | None = None)
         write_threads=_positive(raw, "write_threads", 4, int),
         busy_retry_after_s=_positive(raw, "busy_retry_after_s", 5, int),
         webhook_secret=env.get("GITKB_WEBHOOK_SECRET") or None,
+        public_host=public_host.strip().lower() if isinstance(public_host, str) else None,
+        allowed_hosts=tuple(h.strip().lower() for h in [*hosts_raw, *env_hosts]),
+        trusted_proxies=proxies,
     )

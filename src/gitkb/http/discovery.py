@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gitkb.core.files import open_private
+
 RECORD = "server.json"
 
 
@@ -42,7 +44,8 @@ def write_record(home: Path, url: str, *, auth: bool, writer: bool) -> Path:
     path = home / RECORD
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     data = {"url": url, "pid": os.getpid(), "started_at": time.time(), "auth": auth, "writer": writer}
-    tmp.write_text(json.dumps(data), "utf-8")
+    with open_private(tmp, "w") as fh:  # 0600, like everything under the home
+        fh.write(json.dumps(data))
     os.replace(tmp, path)
     return path
 

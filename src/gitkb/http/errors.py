@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitkb.core.errors import HTTP_STATUS_BY_CODE, GitkbError
+from gitkb.core.files import append_log
 
 log = logging.getLogger("gitkb.http")
 
@@ -149,9 +150,7 @@ def log_internal(home: Path | None, exc: BaseException) -> str:
         return "the server log"
     logdir = home / "logs"
     try:
-        logdir.mkdir(parents=True, exist_ok=True)
-        with open(logdir / "gitkb.log", "a", encoding="utf-8") as fh:
-            fh.write("".join(traceback.format_exception(exc)))
+        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
     except OSError:  # pragma: no cover - a read-only home
         log.error("internal error", exc_info=exc)
     return str(logdir / "gitkb.log")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.config import Settings
+from gitkb.core.files import private_dirs
 from gitkb.stores.catalog import Catalog
 from gitkb.stores.keywords import KeywordIndex
 
@@ -20,7 +21,7 @@ WRITER_LOCK_FILE = "writer.lock"
 class Context:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        settings.home.mkdir(parents=True, exist_ok=True)
+        private_dirs(settings.home)  # 0700 when gitkb creates it (gitkb.core.files)
         self.catalog = Catalog(settings.catalog_path)
         self.keywords = KeywordIndex(settings.keywords_path)
         # Serialises index writes inside this process (the cross-process writer

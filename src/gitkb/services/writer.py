@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from gitkb.core.files import open_private
+
 log = logging.getLogger("gitkb.writer")
 
 IDLE_POLL_SECONDS = 0.5
@@ -40,7 +42,7 @@ class WriterLease:
     def try_acquire(self) -> bool:
         if self._fh is not None:
             return True
-        fh = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
+        fh = open_private(self.path, "a+")  # 0600; held for the process lifetime
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -28,9 +28,26 @@ ASKPASS_PASSWORD_ENV = "GITKB_GIT_PASSWORD"
 ASKPASS_USERNAME_ENV = "GITKB_GIT_USERNAME"
 DEFAULT_TOKEN_USERNAME = "x-access-token"
 
+ASKPASS_HOST_ENV = "GITKB_GIT_HOST"
+
 ASKPASS_SCRIPT = """#!/bin/sh
 # gitkb GIT_ASKPASS / SSH_ASKPASS helper: answers git's prompts from the
 # environment gitkb sets for one git call. Never stores or prints secrets elsewhere.
+# When GITKB_GIT_HOST is set, a prompt for a URL on any other host (a redirect) gets nothing.
+case "$1" in
+  *://*)
+    if [ -n "${GITKB_GIT_HOST:-}" ]; then
+      where=${1#*://}
+      where=${where%%\\'*}
+      where=${where%%/*}
+      where=${where##*@}
+      where=$(printf '%s' "$where" | tr 'A-Z' 'a-z')
+      if [ "$where" != "$GITKB_GIT_HOST" ]; then
+        echo "gitkb: no credential for $where" >&2
+        exit 1
+      fi
+    fi ;;
+esac
 case "$1" in
   Username*|username*) printf '%s\\n' "${GITKB_GIT_USERNAME:-x-access-token}" ;;
   *) printf '%s\\n' "${GITKB_GIT_PASSWORD:-}" ;;
@@ -56,6 +73,7 @@ class GitCredentials:
     ssh_public_key: Path | None = None
     ssh_passphrase: str | None = field(default=None, repr=False)
     ssh_username: str = "git"
+    only_host: str | None = None  # ``host[:port]``: the askpass helper answers prompts for no other
 
     def resolve_token(self) -> str | None:
         tok = self.token() if callable(self.token) else self.token
@@ -99,7 +117,7 @@ def check_url(url: str) -> str:
     if parts.scheme in ("http", "https") and parts.password:
         raise InvalidArgument(
             f"the remote URL {redact_url(url)} carries a password or token; "
-            "pass the token through the credentials (environment variable or secrets file) instead"
+            "name an admin-configured credential ([[credentials]] in gitkb.toml) instead"
         )
     if parts.scheme == "ext" or url.startswith("ext::"):
         raise InvalidArgument("ext:: remote URLs are not allowed")
@@ -127,6 +145,8 @@ def cli_auth_env(creds: GitCredentials | None, askpass: Path) -> dict[str, str]:
         "SSH_ASKPASS_REQUIRE": "force",
     }
     token = creds.resolve_token() if creds else None
+    if creds and creds.only_host:
+        env[ASKPASS_HOST_ENV] = creds.only_host.lower()
     if token:
         env[ASKPASS_PASSWORD_ENV] = token
         env[ASKPASS_USERNAME_ENV] = (creds.username if creds else None) or DEFAULT_TOKEN_USERNAME

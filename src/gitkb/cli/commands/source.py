@@ -28,23 +28,25 @@ def source_group() -> None:
 )
 @click.option("--forge-repo", help="GitHub owner/name or GitLab project path.")
 @click.option("--forge-api-url", help="API root (GitHub Enterprise, self-hosted GitLab).")
-@click.option("--forge-token-env", help="Environment variable holding the forge token.")
-@click.option("--forge-app-id", help="GitHub App id (instead of a token).")
-@click.option("--forge-app-key-env", help="Environment variable holding the GitHub App private key.")
-@click.option("--token-env", help="Environment variable holding the HTTPS git token.")
-@click.option("--secrets-file", type=click.Path(dir_okay=False), help="TOML secrets file (mode 0600).")
-@click.option("--secrets-key", help="Key of the git token in the secrets file (default git_token).")
-@click.option("--ssh-key", type=click.Path(dir_okay=False), help="SSH private key (default: the agent).")
+@click.option("--credential", help="A [[credentials]] entry of gitkb.toml (sent only to its hosts).")
+@click.option("--forge-credential", help="Another [[credentials]] entry for the forge API (default --credential).")
+# Refused with the library's message (secrets are named in [[credentials]], never by a caller):
+@click.option("--forge-token-env", hidden=True)
+@click.option("--forge-app-id", hidden=True)
+@click.option("--forge-app-key-env", hidden=True)
+@click.option("--token-env", hidden=True)
+@click.option("--secrets-file", hidden=True)
+@click.option("--secrets-key", hidden=True)
+@click.option("--ssh-key", hidden=True)
 @click.option("--webhook-secret", help="Secret the forge signs webhooks with (else GITKB_WEBHOOK_SECRET).")
 def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[str, ...], include: tuple[str, ...],
         exclude: tuple[str, ...], forge_kind: str | None, forge_repo: str | None, forge_api_url: str | None,
-        forge_token_env: str | None, forge_app_id: str | None, forge_app_key_env: str | None,
+        credential: str | None, forge_credential: str | None, forge_token_env: str | None, forge_app_id: str | None, forge_app_key_env: str | None,
         token_env: str | None, secrets_file: str | None, secrets_key: str | None, ssh_key: str | None,
         webhook_secret: str | None) -> None:  # fmt: skip
     """Register the git repository URL as source NAME and clone it."""
-    forge = {"kind": forge_kind, "repo": forge_repo, "api_url": forge_api_url, "token_env": forge_token_env,
-             "app_id": forge_app_id, "app_key_env": forge_app_key_env,
-             "secrets_file": secrets_file if forge_kind in ("github", "gitlab") else None}  # fmt: skip
+    forge = {"kind": forge_kind, "repo": forge_repo, "api_url": forge_api_url, "credential": forge_credential,
+             "token_env": forge_token_env, "app_id": forge_app_id, "app_key_env": forge_app_key_env}  # fmt: skip
     auth = {
         "token_env": token_env,
         "secrets_file": secrets_file,
@@ -56,7 +58,7 @@ def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[st
             name, url, branch=branch, documents_root=documents_root, index=list(indexes) or None,
             include=list(include), exclude=list(exclude),
             forge={k: v for k, v in forge.items() if v} or None, auth={k: v for k, v in auth.items() if v} or None,
-            webhook_secret=webhook_secret,
+            webhook_secret=webhook_secret, credential=credential,
         )
     )  # fmt: skip
 

@@ -1,9 +1,11 @@
 """``GET /healthz`` (the process answers) and ``GET /readyz`` (catalog and vector store reachable).
 
-Both are open: they say nothing about the data."""
+Both are open: they say nothing about the data, and name no file, directory or address
+(a failure says which check failed and the exception's type only; details go to the log)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("gitkb.http")
 
 
 @router.get("/healthz", summary="The process is up")
@@ -33,12 +36,17 @@ async def _vectors(state: AppState) -> str:
         async with httpx.AsyncClient(timeout=2.0, headers=s.chroma_headers) as client:
             r = await client.get(url)
             r.raise_for_status()
-        return f"chroma server {s.chroma_host}:{s.chroma_port or 8000}"
+        return "ok (chroma server)"
     path = s.vectors_path
     probe = path if path.exists() else path.parent
     if not probe.is_dir():
         raise OSError(f"{probe} is not a directory")
-    return f"embedded chroma at {path}"
+    return "ok (embedded chroma)"
+
+
+def _failed(what: str, exc: Exception) -> str:
+    log.warning("readyz: %s unreachable: %s", what, exc)
+    return f"unreachable ({type(exc).__name__})"
 
 
 @router.get("/readyz", summary="The catalog and the vector store are reachable")
@@ -50,12 +58,12 @@ async def readyz(request: Request) -> JSONResponse:
         await run_blocking(state, _catalog, state)
         checks["catalog"] = "ok"
     except Exception as exc:  # noqa: BLE001 - a probe reports, it does not crash
-        checks["catalog"] = f"unreachable: {exc}"
+        checks["catalog"] = _failed("catalog", exc)
         failed.append("catalog")
     try:
         checks["vectors"] = await _vectors(state)
     except Exception as exc:  # noqa: BLE001
-        checks["vectors"] = f"unreachable: {exc}"
+        checks["vectors"] = _failed("vectors", exc)
         failed.append("vectors")
     if failed:
         return error_response(

@@ -1,16 +1,26 @@
 """Git sources: add, list, sync, remove (issue: git sources). Routes appear once the
-library offers the method; a sync is long work and may answer with a job_id."""
+library offers the method; a sync is long work and may answer with a job_id.
+
+A source's secret is a ``credential`` named in ``[[credentials]]`` of gitkb.toml (the library
+refuses ``auth``/``forge`` secret references). A local-path or ``file://`` URL reads this
+server's disk: ``admin`` only, and inside ``[server] allowed_roots``."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from gitkb.core.errors import InvalidArgument
+from gitkb.core.hosts import is_local_url, url_authority
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.limits import server_path
+from gitkb.http.state import get_state
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["sources"])
@@ -29,7 +39,31 @@ class AddSource(ActionBody):
     forge: dict[str, Any] | None = Field(
         None, description="kind, repo, api_url, token_env, ... (references only)"
     )
-    auth: dict[str, Any] | None = Field(None, description="token_env, secrets_file, ... (references only)")
+    credential: str | None = Field(None, description="a [[credentials]] entry of gitkb.toml, bound to hosts")
+    auth: dict[str, Any] | None = Field(None, description="refused: name a credential instead")
+
+
+_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+
+
+def checked_url(request: Request, url: str) -> str:
+    """A remote URL as is; a local path or ``file://`` URL (it reads this server's disk) only with
+    the ``admin`` class (as every source_add) and inside ``[server] allowed_roots`` -- the resolved path is
+    what is cloned."""
+    if _HELPER.match(url.strip()):
+        raise InvalidArgument("git remote helpers (transport::address) are not accepted over HTTP")
+    if not is_local_url(url):
+        if url_authority(url) is None:
+            raise InvalidArgument(f"url {url!r} names no host: use https://, ssh:// or git://")
+        return url
+    # Adding any source is admin (the policy checks it when the library runs); here only where it may read.
+    path = url.strip()
+    if "://" in path:
+        parts = urlsplit(path)
+        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+            raise InvalidArgument("a file:// url must be file:///absolute/path")
+        path = unquote(parts.path)
+    return server_path(get_state(request).cfg, path, name="url")
 
 
 class SyncSource(Body):
@@ -52,7 +86,9 @@ if has("source_add"):
         "/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)"
     )
     async def add_source(request: Request, body: AddSource) -> JSONResponse:
-        return await call(request, "source_add", write=True, **body.params())
+        params = body.params()
+        params["url"] = checked_url(request, body.url)
+        return await call(request, "source_add", write=True, **params)
 
 
 if has("source_sync"):

@@ -18,6 +18,7 @@ from gitkb.http.ui.session import (
     check_csrf,
     check_token,
     clear_session,
+    open_session,
     require_page,
     safe_next,
     set_session,
@@ -54,12 +55,12 @@ async def login(request: Request) -> Response:
     try:
         if not token:
             raise Unauthorized("enter an API token")
-        check_token(request, token)
+        principal = check_token(request, token)
     except (Unauthorized, Forbidden) as exc:
         ctx = {"title": "Log in", "next": target, "error": exc.message}
         return render(request, "ui/login.html", ctx, status=exc.http_status)
     response = RedirectResponse(target, status_code=303)
-    set_session(request, response, token)
+    set_session(request, response, await open_session(request, principal, token))  # an id, never the token
     return response
 
 
@@ -70,7 +71,7 @@ async def logout(request: Request) -> Response:
     response = RedirectResponse(
         "/ui/login" if get_state(request).cfg.auth_enabled else "/ui", status_code=303
     )
-    clear_session(response)
+    await clear_session(request, response)
     return response
 
 

@@ -1,14 +1,19 @@
 """Who is looking at the page, and whether a form really came from it.
 
-* Login: the API's bearer token, posted once to ``/ui/login`` and kept in an HTTP-only,
-  ``SameSite=Strict`` cookie scoped to ``/ui``. Every request checks it exactly as the API checks
-  its ``Authorization`` header (``gitkb.http.auth.authenticate``: constant-time digests, scopes);
-  the token's name is the principal, so it is the reviewer recorded on approve and deny. A token
-  bound to an agent is refused here (agents use the MCP server). With no token configured the
-  page, like the API, is open to loopback only and asks for no login.
+* Login: the API's bearer token, posted once to ``/ui/login`` and checked exactly as the API
+  checks its ``Authorization`` header (``gitkb.http.auth.authenticate``). The browser then holds
+  only a random session id (HTTP-only, ``SameSite=Strict``, scoped to ``/ui``, ``Secure`` when the
+  request came over HTTPS -- directly or through a ``[server] trusted_proxies`` proxy); the
+  session lives in the catalog (``gitkb.services.ui_sessions``) for 12 h, and logout deletes it.
+  Each request maps the session back to its token's configuration entry (name and digest), so a
+  revoked token ends its sessions. The token's name is the principal, so it is the reviewer
+  recorded on approve and deny. A token bound to an agent is refused here (agents use the MCP
+  server). With no token configured the page, like the API, is open to loopback only and asks
+  for no login.
 * CSRF: every state-changing form carries ``csrf_token`` = HMAC(secret, a random nonce kept in
   its own HTTP-only cookie + the session token's digest). A POST without the cookie, with another
-  session's token, or from another host (``Origin``/``Referer`` checked when sent) is refused 403.
+  session's token, or from another site (``Origin``/``Referer``, when sent, must be a host of the
+  server's allowlist -- never compared with the request's own ``Host``) is refused 403.
   The secret lives in ``<home>/ui-secret`` (0600), so forms survive a restart and work on every
   server of a workspace; a read-only home falls back to a secret of this process.
 """
@@ -27,9 +32,15 @@ from urllib.parse import quote, urlsplit
 from fastapi import Request
 from starlette.datastructures import FormData
 
-from gitkb.core.errors import Forbidden, GitkbError, Unauthorized
+from gitkb.core.errors import Forbidden, GitkbError
+from gitkb.core.hosts import host_matches
 from gitkb.http.auth import Principal, authenticate
+from gitkb.http.config import token_digest
+from gitkb.http.hosts import is_https
+from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
+from gitkb.services import ui_sessions
+from gitkb.services.access import principals
 
 SESSION_COOKIE = "gitkb_session"
 CSRF_COOKIE = "gitkb_csrf"
@@ -121,13 +132,29 @@ def viewer(request: Request) -> Principal | None:
     if not cfg.auth_enabled:
         p: Principal | None = authenticate(cfg, None, client_host(request))  # loopback only
     else:
-        token = request.cookies.get(SESSION_COOKIE, "")
-        try:
-            p = check_token(request, token) if token else None
-        except (Unauthorized, Forbidden):
-            p = None
+        session_id = request.cookies.get(SESSION_COOKIE, "")
+        p = session_principal(request, session_id) if session_id else None
     request.state.ui_principal = p
     return p
+
+
+def session_principal(request: Request, session_id: str) -> Principal | None:
+    """The principal of a live session whose token is still configured (same name and digest)."""
+    state = get_state(request)
+    row = ui_sessions.lookup(state.workspace.ctx, session_id)
+    if row is None:
+        return None
+    try:
+        digest = bytes.fromhex(row.token_sha256)
+    except ValueError:
+        return None
+    found = None
+    for spec in state.cfg.tokens:
+        if hmac.compare_digest(spec.digest, digest) and spec.name == row.token_name and not spec.agent:
+            found = spec
+    if found is None:
+        return None
+    return principals.token(found.name, found.scopes)
 
 
 def safe_next(target: str | None) -> str:
@@ -181,15 +208,16 @@ def csrf_token(request: Request) -> str:
 
 
 def same_origin(request: Request) -> bool:
-    """A browser's ``Origin`` (or, without it, ``Referer``) must name this server's host and port
-    (the scheme is not compared: a TLS proxy in front changes it)."""
+    """A browser's ``Origin`` (or, without it, ``Referer``) must name a host of the server's
+    allowlist (``ServerConfig.host_allowlist``), not merely repeat the request's ``Host`` (which a
+    rebound DNS name controls). The scheme is not compared: a TLS proxy in front changes it."""
     origin = request.headers.get("origin")
     if origin is None or origin == "null":
         origin = request.headers.get("referer")
         if not origin:
             return request.headers.get("origin") is None  # no header at all: not a browser's cross-site post
     netloc = urlsplit(origin).netloc.lower()
-    return bool(netloc) and hmac.compare_digest(netloc, request.headers.get("host", "").lower())
+    return bool(netloc) and host_matches(netloc, get_state(request).cfg.host_allowlist)
 
 
 def check_csrf(request: Request, form: FormData) -> None:
@@ -214,22 +242,40 @@ def set_cookies(request: Request, response: Any) -> None:
             nonce,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=is_https(request, get_state(request).cfg),
             path=COOKIE_PATH,
         )
 
 
-def set_session(request: Request, response: Any, token: str) -> None:
+async def open_session(request: Request, principal: Principal, token: str) -> str:
+    """A server-side session for a checked token; returns its id (what the cookie holds)."""
+    state = get_state(request)
+    digest = token_digest(token).hex()
+    return await run_blocking(
+        state, ui_sessions.open_session, state.workspace.ctx, principal.name, digest, SESSION_MAX_AGE_S,
+        write=True,
+    )  # fmt: skip
+
+
+def set_session(request: Request, response: Any, session_id: str) -> None:
     response.set_cookie(
         SESSION_COOKIE,
-        token,
+        session_id,
         max_age=SESSION_MAX_AGE_S,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=is_https(request, get_state(request).cfg),
         path=COOKIE_PATH,
     )
 
 
-def clear_session(response: Any) -> None:
-    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+async def clear_session(request: Request, response: Any) -> None:
+    """Log out: the session is deleted on the server, and its cookie in the browser."""
+    session_id = request.cookies.get(SESSION_COOKIE, "")
+    if session_id and auth_enabled(request):
+        state = get_state(request)
+        await run_blocking(state, ui_sessions.close_session, state.workspace.ctx, session_id, write=True)
+    response.delete_cookie(
+        SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict",
+        secure=is_https(request, get_state(request).cfg),
+    )  # fmt: skip

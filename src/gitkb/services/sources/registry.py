@@ -2,9 +2,11 @@
 
 A source's clone is a bare repository at ``<home>/repos/<source id>``, owned
 by gitkb (see :mod:`gitkb.stores.repos` for the guard hooks). What the source
-row stores about credentials and forges are *references* -- an environment
-variable name, a secrets file and key, an SSH key path -- never a value;
-values are loaded when the network is used and redacted from every message.
+row stores about credentials is the *name* of an admin-configured credential
+(``[[credentials]]`` of gitkb.toml, bound to hosts; see
+:mod:`gitkb.services.sources.credentials`), never a value nor a caller-chosen
+environment variable or file; values are loaded when the network is used and
+redacted from every message.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFailed
+from gitkb.core.files import private_dirs
+from gitkb.core.hosts import url_authority
 from gitkb.core.names import validate_index_name
 from gitkb.core.paths import documents_root_parts
-from gitkb.forges import Forge, ForgeConfig, create_forge, load_secret
+from gitkb.forges import Forge, ForgeConfig, create_forge
 from gitkb.services import audit
 from gitkb.services.context import Context
 from gitkb.services.indexes import create_index
+from gitkb.services.sources import credentials as creds_
 from gitkb.services.sources.selection import check_globs
 from gitkb.services.sources.sidecars import SCHEMA_FILES, Sidecars, read_sidecars
 from gitkb.stores.catalog import indexes as index_rows
@@ -29,18 +34,7 @@ from gitkb.stores.git_auth import GitCredentials, check_url, redact_url
 from gitkb.stores.repos import ManagedRepo
 
 FORGE_KINDS = ("local", "github", "gitlab")
-AUTH_KEYS = ("token_env", "secrets_file", "secrets_key", "username", "ssh_key")
-FORGE_KEYS = (
-    "kind",
-    "repo",
-    "api_url",
-    "token_env",
-    "secrets_file",
-    "secrets_key",
-    "app_id",
-    "app_key_env",
-    "installation_id",
-)
+FORGE_KEYS = ("kind", "repo", "api_url", "credential", "installation_id")
 
 
 def resolve_source(ctx: Context, source_id_or_index: Any) -> SourceRow:
@@ -73,29 +67,15 @@ def repo_path(ctx: Context, row: SourceRow) -> Any:
     return ctx.settings.repos_path / row.id
 
 
-def credentials_for(settings: Mapping[str, Any]) -> GitCredentials | None:
-    auth = dict(settings.get("auth") or {})
-    if not auth:
-        return None
-    token_env, secrets_file = auth.get("token_env"), auth.get("secrets_file")
-    token = None
-    if token_env or secrets_file:
-
-        def token() -> str:
-            return load_secret(token_env, secrets_file, auth.get("secrets_key") or "git_token").reveal()
-
-    ssh_key = auth.get("ssh_key")
-    from pathlib import Path
-
-    return GitCredentials(
-        token=token, username=auth.get("username"), ssh_key=Path(ssh_key) if ssh_key else None
-    )
+def credentials_for(ctx: Context, source: Mapping[str, Any], url: str) -> GitCredentials | None:
+    """The git credentials of a source (its ``credential``, checked against ``url``'s host)."""
+    return creds_.git_credentials(ctx.settings, source, url)
 
 
 def open_repo(ctx: Context, row: SourceRow) -> ManagedRepo:
     """The source's managed clone (cloned again if it went missing)."""
     path = repo_path(ctx, row)
-    creds = credentials_for(row.settings)
+    creds = credentials_for(ctx, row.settings, row.url)
     if not path.exists():
         return ManagedRepo.clone(row.url, path, branch=row.branch, credentials=creds)
     return ManagedRepo.open(path, credentials=creds)
@@ -119,20 +99,15 @@ def forge_for(ctx: Context, row: SourceRow) -> Forge:
     kind = cfg.get("kind") or "local"
     if kind == "local":
         return create_forge(ForgeConfig(kind="local", repo=row.url, options={"catalog": ctx.catalog}))
-    token = app_key = None
-    if cfg.get("app_id"):  # a GitHub App: its private key, from the environment or the secrets file
-        app_key = load_secret(cfg.get("app_key_env"), cfg.get("secrets_file"), "github_app_key")
-    else:
-        token = load_secret(
-            cfg.get("token_env"), cfg.get("secrets_file"), cfg.get("secrets_key") or f"{kind}_token"
-        )
+    cred = creds_.forge_credential(ctx.settings, row.settings)
+    token, app_key, app_id = creds_.forge_secret(cred, kind)
     return create_forge(
         ForgeConfig(
             kind=kind,
             repo=str(cfg.get("repo") or ""),
             api_url=cfg.get("api_url"),
             token=token,
-            app_id=cfg.get("app_id"),
+            app_id=app_id,
             app_private_key=app_key,
             installation_id=cfg.get("installation_id"),
         )
@@ -159,12 +134,20 @@ def add_source(
     exclude: Sequence[str] = (),
     forge: Mapping[str, Any] | None = None,
     auth: Mapping[str, Any] | None = None,
+    credential: str | None = None,
     actor: str = "operator",
 ) -> dict[str, Any]:
     name = validate_index_name(name, field="source name")
     if not isinstance(url, str):
         raise InvalidArgument("url must be a string: a local path, file://, git://, https:// or ssh URL")
     check_url(url)
+    creds_.refuse_references(auth, "auth")
+    creds_.refuse_references(forge, "forge")
+    if auth and any(v not in (None, "") for v in dict(auth).values()):
+        raise InvalidArgument(
+            f"unknown auth setting(s) {', '.join(sorted(dict(auth)))}: credentials are named with "
+            "credential = NAME from [[credentials]] of gitkb.toml"
+        )
     documents_root_parts(documents_root)
     flags: dict[str, Any] = {}
     names = [index] if isinstance(index, str) else list(index or [])
@@ -182,19 +165,16 @@ def add_source(
             raise InvalidArgument(f"forge kind must be one of {', '.join(FORGE_KINDS)}, got {kind!r}")
         if kind != "local" and not forge_cfg.get("repo"):
             raise InvalidArgument(f"a {kind} forge needs repo (GitHub 'owner/name', GitLab project path)")
-        has_secret = (
-            forge_cfg.get("token_env") or forge_cfg.get("secrets_file") or forge_cfg.get("app_key_env")
-        )
-        if kind != "local" and not has_secret:
-            raise InvalidArgument(
-                f"a {kind} forge needs a credential reference: token_env (an environment variable name), or "
-                "secrets_file (TOML, mode 0600) with secrets_key; a GitHub App: app_id with app_key_env or the "
-                "secrets file's github_app_key"
-            )
+        if kind == "local":
+            forge_cfg.pop("credential", None)
         flags["forge"] = forge_cfg
-    auth_cfg = _clean_refs(auth, AUTH_KEYS, "auth")
-    if auth_cfg:
-        flags["auth"] = auth_cfg
+    if credential not in (None, ""):
+        flags["credential"] = creds_.find(ctx.settings, credential).name
+    if forge_cfg.get("credential"):
+        forge_cfg["credential"] = creds_.find(ctx.settings, forge_cfg["credential"]).name
+    git_creds = credentials_for(ctx, flags, url)  # refuses a credential the URL's host is not bound to
+    if forge_cfg.get("kind", "local") != "local":
+        creds_.forge_credential(ctx.settings, flags)  # and one the forge API's host is not bound to
     conn = ctx.catalog.conn
     if source_rows.get_by_name(conn, name) is not None:
         raise Conflict(
@@ -202,8 +182,8 @@ def add_source(
         )
     source_id = source_rows.new_source_id()
     path = ctx.settings.repos_path / source_id
-    path.parent.mkdir(parents=True, exist_ok=True)
-    repo = ManagedRepo.clone(url, path, branch=branch, credentials=credentials_for(flags))
+    private_dirs(path.parent)
+    repo = ManagedRepo.clone(url, path, branch=branch, credentials=git_creds)
     warnings: list[str] = []
     try:
         head = repo.tracking_head(branch) or ""
@@ -265,7 +245,8 @@ def describe(ctx: Context, row: SourceRow) -> dict[str, Any]:
         "include": row.settings.get("include", []),
         "exclude": row.settings.get("exclude", []),
         "forge": forge,
-        "auth": {k: v for k, v in (row.settings.get("auth") or {}).items() if k in AUTH_KEYS},
+        "credential": row.settings.get("credential"),
+        "host": url_authority(row.url),
         "synced_commit": row.synced_commit,
         "synced_at": row.synced_at,
         "proposal_branch": proposal_branch(row),

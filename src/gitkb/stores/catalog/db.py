@@ -4,6 +4,7 @@ one in-process write lock, ``BEGIN IMMEDIATE`` write transactions."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -11,14 +12,30 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitkb.core.errors import StoreUnavailable
+from gitkb.core.files import FILE_MODE, create_private
 from gitkb.stores.catalog.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
 
 
+def tighten(path: Path) -> None:
+    """Make the catalog and its -wal/-shm owner-only if they are readable by others."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if p.stat().st_mode & 0o077:
+                os.chmod(p, FILE_MODE)
+        except FileNotFoundError:
+            continue
+
+
 class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # It holds webhook secrets: 0600 from the start. SQLite gives -wal and -shm the mode of
+        # the database file, so they are 0600 too.
+        with contextlib.suppress(OSError):  # a read-only home: connecting reports it
+            create_private(self.path)
+            tighten(self.path)  # a catalog made by an older gitkb (0644): owner-only from now on
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []

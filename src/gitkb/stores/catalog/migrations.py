@@ -376,6 +376,23 @@ def m008_binding_modes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m010_ui_sessions(conn: sqlite3.Connection) -> None:
+    """Web page login sessions (the cookie holds a random id; only its digest is stored)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE ui_sessions (
+            id_sha256 TEXT PRIMARY KEY,
+            token_name TEXT NOT NULL,
+            token_sha256 TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_at)
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -386,6 +403,7 @@ MIGRATIONS: list[Migration] = [
     m006_webhooks,
     m007_documents_tenant,
     m008_binding_modes,
+    m010_ui_sessions,
 ]
 
 
