@@ -54,8 +54,8 @@ def gate(home: Path, upstream: Upstream) -> Iterator[TestClient]:
     (home / "gitkb.toml").write_text(TOML)
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        r = c.post("/sources", json={"name": SOURCE, "url": str(upstream.remote)}, headers=bearer("ci"))
-        assert r.status_code == 200, r.text
+        # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
+        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
         r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=bearer("ci"))
         assert r.status_code == 200, r.text
         if r.json().get("status") == "working":

@@ -102,6 +102,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         assert ws.kb_create("payroll_kb", ["b"])["Success"]
         assert ws.agent_assign("alice", ["a"])["Success"]
         assert ws.agent_assign("reader", ["a"], read_only=True)["Success"]
+        assert ws.agent_assign("scribe", ["a"], mode="write")["Success"]
         try:
             yield World(ws, ids, b["file_id"])
         finally:
@@ -178,10 +179,46 @@ REFUSED: list[tuple[str, str, str, dict[str, Any]]] = [
     ("pull_request_target_b", "alice", "open_kb_pull_request", {"source_id_or_index": "handbook",
                                                                 "target_index": "b"}),
     ("read_only_pull_request", "reader", "open_kb_pull_request", {"source_id_or_index": "handbook"}),
+    # -- the access model (issue 14): classes per action, binding modes, tools offered per caller --
+    ("read_only_rechunk_git_index", "reader", "document_index", {"action": "RECHUNK", "index_name": "handbook"}),
+    ("propose_rechunk_git_index", "alice", "document_index", {"action": "RECHUNK", "index_name": "handbook"}),
+    ("write_mode_rechunk", "scribe", "document_index", {"action": "RECHUNK", "index_name": "notes",
+                                                        "chunk_size": 10, "chunk_overlap": 0}),
+    ("rechunk_lower_case", "alice", "document_index", {"action": "rechunk", "index_name": "notes"}),
+    ("read_only_build_embeddings", "reader", "build_embeddings", {"force": True}),
+    ("propose_build_embeddings", "alice", "build_embeddings", {}),
+    ("write_mode_build_embeddings", "scribe", "build_embeddings", {"force": True}),
+    ("write_mode_reindex", "scribe", "reindex", {"index_name": "notes", "force": True}),
+    ("propose_mode_add_text", "alice", "document_index", {"action": "ADD_TEXT", "index_name": "notes",
+                                                          "text": "planted by a proposer"}),
+    ("propose_mode_delete", "alice", "document_index", {"action": "DELETE_DOCUMENT", "index_name": "notes",
+                                                        "filepath": "notes/failover.md"}),
+    ("propose_mode_rename", "alice", "document_index", {"action": "RENAME_DOCUMENT", "index_name": "notes",
+                                                        "filepath": "notes/failover.md", "new_filename": "x.md"}),
+    ("write_mode_add_text_git_index", "scribe", "document_index", {"action": "ADD_TEXT", "index_name": "handbook",
+                                                                   "text": "unreviewed", "filepath": "docs/x.md"}),
+    ("write_mode_delete_git_document", "scribe", "document_index", {"action": "DELETE_DOCUMENT",
+                                                                    "index_name": "handbook",
+                                                                    "filepath": "docs/runbooks/rotate-api-keys.md"}),
+    ("set_search_settings", "scribe", "document_index", {"action": "SET_SEARCH_SETTINGS", "index_name": "notes",
+                                                         "settings": {"bm25_b": 0.1}}),
+    ("read_only_propose_delete", "reader", "propose_kb_delete", {"source_id_or_index": "handbook",
+                                                                 "relative_path": "docs/runbooks/rotate-api-keys.md"}),
+    ("read_only_propose_rename", "reader", "propose_kb_rename", {"source_id_or_index": "handbook",
+                                                                 "relative_path": "docs/runbooks/rotate-api-keys.md",
+                                                                 "new_relative_path": "docs/runbooks/r.md"}),
+    ("propose_delete_against_b", "alice", "propose_kb_delete", {"source_id_or_index": "b",
+                                                                "relative_path": "secret/payroll.md"}),
+    ("cite_check_b_chunk", "alice", "cite_check", {"chunk_id": "@b_chunk"}),
+    ("other_agents_kbs", "alice", "list_knowledge_bases", {"agent_id": "reader"}),
+    ("list_audit_tool", "scribe", "list_audit", {}),
+    ("approve_review_tool", "scribe", "approve_review", {"review_id": "rev_x"}),
+    ("source_sync_tool", "scribe", "source_sync", {"source": "handbook"}),
 ]
 IGNORED = {"search_b_by_id", "search_b_by_name", "search_a_and_b", "search_unknown_index", "action_search_b",
            "action_ask_b"}
 CASES = len(REFUSED) + 4  # + inventory, status, knowledge-base listing and prompt-injection cases below
+ACCESS_CASES_FROM = next(i for i, c in enumerate(REFUSED) if c[0] == "read_only_rechunk_git_index")
 
 
 def _resolve(world: World, args: dict[str, Any]) -> dict[str, Any]:
@@ -190,6 +227,8 @@ def _resolve(world: World, args: dict[str, Any]) -> dict[str, Any]:
             return world.ids["b"]
         if v == "@b_file":
             return world.b_file_id
+        if v == "@b_chunk":
+            return world.ws.document_index("SEARCH", query=SECRET, index_name="b")["Results"][0]["id"]
         if v == "@job":  # a job the operator started: not the agent's
             return world.ws.promoted("document_index", action="ADD_TEXT", index_name="notes",
                                      text="operator note", caller="operator")["job_id"]

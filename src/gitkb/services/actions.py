@@ -18,7 +18,9 @@ from gitkb.core.action_table import Action
 from gitkb.services import ask, documents, indexes, ingest, rechunk, search
 from gitkb.services.access import policy
 from gitkb.services.context import Context
+from gitkb.services.guard import ensure_not_managed
 from gitkb.services.identity import identity_state
+from gitkb.stores.catalog import indexes as index_rows
 
 ActionFn = Callable[..., dict[str, Any]]
 
@@ -64,11 +66,16 @@ def is_read(action: str) -> bool:
 
 
 def admit(ctx: Context, action: Any, params: dict[str, Any]) -> str:
-    """Validate an action before it runs or queues; a write to an index being rechunked is
-    refused now (``conflict``), not queued behind the rebuild."""
+    """Validate an action before it runs or queues; a write to an index being rechunked
+    (``conflict``) or fed by a git source (``managed_repo_guard``) is refused now, not queued."""
     name = validate_action(action, params)
     if not is_read(name):
         rechunk.guard_action(ctx, name, params)
+    if TABLE[name].cls == "write":  # content writes to a git-fed index: refused before a job is queued
+        ref = params.get("index_name")
+        row = index_rows.get_by_name(ctx.catalog.conn, ref.strip()) if isinstance(ref, str) and ref.strip() else None
+        if row is not None and not row.hidden:
+            ensure_not_managed(ctx, row, name)
     return name
 
 
