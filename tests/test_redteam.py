@@ -300,3 +300,119 @@ def test_prompt_injection_stays_inside_the_data_block(world: World) -> None:
 
 def test_red_team_case_count() -> None:
     assert CASES >= 20
+
+
+# -- the same promise over HTTP: token scopes are classes, an agent-bound token is its agent --------
+
+HTTP_TOKENS = {  # name -> (scopes, agent)
+    "reader": (["read"], None), "proposer": (["propose"], None), "writer": (["write"], None),
+    "operator": (["operate"], None), "reviewer": (["review"], None), "bot": (["read"], "reader"),
+    "scribe_bot": (["write"], "scribe"),
+}  # fmt: skip
+# (case id, token, method, path, json body)
+HTTP_REFUSED: list[tuple[str, str, str, str, dict[str, Any] | None]] = [
+    ("writer_adds_a_source", "writer", "POST", "/sources", {"name": "evil", "url": "https://evil.example/r.git"}),
+    ("writer_creates_an_index", "writer", "POST", "/indexes", {"index_name": "mine"}),
+    ("writer_deletes_an_index", "writer", "DELETE", "/indexes/notes", None),
+    ("writer_binds_an_agent", "writer", "POST", "/agents/alice/assign", {"kbs": ["payroll_kb"]}),
+    ("writer_approves", "writer", "POST", "/reviews/rev_x/approve", {}),
+    ("writer_reads_audit", "writer", "GET", "/audit", None),
+    ("reader_syncs", "reader", "POST", "/sources/handbook/sync", {}),
+    ("reader_reindexes", "reader", "POST", "/reindex", {}),
+    ("reader_builds_embeddings", "reader", "POST", "/embeddings/build", {}),
+    ("reader_cancels_a_job", "reader", "POST", "/jobs/@job/cancel", None),
+    ("reader_adds_text", "reader", "POST", "/indexes/notes/texts", {"text": "planted"}),
+    ("proposer_adds_text", "proposer", "POST", "/actions/document_index",
+     {"action": "ADD_TEXT", "index_name": "notes", "text": "planted"}),
+    ("proposer_rechunks", "proposer", "POST", "/indexes/notes/rechunk", {"chunk_size": 10, "chunk_overlap": 0}),
+    ("operator_adds_text", "operator", "POST", "/indexes/notes/texts", {"text": "planted"}),
+    ("operator_approves", "operator", "POST", "/reviews/rev_x/approve", {}),
+    ("operator_proposes", "operator", "POST", "/proposals",
+     {"source_id_or_index": "handbook", "relative_path": "docs/runbooks/x.md", "content": "x"}),
+    ("reviewer_rechunks", "reviewer", "POST", "/actions/document_index", {"action": "RECHUNK", "index_name": "notes"}),
+    ("reviewer_syncs", "reviewer", "POST", "/sources/handbook/sync", {}),
+    ("agent_token_rechunks", "bot", "POST", "/actions/document_index", {"action": "RECHUNK", "index_name": "notes"}),
+    ("agent_token_syncs", "bot", "POST", "/sources/handbook/sync", {}),
+    ("agent_token_lists_jobs", "bot", "GET", "/jobs", None),
+    ("agent_token_reads_b", "bot", "POST", "/actions/document_index",
+     {"action": "LIST_DOCUMENTS", "index_name": "b"}),
+    ("write_agent_token_reindexes", "scribe_bot", "POST", "/reindex", {"index_name": "notes"}),
+    ("write_agent_token_kb_create", "scribe_bot", "POST", "/kbs", {"name": "grab", "indexes": ["b"]}),
+    ("unknown_action_param", "writer", "POST", "/actions/document_index",
+     {"action": "SEARCH", "query": "failover", "agent_id": "x"}),
+    ("top_n_over_the_table", "writer", "POST", "/actions/document_index",
+     {"action": "SEARCH", "query": "failover", "top_n": 101}),
+    ("count_over_the_table", "writer", "POST", "/actions/document_index",
+     {"action": "LIST_DOCUMENTS", "index_name": "notes", "count": 51}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def api(world: World) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from gitkb.http import create_app
+    from gitkb.http.config import ServerConfig, TokenSpec, token_digest
+
+    tokens = tuple(
+        TokenSpec(name, token_digest(name * 8), frozenset(scopes), agent)
+        for name, (scopes, agent) in HTTP_TOKENS.items()
+    )
+    cfg = ServerConfig(tokens=tokens, allowed_hosts=("testserver",))
+    with TestClient(create_app(world.ws.settings, server=cfg, workspace=world.ws), client=("127.0.0.1", 1)) as c:
+        yield c
+
+
+@pytest.mark.parametrize("case, token, method, path, body", HTTP_REFUSED, ids=[c[0] for c in HTTP_REFUSED])
+def test_refused_over_http(
+    world: World, api: Any, case: str, token: str, method: str, path: str, body: dict[str, Any] | None
+) -> None:
+    from http_shape import error_code
+
+    path = path.replace("@job", _resolve(world, {"j": "@job"})["j"])
+    before = world.counts()
+    r = api.request(method, path, json=body, headers={"Authorization": f"Bearer {token * 8}"})
+    assert world.counts() == before, f"{case}: something was written"
+    assert r.status_code in (400, 403, 404), (case, r.status_code, r.text)
+    assert error_code(r) in ("forbidden", "invalid_argument", "not_found"), r.text
+    if case.startswith(("unknown_", "top_n", "count")):
+        assert r.status_code == 400 and error_code(r) == "invalid_argument", r.text
+    elif case != "agent_token_reads_b":
+        assert r.status_code == 403 and error_code(r) == "forbidden", (case, r.text)
+    assert SECRET not in r.text
+
+
+# -- and in-process: a library view for a principal is held to the same policy -------------------
+
+def _lib_cases() -> list[tuple[str, Any]]:
+    from gitkb.services.access import principals
+
+    reader = principals.token("reader", frozenset({"read"}))
+    writer = principals.token("writer", frozenset({"write"}))
+    return [
+        ("lib_reader_approves", lambda ws: ws.as_principal(reader).approve_review("rev_x")),
+        ("lib_writer_rechunk_is_operate_ok_but_admin_denied", lambda ws: ws.as_principal(writer).kb_delete("a")),
+        ("lib_reader_rechunks", lambda ws: ws.as_principal(reader).document_index("RECHUNK", index_name="notes")),
+        ("lib_agent_reindexes", lambda ws: ws.as_agent("reader").reindex(index_name="notes")),
+        ("lib_agent_promotes_embeddings", lambda ws: ws.as_agent("alice").promoted("build_embeddings")),
+        ("lib_agent_asks_for_another_agent", lambda ws: ws.as_agent("alice").search_index("x", agent_id="reader")),
+        ("lib_agent_lists_other_kbs", lambda ws: ws.as_agent("alice").list_knowledge_bases(agent_id="reader")),
+        ("lib_agent_names_an_operator_job_kind", lambda ws: ws.as_agent("scribe").promoted("purge_expired")),
+        ("lib_unknown_keyword", lambda ws: ws.source_sync("handbook", sha="0" * 40)),
+        ("lib_writer_adds_a_source", lambda ws: ws.as_principal(writer).source_add("x", "https://evil.example/r")),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _lib_cases()])
+def test_refused_in_process(world: World, case: str) -> None:
+    fn = dict(_lib_cases())[case]
+    before = world.counts()
+    out = fn(world.ws)
+    assert world.counts() == before, f"{case}: something was written"
+    assert out["Success"] is False and out["code"] in ("forbidden", "invalid_argument"), out
+
+
+def test_access_case_count() -> None:
+    """Issue 14 asked for 30 or more new refused cases across the classes; counted here."""
+    new = len(REFUSED) - ACCESS_CASES_FROM + len(HTTP_REFUSED) + len(_lib_cases())
+    assert new >= 30, new
