@@ -62,7 +62,7 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     assert ok(api.get("/reviews", headers=as_("reader")))["Reviews"][0]["review_id"] == rid
     for who in ("reader", "writer"):
         r = api.post(f"/reviews/{rid}/approve", headers=as_(who))
-        assert r.status_code == 403 and r.json()["error"]["details"]["required_scope"] == "review"
+        assert r.status_code == 403 and r.json()["details"]["required_scope"] == "review"
     done = ok(api.post(f"/reviews/{rid}/approve", headers=as_("alice")))
     assert done["review_state"] == "approved" and done["number"]
     assert {"path": PAGE, "status": "M"} in [
@@ -107,4 +107,4 @@ def test_deny_records_reason_and_reviewer(api: TestClient, upstream: Upstream) -
     assert "policy says 90" in str(shown) and "alice" in str(shown)
     assert upstream.remote_sha(f"gitkb/proposals/{SOURCE}") is None
     r = api.post(f"/reviews/{pr['review_id']}/approve", headers=as_("alice"))
-    assert r.status_code == 409 and r.json()["ok"] is False
+    assert r.status_code == 409 and r.json()["Success"] is False
