@@ -80,9 +80,11 @@ def report(data: dict[str, Any], render: Renderer = default_render) -> None:
     if state.as_json:
         emit_json(data)
     if not data.get("Success", False):
-        click.echo(f"error: {data.get('Error', 'failed')}", err=True)
+        from gitkb.cli.hints import cli_words  # the library names actions; the terminal, commands
+
+        click.echo(f"error: {cli_words(str(data.get('Error', 'failed')))}", err=True)
         for step in data.get("next_steps") or []:
-            click.echo(f"  next: {step}", err=True)
+            click.echo(f"  next: {cli_words(str(step))}", err=True)
         state.close()
         sys.exit(3 if data.get("code") == "internal" else 1)
     if not state.as_json:
