@@ -77,7 +77,7 @@ def test_route_families_success_and_error(client: TestClient) -> None:
     # documents
     added = success(client.post("/indexes/kb/texts", json={"text": "The rollback checklist.", "filepath": "a.md"}))
     listed = success(client.get("/indexes/kb/documents"))
-    assert listed["Documents"]
+    assert listed["total_count"] == 1 and listed["Documents"]
     success(client.get("/indexes/kb/files/a.md"))
     failure(client.get("/indexes/kb/files/nope.md"), 404, "not_found")
     # search and ask

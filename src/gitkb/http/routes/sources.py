@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from gitkb.http.auth import require
-from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.calls import COUNT, START, ActionBody, Body, call, has
 
 router = APIRouter(tags=["sources"])
 READ = [Depends(require("read"))]
@@ -41,8 +41,8 @@ class SyncSource(Body):
 if has("source_list"):
 
     @router.get("/sources", dependencies=READ, summary="Registered sources (secrets never shown)")
-    async def list_sources(request: Request) -> JSONResponse:
-        return await call(request, "source_list")
+    async def list_sources(request: Request, start: int | None = START, count: int | None = COUNT) -> JSONResponse:
+        return await call(request, "source_list", start=start, count=count)
 
 
 if has("source_add"):

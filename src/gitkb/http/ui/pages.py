@@ -100,7 +100,7 @@ async def overview(request: Request) -> Response:
     pending = None
     if has("list_reviews"):
         got = await ws_call(request, "list_reviews", state="pending")
-        pending = len(got.get("Reviews", [])) if got.get("Success") else None
+        pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None
     ctx = {"title": "Overview", "page": "overview", "status": status, "jobs": jobs,
            "indexes": indexes, "pending": pending}  # fmt: skip
     return render(request, "ui/overview.html", ctx)
