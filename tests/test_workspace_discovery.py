@@ -120,3 +120,18 @@ def test_init(root: Path) -> None:
     assert sorted(p.name for p in busy.iterdir()) == ["todo.txt"]
     assert gitkb(root, "--home", str(root / "via-home"), "init").exit_code == 0
     assert (root / "via-home" / "catalog.sqlite3").is_file()
+
+
+def test_an_unexpected_error_logs_without_making_a_gitkb_here(root: Path, tmp_path: Path) -> None:
+    """A --home under a regular file fails unexpectedly (exit 3); its log must not land in a
+    new ./.gitkb, which the next command would discover as a workspace."""
+    (root / "file").write_text("x")
+    logs = tmp_path / "tmp"
+    logs.mkdir()
+    env = {**os.environ, "TMPDIR": str(logs)}
+    p = subprocess.run([*GITKB, "--home", str(root / "file" / "ws"), "index", "create", "kb"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert not (root / ".gitkb").exists()
+    where = p.stderr.rsplit("details in ", 1)[1].rstrip(")\n")
+    assert Path(where).is_file() and Path(where).is_relative_to(logs), p.stderr

@@ -11,6 +11,7 @@ A command that writes creates the workspace it was explicitly given when it is m
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -83,3 +84,14 @@ def choose_home(
         f"no gitkb workspace found: looked for {DEFAULT_HOME}/ in {_where(looked)}; {what}",
         next_steps=[INIT_HINT],
     )
+
+
+def crash_log_dir(resolved: Path | None, env: Mapping[str, str]) -> Path:
+    """Where an unexpected error's traceback goes: the command's workspace when it is a directory,
+    else ``GITKB_HOME`` when it is one, else a per-user temporary directory (never a new ``./.gitkb``,
+    which discovery would later take for a workspace)."""
+    given = env.get("GITKB_HOME")
+    for home in (resolved, Path(given).expanduser() if given else None):
+        if home is not None and home.is_dir():
+            return home / "logs"
+    return Path(tempfile.gettempdir()) / f"gitkb-{os.getuid()}" / "logs"
