@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from gitkb.workspace import Workspace
 
 
+RESOLVED: dict[str, Path] = {}  # the workspace this process's command resolved to
+
+
 def command_words() -> str:
     """The running command's path under ``gitkb`` (``"index list"``)."""
     ctx = click.get_current_context(silent=True)
@@ -45,7 +48,9 @@ class CliState:
 
         if writes is None:
             writes = command_words() not in READ_COMMANDS
-        return choose_home(self.home, self.home_source, writes=writes, env=os.environ, cwd=Path.cwd())
+        home = choose_home(self.home, self.home_source, writes=writes, env=os.environ, cwd=Path.cwd())
+        RESOLVED["home"] = home  # where an unexpected error's log goes
+        return home
 
     def workspace(self) -> Workspace:
         if self._ws is None:
@@ -138,9 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         import traceback
         from pathlib import Path
 
-        from gitkb.core.config import resolve_home
+        from gitkb.cli.home import crash_log_dir
 
-        logdir = resolve_home(None, os.environ) / "logs"
+        logdir = crash_log_dir(RESOLVED.get("home"), os.environ)  # never a new ./.gitkb
         try:
             logdir.mkdir(parents=True, exist_ok=True)
             (logdir / "gitkb.log").open("a").write("".join(traceback.format_exception(exc)))
