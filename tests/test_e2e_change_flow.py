@@ -39,7 +39,7 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     assert upstream.remote_sha(BRANCH) is None and upstream.remote_sha("main") == main_before
     again = ws.open_kb_pull_request(SOURCE)
     assert again["review_id"] == pr["review_id"] and again["existing"] is True
-    assert ws.list_reviews(state="pending")["count"] == 1
+    assert ws.list_reviews(state="pending")["total_count"] == 1
     assert ws.list_pull_requests(SOURCE)["count"] == 0
 
     # approve: pushed with a lease, change request opened
@@ -96,7 +96,7 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     assert cite["status"] == "current" and cite["commit"] == merge_commit
 
     # everything settled
-    assert ws.list_proposals(SOURCE)["count"] == 0
+    assert ws.list_proposals(SOURCE)["total_count"] == 0
     assert {r["review_state"] for r in ws.list_reviews(source=SOURCE)["Reviews"]} == {"merged"}
     assert ws.list_pull_requests(SOURCE)["PullRequests"][0]["state"] == "merged"
     again = ws.source_sync(SOURCE)
@@ -156,7 +156,7 @@ def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(
     assert merged["sync"]["merged"]["conflicts"] == [clash["proposal_id"]]
     [p] = ws.list_proposals(SOURCE, "conflict")["Proposals"]
     assert p["detail"]["conflicting_paths"] == [ROTATE]
-    assert ws.list_proposals(SOURCE)["count"] == 0
+    assert ws.list_proposals(SOURCE)["total_count"] == 0
     assert ws.discard_proposal(clash["proposal_id"])["Success"]
 
 

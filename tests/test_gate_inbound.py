@@ -100,7 +100,7 @@ def state(c: TestClient) -> dict[str, Any]:
     """What the index holds: the synced commit, every document row, the change log head."""
     ws = workspace(c)
     [src] = [s for s in ws.source_list()["Sources"] if s["name"] == SOURCE]
-    listed = ws.document_index("LIST_DOCUMENTS", index_name=SOURCE, count=100)
+    listed = ws.document_index("LIST_DOCUMENTS", index_name=SOURCE, count=50)
     assert listed["Success"], listed
     rows = sorted((d["path"], d["file_id"], d.get("source_uri")) for d in listed["Documents"])
     seq = ws.ctx.catalog.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]

@@ -18,6 +18,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
 from gitkb.services import jobs
+from http_shape import error_code, error_message
 
 LOCAL = ("127.0.0.1", 50000)
 
@@ -46,15 +47,15 @@ def ok(r: Any, status: int = 200) -> dict[str, Any]:
 def err(r: Any, status: int, code: str) -> dict[str, Any]:
     assert r.status_code == status, r.text
     body = r.json()
-    assert body["ok"] is False and body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    return body["error"]
+    assert body["Success"] is False and error_code(body) == code, body
+    assert isinstance(error_message(body), str) and error_message(body)
+    return body
 
 
 def test_health_and_openapi(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"ok": True}
+    assert client.get("/healthz").json() == {"Success": True}
     ready = client.get("/readyz").json()
-    assert ready["ok"] is True and ready["checks"]["catalog"] == "ok"
+    assert ready["Success"] is True and ready["checks"]["catalog"] == "ok" and "ok" not in ready
     spec = client.get("/openapi.json").json()
     for path in ("/search", "/ask", "/status", "/indexes", "/actions/document_index", "/healthz", "/readyz"):
         assert path in spec["paths"], path
@@ -108,7 +109,7 @@ def test_action_api_as_is(client: TestClient) -> None:
     assert r["action"] == "SEARCH" and r["Results"]
     e = err(client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "bogus": 1}), 400,
             "invalid_argument")  # fmt: skip
-    assert "bogus" in e["message"]
+    assert "bogus" in e["Error"]
     err(client.post("/actions/document_index", json={"action": "NOPE"}), 400, "invalid_argument")
     err(client.post("/actions/document_index", json={"query": "x"}), 400, "invalid_argument")
     err(client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "progress": 1}), 400,
@@ -118,9 +119,9 @@ def test_action_api_as_is(client: TestClient) -> None:
 def test_failed_action_keeps_its_fields_under_details(client: TestClient) -> None:
     ok(client.post("/indexes", json={"index_name": "kb"}))
     e = err(client.post("/indexes", json={"index_name": "kb"}), 409, "conflict")
-    assert "already" in e["message"]
+    assert "already" in e["Error"]
     e = err(client.post("/search", json={"query": "x", "index_name": "missing"}), 404, "not_found")
-    assert "missing" in e["message"]
+    assert "missing" in e["Error"]
 
 
 def test_ask_and_status_and_jobs(client: TestClient) -> None:

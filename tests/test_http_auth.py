@@ -16,6 +16,7 @@ from gitkb.core.config import load_settings
 from gitkb.core.errors import Forbidden, Unauthorized
 from gitkb.http import auth, create_app
 from gitkb.http.config import ServerConfig, TokenSpec, load_server_config, token_digest
+from http_shape import error_code
 
 TOKENS = {
     "reader": "r" * 24,
@@ -46,8 +47,8 @@ def secured(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]
 
 def code_of(r: Any) -> str:
     body = r.json()
-    assert body["ok"] is False, body
-    return str(body["error"]["code"])
+    assert body["Success"] is False, body
+    return error_code(body)
 
 
 def test_missing_malformed_and_unknown_tokens(secured: TestClient) -> None:
@@ -64,7 +65,7 @@ def test_scopes(secured: TestClient) -> None:
     for who in ("reader", "writer", "reviewer"):  # creating an index is admin: write is content only
         r = secured.post("/indexes", json={"index_name": "kb"}, headers=bearer(who))
         assert r.status_code == 403 and code_of(r) == "forbidden", who
-        assert r.json()["error"]["details"]["required_class"] == "admin"
+        assert r.json()["details"]["required_class"] == "admin"
     assert secured.post("/indexes", json={"index_name": "kb"}, headers=bearer("admin")).status_code == 200
     # a reviewer reads and reviews but does not write
     assert secured.post("/search", json={"query": "x"}, headers=bearer("reviewer")).status_code == 200

@@ -63,7 +63,7 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     assert ok(api.get("/reviews", headers=as_("reader")))["Reviews"][0]["review_id"] == rid
     for who in ("reader", "writer"):
         r = api.post(f"/reviews/{rid}/approve", headers=as_(who))
-        assert r.status_code == 403 and r.json()["error"]["details"]["required_class"] == "review"
+        assert r.status_code == 403 and r.json()["details"]["required_class"] == "review"
     done = ok(api.post(f"/reviews/{rid}/approve", headers=as_("alice")))
     assert done["review_state"] == "approved" and done["number"]
     assert {"path": PAGE, "status": "M"} in [
@@ -79,7 +79,7 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     assert pulls
     # merging on the local forge is a reviewer's act (class review): a write token may not
     r = api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("writer"))
-    assert r.status_code == 403 and r.json()["error"]["details"]["required_class"] == "review"
+    assert r.status_code == 403 and r.json()["details"]["required_class"] == "review"
     merged = ok(api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("alice")))
     job = merged.get("job_id") or (merged.get("sync") or {}).get("job_id")
     deadline = time.time() + 60
@@ -111,4 +111,4 @@ def test_deny_records_reason_and_reviewer(api: TestClient, upstream: Upstream) -
     assert "policy says 90" in str(shown) and "alice" in str(shown)
     assert upstream.remote_sha(f"gitkb/proposals/{SOURCE}") is None
     r = api.post(f"/reviews/{pr['review_id']}/approve", headers=as_("alice"))
-    assert r.status_code == 409 and r.json()["ok"] is False
+    assert r.status_code == 409 and r.json()["Success"] is False

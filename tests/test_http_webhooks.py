@@ -21,6 +21,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
+from http_shape import error_code, error_message
 from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
 
 SECRET = "It's a Secret to Everybody"
@@ -151,7 +152,7 @@ def test_forged_deliveries_enqueue_nothing(hook: TestClient, upstream: Upstream,
     for name, (headers, content, status) in cases.items():
         r = hook.post("/webhooks/github", content=content, headers=headers)
         assert r.status_code == status, (name, r.text)
-        assert r.json()["ok"] is False, name
+        assert r.json()["Success"] is False, name
     assert counts(home) == n  # no job, no delivery recorded
     # a replay of a delivery id already seen is refused as a duplicate, also enqueueing nothing
     first = github(hook, "push", payload, delivery="seen")
@@ -168,10 +169,10 @@ def test_source_matching(hook: TestClient, upstream: Upstream, home: Path) -> No
     assert head
     payload = push_payload(upstream, "0" * 40, head)
     r = github(hook, "push", payload, query="?source=nope")
-    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert r.status_code == 404 and error_code(r) == "not_found"
     other = dict(payload, repository={"clone_url": "https://github.com/someone/else.git"})
     r = github(hook, "push", other)
-    assert r.status_code == 404 and "else" in json.dumps(r.json()["error"]["details"])
+    assert r.status_code == 404 and "else" in json.dumps(r.json()["details"])
     r = github(hook, "push", other, query=f"?source={SOURCE}")  # named explicitly: the URL is not needed
     assert r.status_code == 200, r.text  # matched; the source is already at that commit: nothing to queue
     assert r.json()["queued"] is False and r.json()["job_id"] is None and "already" in r.json()["reason"]
@@ -276,7 +277,7 @@ def test_no_secret_anywhere_refuses_and_env_fallback_works(
     head = upstream.commit_push("env change")
     payload = push_payload(upstream, "0" * 40, head)
     r = github(hook, "push", payload)
-    assert r.status_code == 401 and "no webhook secret" in r.json()["error"]["message"]
+    assert r.status_code == 401 and "no webhook secret" in error_message(r)
     state = hook.app.state.gitkb  # type: ignore[attr-defined]
     monkeypatch.setattr(
         state, "cfg", state.cfg.__class__(**{**state.cfg.__dict__, "webhook_secret": "from-env"})

@@ -139,7 +139,7 @@ def test_bad_calls(source_ws: Any, upstream: Upstream) -> None:
     bad = ws.open_kb_pull_request(SOURCE, target_index="other")
     assert bad["code"] == "invalid_argument" and bad["candidates"] == ["handbook"]
     assert ws.open_kb_pull_request(SOURCE, title=3)["code"] == "invalid_argument"
-    assert upstream.remote_sha(BRANCH) is None and ws.list_reviews()["count"] == 0
+    assert upstream.remote_sha(BRANCH) is None and ws.list_reviews()["total_count"] == 0
 
 
 def test_target_index_is_required_when_a_source_feeds_several(ws: Any, upstream: Upstream) -> None:
@@ -169,7 +169,7 @@ def test_commit_message_squashes_the_staged_proposals(source_ws: Any, upstream: 
     assert git(upstream.remote, "rev-parse", f"{pushed}^") == upstream.remote_sha("main")
     merged = ws.forge_merge(SOURCE, 1)
     assert merged["sync"]["merged"]["proposals_merged"] == sorted(pr["proposal_ids"])
-    assert ws.list_proposals(SOURCE)["count"] == 0
+    assert ws.list_proposals(SOURCE)["total_count"] == 0
 
 
 # -- GitHub: the push goes to a bare remote, the pull request to the REST mock --------------

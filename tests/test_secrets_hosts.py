@@ -150,7 +150,7 @@ def secured(home: Path, roots: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 def nothing_registered(c: TestClient, home: Path) -> None:
     listed = c.get("/sources", headers=bearer("admin")).json()
-    assert listed["count"] == 0, listed
+    assert listed["total_count"] == 0, listed
     assert not (home / "repos").exists() or not list((home / "repos").iterdir())
 
 
@@ -258,7 +258,7 @@ def test_the_library_and_cli_refuse_the_same(
                    {"forge": {"kind": "gitlab", "repo": "g/p", "token_env": "KB_TOKEN"}}):  # fmt: skip
             out = ws.source_add("x", url, **kw)
             assert out["Success"] is False and out["code"] == "invalid_argument", out
-        assert ws.source_list()["count"] == 0
+        assert ws.source_list()["total_count"] == 0
     (home / "gitkb.toml").write_text(
         '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
         '[[credentials]]\nname = "gh"\nhosts = ["github.com"]\ntoken_env = "KB_TOKEN"\n'
@@ -371,7 +371,7 @@ def test_local_sources_need_allowed_roots_even_without_tokens(home: Path, upstre
     with make_client(home, "", client=("127.0.0.1", 5000)) as c:
         r = c.post("/sources", json={"name": "x", "url": str(upstream.remote)})
         assert r.status_code == 403 and error_code(r) == "forbidden" and "allowed_roots" in r.text
-        assert c.get("/sources").json()["count"] == 0
+        assert c.get("/sources").json()["total_count"] == 0
 
 
 # -- the Host allowlist and DNS rebinding ----------------------------------------------------

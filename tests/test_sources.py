@@ -74,7 +74,7 @@ def test_sync_of_the_same_commit_does_nothing(source_ws: Any) -> None:
 
 def test_source_list_and_unknown_source(source_ws: Any, upstream: Upstream) -> None:
     listed = source_ws.source_list()
-    assert listed["Success"] and listed["count"] == 1
+    assert listed["Success"] and listed["total_count"] == 1
     s = listed["Sources"][0]
     assert s["name"] == SOURCE and s["branch"] == "main" and s["documents_root"] == "docs"
     assert s["synced_commit"] == git(upstream.work, "rev-parse", "HEAD")
@@ -109,7 +109,7 @@ def test_duplicate_name_and_bad_input_register_nothing(
         assert out["Success"] is False, kwargs
         assert code is None or out["code"] == code, out
         assert "s3cr3t-token" not in json.dumps(out)
-    assert source_ws.source_list()["count"] == 1
+    assert source_ws.source_list()["total_count"] == 1
     assert len(list((source_ws.home / "repos").iterdir())) == 1  # failed clones leave nothing
 
 

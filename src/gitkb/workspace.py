@@ -238,8 +238,11 @@ class Workspace:
         return out
 
     @tool
-    def list_jobs(self, limit: int = 50, state: str | None = None) -> dict[str, Any]:
-        return {"Success": True, **jobs.list_jobs(self.ctx, limit=limit, state=state)}
+    def list_jobs(
+        self, limit: int | None = None, state: str | None = None, start: int | None = None, count: int | None = None
+    ) -> dict[str, Any]:
+        """Newest first, paged (``start``/``count``; ``limit`` is the older name of ``count``)."""
+        return {"Success": True, **jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)}
 
     @tool
     def cancel_job(self, job_id: str) -> dict[str, Any]:
@@ -293,10 +296,10 @@ class Workspace:
         return {"Success": True, **out}
 
     @tool
-    def source_list(self) -> dict[str, Any]:
+    def source_list(self, start: int | None = None, count: int | None = None) -> dict[str, Any]:
         from gitkb.services import sources
 
-        return {"Success": True, **sources.list_sources(self.ctx)}
+        return {"Success": True, **sources.list_sources(self.ctx, start=start, count=count)}
 
     @tool
     def source_sync(
@@ -354,10 +357,12 @@ class Workspace:
         )}  # fmt: skip
 
     @tool
-    def list_proposals(self, source: str | None = None, state: str = "staged") -> dict[str, Any]:
+    def list_proposals(
+        self, source: str | None = None, state: str = "staged", start: int | None = None, count: int | None = None
+    ) -> dict[str, Any]:
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.list_proposals(self.ctx, source, state)}
+        return {"Success": True, **proposals.list_proposals(self.ctx, source, state, start=start, count=count)}
 
     @tool
     def show_proposal(self, proposal_id: str) -> dict[str, Any]:
@@ -399,11 +404,13 @@ class Workspace:
         )}  # fmt: skip
 
     @tool
-    def list_reviews(self, state: str | None = None, source: str | None = None) -> dict[str, Any]:
-        """Reviews, pending first (``Reviews``)."""
+    def list_reviews(
+        self, state: str | None = None, source: str | None = None, start: int | None = None, count: int | None = None
+    ) -> dict[str, Any]:
+        """Reviews, pending first (``Reviews``), paged."""
         from gitkb.services import review
 
-        return {"Success": True, **review.list_reviews(self.ctx, state, source)}
+        return {"Success": True, **review.list_reviews(self.ctx, state, source, start=start, count=count)}
 
     @tool
     def show_review(self, review_id: str) -> dict[str, Any]:
@@ -445,11 +452,13 @@ class Workspace:
         return {"Success": True, **sources.list_pull_requests(self.ctx, source, state)}
 
     @tool
-    def list_audit(self, target: str | None = None, limit: int = 100) -> dict[str, Any]:
-        """The audit log, newest first: who, when, what, result."""
+    def list_audit(
+        self, target: str | None = None, limit: int | None = None, start: int | None = None, count: int | None = None
+    ) -> dict[str, Any]:
+        """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
         from gitkb.services import audit
 
-        return {"Success": True, **audit.list_audit(self.ctx, target=target, limit=limit)}
+        return {"Success": True, **audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)}
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -19,17 +20,43 @@ if TYPE_CHECKING:
     from gitkb.workspace import Workspace
 
 
+RESOLVED: dict[str, Path] = {}  # the workspace this process's command resolved to
+
+
+def command_words() -> str:
+    """The running command's path under ``gitkb`` (``"index list"``)."""
+    ctx = click.get_current_context(silent=True)
+    words: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        words.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(words))
+
+
 @dataclass
 class CliState:
     home: str | None
     as_json: bool
+    home_source: str = "--home"  # or "GITKB_HOME": where ``home`` came from
     _ws: Workspace | None = None
+
+    def resolve_home(self, *, writes: bool | None = None) -> Path:
+        """The workspace this command means (``gitkb.cli.home``); raises ``NotFound`` when none."""
+        import os
+
+        from gitkb.cli.home import READ_COMMANDS, choose_home
+
+        if writes is None:
+            writes = command_words() not in READ_COMMANDS
+        home = choose_home(self.home, self.home_source, writes=writes, env=os.environ, cwd=Path.cwd())
+        RESOLVED["home"] = home  # where an unexpected error's log goes
+        return home
 
     def workspace(self) -> Workspace:
         if self._ws is None:
             from gitkb.workspace import Workspace
 
-            self._ws = Workspace(self.home)
+            self._ws = Workspace(self.resolve_home())
         return self._ws
 
     def close(self) -> None:
@@ -46,14 +73,23 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
 
     try:
         data = call(state.workspace())
-    except GitkbError as exc:  # e.g. bad gitkb.toml at start-up
+    except GitkbError as exc:  # e.g. bad gitkb.toml at start-up, or no workspace found
         data = exc.to_response()
+    report(data, render)
+
+
+def report(data: dict[str, Any], render: Renderer = default_render) -> None:
+    """Print a response dict (or its error and next steps) and exit with the contract's code."""
+    state = click.get_current_context().find_object(CliState)
+    assert state is not None
     if state.as_json:
         emit_json(data)
     if not data.get("Success", False):
-        click.echo(f"error: {data.get('Error', 'failed')}", err=True)
+        from gitkb.cli.hints import cli_words  # the library names actions; the terminal, commands
+
+        click.echo(f"error: {cli_words(str(data.get('Error', 'failed')))}", err=True)
         for step in data.get("next_steps") or []:
-            click.echo(f"  next: {step}", err=True)
+            click.echo(f"  next: {cli_words(str(step))}", err=True)
         state.close()
         sys.exit(3 if data.get("code") == "internal" else 1)
     if not state.as_json:
@@ -62,13 +98,19 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--home", type=click.Path(file_okay=False), envvar="GITKB_HOME", help="Workspace directory (default ./.gitkb).")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    envvar="GITKB_HOME",
+    help="Workspace directory (default: GITKB_HOME, else the nearest .gitkb upward from here).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the response dict as JSON on stdout.")
 @click.version_option(package_name="gitkb")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None, as_json: bool) -> None:
     """gitkb: searchable knowledge bases over documentation in git."""
-    state = CliState(home=home, as_json=as_json)
+    from_env = ctx.get_parameter_source("home") is click.core.ParameterSource.ENVIRONMENT
+    state = CliState(home=home, as_json=as_json, home_source="GITKB_HOME" if from_env else "--home")
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -102,10 +144,10 @@ def main(argv: list[str] | None = None) -> None:
         import traceback
         from pathlib import Path
 
-        from gitkb.core.config import resolve_home
+        from gitkb.cli.home import crash_log_dir
         from gitkb.core.files import append_log
 
-        logdir = resolve_home(None, os.environ) / "logs"
+        logdir = crash_log_dir(RESOLVED.get("home"), os.environ)  # never a new ./.gitkb
         with contextlib.suppress(OSError):
             append_log(logdir.parent, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
         click.echo(f"error: unexpected {type(exc).__name__}: {exc} (details in {Path(logdir) / 'gitkb.log'})", err=True)

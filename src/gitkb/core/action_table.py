@@ -40,7 +40,7 @@ MAX_TOP_K = 50  # search_index results for an agent
 MAX_QUERY_CHARS = 4000
 MAX_PAGE = 50  # LIST_DOCUMENTS page
 MAX_READ_COUNT = 10 * 1024 * 1024  # GET_DOCUMENT page (lines, chars or chunks): a whole 10 MB file
-MAX_LIST = 1000  # jobs, audit entries, reviews ... per page
+MAX_LIST = 500  # jobs, audit entries, reviews, proposals, sources per page
 
 STRING: dict[str, Any] = {"type": "string"}
 NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -127,6 +127,7 @@ def P(name: str, schema: dict[str, Any], doc: str = "", *, required: bool = Fals
 
 
 PROGRESS = Param("progress", {}, "a callback(stage, done, total)", local_only=True)
+PAGE = (P("start", START, "the first item of the page"), P("count", _int(1, MAX_LIST), "items per page"))
 INDEX = P("index_name", NAME, "the index (name)", required=True)
 CHUNK = (
     P("chunk_size", _int(1), "chunk size in word pieces"),
@@ -357,7 +358,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_jobs",
         "read",
-        (P("limit", _int(1, MAX_LIST)), P("state", STRING)),
+        (P("limit", _int(1, MAX_LIST), "older name of count"), P("state", STRING), *PAGE),
         "the job queue",
         "gitkb jobs list",
     ),
@@ -452,7 +453,7 @@ METHODS: tuple[Action, ...] = (
         "follow a git repository",
         "gitkb source add",
     ),
-    _m("source_list", "read", (), "the sources", "gitkb source list"),
+    _m("source_list", "read", PAGE, "the sources", "gitkb source list"),
     _m(
         "source_sync",
         "operate",
@@ -515,7 +516,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_proposals",
         "read",
-        (P("source", REF), P("state", STRING)),
+        (P("source", REF), P("state", STRING), *PAGE),
         "staged proposals",
         "gitkb proposals list",
     ),
@@ -559,7 +560,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_reviews",
         "read",
-        (P("state", STRING), P("source", REF)),
+        (P("state", STRING), P("source", REF), *PAGE),
         "reviews, pending first",
         "gitkb review list",
     ),
@@ -609,7 +610,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_audit",
         "admin",
-        (P("target", STRING), P("limit", _int(1, MAX_LIST))),
+        (P("target", STRING), P("limit", _int(1, MAX_LIST), "older name of count"), *PAGE),
         "the audit log",
         "gitkb audit",
     ),

@@ -37,7 +37,10 @@ Authenticate with `Authorization: Bearer <token>` (tokens and their scopes are i
 `[[server.tokens]]` of gitkb.toml; a server without tokens answers loopback only).
 Every request's `Host` must be localhost, 127.0.0.1, [::1] or a name in `[server] public_host` /
 `allowed_hosts` (403 `forbidden` otherwise).
-Every error has one shape: `{"ok": false, "error": {"code", "message", "next_steps"?, "details"?}}`.
+Every JSON answer is one envelope: `{"Success": true, ...}`, or on error
+`{"Success": false, "Error": "<one sentence>", "code": "<stable code>", "next_steps": [...], "details": {...}}`
+with the HTTP status from the code. List answers page with `start`/`count` and carry
+`total_count`, `actual_count`, `has_more`, `next_start`.
 Long calls answer `{"status": "working", "job_id", "poll_with": "get_job_result"}`: poll `GET /jobs/{job_id}`.
 """
 

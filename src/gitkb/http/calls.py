@@ -11,7 +11,7 @@ import functools
 import inspect
 from typing import Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +21,10 @@ from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
 from gitkb.services.access.principals import Principal
 from gitkb.workspace import Workspace
+
+# Paging query parameters of every list route; the library checks the range (invalid_argument).
+START = Query(None, description="the first item, from 0 (out of range: invalid_argument)")
+COUNT = Query(None, description="items in the page, 1 to 500 (out of range: invalid_argument)")
 
 
 def has(method: str) -> bool:

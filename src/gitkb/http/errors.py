@@ -1,11 +1,15 @@
-"""The one HTTP error shape, for every error path:
+"""The one HTTP envelope, for every JSON answer (built here and nowhere else).
 
-``{"ok": false, "error": {"code", "message", "next_steps"?, "details"?}}``
+Success: the library's dict as is, ``{"Success": true, ...}`` (``ok_body``/``respond``).
+Error: the library's failure envelope at the top level, always with all five keys:
+
+``{"Success": false, "Error": "<one sentence>", "code": "<stable code>",
+"next_steps": [...], "details": {...}}``
 
 The status comes from the code (``gitkb.core.errors.HTTP_STATUS_BY_CODE``, plus
 the few codes only HTTP has, below). A Workspace call that answers
 ``Success: false`` becomes this shape with the call's other fields under
-``error.details``; FastAPI's validation errors, unknown routes and methods,
+``details``; FastAPI's validation errors, unknown routes and methods,
 oversize or non-JSON bodies, timeouts and crashes all come out the same way.
 
 HTTP-only codes: ``payload_too_large`` 413, ``unsupported_media_type`` 415,
@@ -79,15 +83,25 @@ def status_for(code: str) -> int:
     return STATUS_BY_CODE.get(code, 500)
 
 
+ERROR_KEYS = ("Success", "Error", "code", "next_steps", "details")
+
+
 def error_body(
     code: str, message: str, *, next_steps: list[str] | None = None, details: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if next_steps:
-        err["next_steps"] = list(next_steps)
-    if details:
-        err["details"] = jsonable_encoder(details)
-    return {"ok": False, "error": err}
+    """The error envelope: ``Success: false``, ``Error``, ``code``, ``next_steps``, ``details``."""
+    return {
+        "Success": False,
+        "Error": message,
+        "code": code,
+        "next_steps": [str(s) for s in next_steps or []],
+        "details": jsonable_encoder(details or {}),
+    }
+
+
+def ok_body(**fields: Any) -> dict[str, Any]:
+    """A success envelope for the few answers that are not a Workspace dict (health probes, pings)."""
+    return {"Success": True, **jsonable_encoder(fields)}
 
 
 def error_response(
@@ -140,7 +154,7 @@ def respond(result: dict[str, Any], *, status: int = 200, retry_after_s: int = 5
     """A Workspace result as the HTTP answer: the dict itself on success, else the error shape."""
     if result.get("Success") is False:
         return from_result(result, retry_after_s)
-    return JSONResponse(jsonable_encoder(result), status_code=status)
+    return JSONResponse({"Success": True, **jsonable_encoder(result)}, status_code=status)
 
 
 def log_internal(home: Path | None, exc: BaseException) -> str:

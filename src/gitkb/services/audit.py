@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from gitkb.core.paging import page_fields, page_of
 from gitkb.forges.secrets import redact
 from gitkb.services.context import Context
 from gitkb.stores.catalog import audit as audit_rows
@@ -51,6 +52,12 @@ def record(
         )
 
 
-def list_audit(ctx: Context, *, target: str | None = None, limit: int = 100) -> dict[str, Any]:
-    rows = audit_rows.recent(ctx.catalog.conn, target=target, limit=limit)
-    return {"Entries": [r.as_dict() for r in rows], "count": len(rows)}
+def list_audit(
+    ctx: Context, *, target: str | None = None, limit: Any = None, start: Any = None, count: Any = None
+) -> dict[str, Any]:
+    """The audit log, newest first, a page at a time (``limit`` is the older name of ``count``)."""
+    page = page_of(start, count if count is not None else limit, default=100)
+    conn = ctx.catalog.conn
+    rows = audit_rows.recent(conn, target=target, limit=page.count, offset=page.start)
+    total = audit_rows.count(conn, target=target)
+    return {"Entries": [r.as_dict() for r in rows], **page_fields(page, total, len(rows))}

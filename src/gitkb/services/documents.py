@@ -8,6 +8,7 @@ from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import normalize_stored_path, validate_new_filename
+from gitkb.core.paging import page_fields, page_of
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
@@ -60,8 +61,8 @@ def list_documents(
     count: Any = MAX_PAGE,
 ) -> dict[str, Any]:
     row = get_index(ctx, index_name)
-    start_i = _int_param("start", start, 0)
-    count_i = min(_int_param("count", count, MAX_PAGE), MAX_PAGE)
+    page = page_of(start, count, default=MAX_PAGE, limit=MAX_PAGE)
+    start_i, count_i = page.start, page.count
     if path_filter is not None and not isinstance(path_filter, str):
         raise InvalidArgument("path_filter must be a string (a folder prefix or a glob such as 'docs/*.md')")
     if query is not None and not isinstance(query, str):
@@ -74,7 +75,8 @@ def list_documents(
             conn, row.id, start=start_i, count=count_i, path_prefix=pf, query=query or None, live_at=now
         )
     actual = len(docs)
-    has_more = start_i + actual < total
+    fields = page_fields(page, total, actual)
+    has_more = fields["has_more"]
     remaining = max(total - start_i - actual, 0)
     if total == 0:
         msg = "No documents match." if (pf or query) else "The index has no documents."
@@ -86,12 +88,8 @@ def list_documents(
         )
     out: dict[str, Any] = {
         "index_name": row.name,
-        "TotalCount": total,
-        "start": start_i,
-        "count": count_i,
-        "actual_count": actual,
-        "has_more": has_more,
-        "next_start": start_i + actual if has_more else None,
+        "TotalCount": total,  # the spec's name; total_count is every list's
+        **fields,
         "Message": msg,
     }
     out["Documents"] = [d.path for d in docs] if show_files_only else [doc_summary(d) for d in docs]

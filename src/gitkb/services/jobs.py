@@ -24,6 +24,7 @@ from typing import Any
 from gitkb.core import errors
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
+from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.jobs import JobRow
@@ -271,6 +272,13 @@ def job_result(ctx: Context, job_id: Any) -> dict[str, Any]:
     return job.as_dict()
 
 
-def list_jobs(ctx: Context, *, limit: int = 50, state: str | None = None) -> dict[str, Any]:
-    rows = job_rows.list_recent(ctx.catalog.conn, limit=limit, states=(state,) if state else None)
-    return {"Jobs": [j.as_dict() for j in rows], "count": len(rows)}
+def list_jobs(
+    ctx: Context, *, limit: Any = None, state: str | None = None, start: Any = None, count: Any = None
+) -> dict[str, Any]:
+    """Recent jobs, newest first, a page at a time (``limit`` is the older name of ``count``)."""
+    page = page_of(start, count if count is not None else limit, default=50)
+    states = (state,) if state else None
+    conn = ctx.catalog.conn
+    rows = job_rows.list_recent(conn, limit=page.count, offset=page.start, states=states)
+    total = job_rows.count_recent(conn, states=states)
+    return {"Jobs": [j.as_dict() for j in rows], **page_fields(page, total, len(rows))}

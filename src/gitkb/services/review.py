@@ -20,6 +20,7 @@ from typing import Any
 
 from gitkb.core.change_planning import changed_files
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
+from gitkb.core.paging import page_of, paged
 from gitkb.forges import open_or_update
 from gitkb.services import audit
 from gitkb.services.context import Context
@@ -225,7 +226,11 @@ def get_review(ctx: Context, review_id: Any) -> ReviewRow:
     return r
 
 
-def list_reviews(ctx: Context, state: Any = None, source: Any = None, limit: int = 100) -> dict[str, Any]:
+def list_reviews(
+    ctx: Context, state: Any = None, source: Any = None, start: Any = None, count: Any = None
+) -> dict[str, Any]:
+    """Reviews, pending first then newest, a page at a time."""
+    page = page_of(start, count, default=100)
     states = None
     if state not in (None, "", "all"):
         if state not in prop_rows.REVIEW_STATES:
@@ -233,11 +238,12 @@ def list_reviews(ctx: Context, state: Any = None, source: Any = None, limit: int
         states = (str(state),)
     row = resolve_source(ctx, source) if source else None
     rows = prop_rows.list_reviews(
-        ctx.catalog.conn, source_id=row.id if row else None, states=states, limit=limit
+        ctx.catalog.conn, source_id=row.id if row else None, states=states, limit=-1  # -1: all, then paged
     )
     rows.sort(key=lambda r: (r.state != "pending", -r.created_at))
-    return {"Reviews": [describe(ctx, r, diff=False) for r in rows], "count": len(rows),
-            "Message": f"{len(rows)} review(s)"}  # fmt: skip
+    shown, fields = paged(rows, page)
+    return {"Reviews": [describe(ctx, r, diff=False) for r in shown], **fields,
+            "Message": f"{len(shown)} of {len(rows)} review(s)"}  # fmt: skip
 
 
 def show_review(ctx: Context, review_id: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import click
 
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.paging import page_options, with_more
 
 
 @click.group("docs")
@@ -29,16 +30,17 @@ def _render_list(data: dict[str, Any]) -> None:
 @click.option("--path-filter", help="Folder prefix or glob (docs/*.md).")
 @click.option("--query", help="Match in path or title.")
 @click.option("--files-only", is_flag=True)
-@click.option("--start", type=int, default=0, show_default=True)
-@click.option("--count", type=int, default=50, show_default=True)
-def list_(index: str, path_filter: str | None, query: str | None, files_only: bool, start: int, count: int) -> None:
+@page_options
+def list_(
+    index: str, path_filter: str | None, query: str | None, files_only: bool, start: int | None, count: int | None
+) -> None:
     """List documents of INDEX, a page at a time (at most 50)."""
     run(
         lambda ws: ws.document_index(
             "LIST_DOCUMENTS", index_name=index, path_filter=path_filter, query=query,
             show_files_only=files_only, start=start, count=count,
         ),
-        _render_list,
+        with_more(_render_list),
     )
 
 

@@ -8,6 +8,7 @@ import click
 
 from gitkb.cli.main import run
 from gitkb.cli.output import emit_json, table
+from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import ProgressBar
 
 
@@ -26,10 +27,11 @@ def _render_list(d: dict[str, Any]) -> None:
 
 @jobs_group.command("list")
 @click.option("--state", type=click.Choice(["queued", "running", "completed", "failed", "cancelled"]))
-@click.option("--limit", type=int, default=50, show_default=True)
-def list_(state: str | None, limit: int) -> None:
-    """Recent jobs, newest first."""
-    run(lambda ws: ws.list_jobs(limit=limit, state=state), _render_list)
+@click.option("--limit", type=int, default=None, help="The older name of --count.")
+@page_options
+def list_(state: str | None, limit: int | None, start: int | None, count: int | None) -> None:
+    """Recent jobs, newest first, a page at a time (50 by default)."""
+    run(lambda ws: ws.list_jobs(limit=limit, state=state, start=start, count=count), with_more(_render_list))
 
 
 def _render_job(d: dict[str, Any]) -> None:

@@ -27,8 +27,8 @@ def mcp(state: CliState, transport: str, agent_id: str | None, host: str, port: 
     from gitkb.core.errors import GitkbError
     from gitkb.mcp.server import build_server, serve_http, serve_stdio
 
-    ws = state.workspace()
     try:
+        ws = state.workspace()
         server = build_server(ws, agent_id)
     except GitkbError as exc:
         click.echo(f"error: {exc.message}", err=True)

@@ -9,6 +9,7 @@ import click
 
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.paging import page_options, with_more
 
 
 def _render_staged(data: dict[str, Any]) -> None:
@@ -71,9 +72,10 @@ def _render_list(data: dict[str, Any]) -> None:
 @click.option("--source", help="Only this source.")
 @click.option("--state", default="staged", show_default=True,
               type=click.Choice(["staged", "merged", "discarded", "conflict", "all"]))  # fmt: skip
-def list_(source: str | None, state: str) -> None:
-    """List proposals."""
-    run(lambda ws: ws.list_proposals(source, state), _render_list)
+@page_options
+def list_(source: str | None, state: str, start: int | None, count: int | None) -> None:
+    """List proposals, a page at a time (100 by default)."""
+    run(lambda ws: ws.list_proposals(source, state, start=start, count=count), with_more(_render_list))
 
 
 @proposals_group.command("show")

@@ -10,6 +10,7 @@ import click
 from gitkb.cli.commands.pr import render_files
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.paging import page_options, with_more
 
 
 def _me() -> str:
@@ -40,9 +41,10 @@ def _render_list(data: dict[str, Any]) -> None:
 @click.option("--state", type=click.Choice(["pending", "approved", "denied", "closed", "merged", "superseded", "all"]),
               help="Only this state.")  # fmt: skip
 @click.option("--source", help="Only this source.")
-def list_(state: str | None, source: str | None) -> None:
-    """List reviews, pending first."""
-    run(lambda ws: ws.list_reviews(state, source), _render_list)
+@page_options
+def list_(state: str | None, source: str | None, start: int | None, count: int | None) -> None:
+    """List reviews, pending first, a page at a time (100 by default)."""
+    run(lambda ws: ws.list_reviews(state, source, start=start, count=count), with_more(_render_list))
 
 
 def _render_show(data: dict[str, Any]) -> None:

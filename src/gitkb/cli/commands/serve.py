@@ -48,7 +48,7 @@ def serve(state: CliState, host: str, port: int, log_level: str) -> None:
     from gitkb.http.discovery import advertised_url
 
     try:
-        settings = load_settings(state.home)
+        settings = load_settings(state.resolve_home())
         cfg = load_server_config(settings)
         check_bind(host, cfg)
     except GitkbError as exc:

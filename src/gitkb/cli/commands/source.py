@@ -8,6 +8,7 @@ import click
 
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.paging import page_options, with_more
 
 
 @click.group("source")
@@ -76,9 +77,10 @@ def _render_list(data: dict[str, Any]) -> None:
 
 
 @source_group.command("list")
-def list_() -> None:
-    """List sources (credentials are shown by reference, never by value)."""
-    run(lambda ws: ws.source_list(), _render_list)
+@page_options
+def list_(start: int | None, count: int | None) -> None:
+    """List sources (credentials are shown by reference, never by value), a page at a time."""
+    run(lambda ws: ws.source_list(start=start, count=count), with_more(_render_list))
 
 
 def _render_sync(data: dict[str, Any]) -> None:

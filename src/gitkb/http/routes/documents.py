@@ -74,8 +74,8 @@ async def list_documents(
     path_filter: str | None = None,
     query: str | None = None,
     show_files_only: bool | None = None,
-    start: int | None = Query(None, ge=0),
-    count: int | None = Query(None, ge=1),
+    start: int | None = Query(None, description="from 0 (out of range: invalid_argument)"),
+    count: int | None = Query(None, description="1 to 50 (out of range: invalid_argument)"),
 ) -> JSONResponse:
     return await _guarded(
         request,

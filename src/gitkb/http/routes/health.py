@@ -12,7 +12,7 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from gitkb.http.errors import error_response
+from gitkb.http.errors import error_response, ok_body
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
 
@@ -22,7 +22,7 @@ log = logging.getLogger("gitkb.http")
 
 @router.get("/healthz", summary="The process is up")
 async def healthz() -> dict[str, Any]:
-    return {"ok": True}
+    return ok_body()
 
 
 def _catalog(state: AppState) -> None:
@@ -72,4 +72,4 @@ async def readyz(request: Request) -> JSONResponse:
             details={"checks": checks},
             next_steps=["check the Chroma server and the workspace directory; GET /readyz again"],
         )
-    return JSONResponse({"ok": True, "checks": checks, "writer": state.workspace.ctx.is_writer})
+    return JSONResponse(ok_body(checks=checks, writer=state.workspace.ctx.is_writer))

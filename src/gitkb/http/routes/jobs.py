@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import Body, call, has
+from gitkb.http.calls import COUNT, START, Body, call, has
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["status and jobs"])
@@ -64,9 +64,13 @@ if has("list_jobs"):
 
     @router.get("/jobs", dependencies=AUTH, summary="Recent jobs, newest first")
     async def list_jobs(
-        request: Request, limit: int | None = Query(None, ge=1, le=500), state: str | None = None
+        request: Request,
+        state: str | None = None,
+        start: int | None = START,
+        count: int | None = COUNT,
+        limit: int | None = Query(None, description="the older name of count"),
     ) -> JSONResponse:
-        return await call(request, "list_jobs", limit=limit, state=state)
+        return await call(request, "list_jobs", limit=limit, state=state, start=start, count=count)
 
 
 if has("get_job_result"):

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import ActionBody, call, has
+from gitkb.http.calls import COUNT, START, ActionBody, call, has
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["proposals and pull requests"])
@@ -69,9 +69,13 @@ if has("list_proposals"):
 
     @router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")
     async def list_proposals(
-        request: Request, source: str | None = Query(None), state: str | None = Query(None)
+        request: Request,
+        source: str | None = Query(None),
+        state: str | None = Query(None),
+        start: int | None = START,
+        count: int | None = COUNT,
     ) -> JSONResponse:
-        return await call(request, "list_proposals", source=source, state=state)
+        return await call(request, "list_proposals", source=source, state=state, start=start, count=count)
 
 
 if has("show_proposal"):

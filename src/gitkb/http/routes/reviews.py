@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import Principal, authenticated
-from gitkb.http.calls import Body, call, has
+from gitkb.http.calls import COUNT, START, Body, call, has
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["reviews"])
@@ -21,18 +21,26 @@ if has("list_audit"):
 
     @router.get("/audit", dependencies=[Depends(authenticated)], summary="The audit log, newest first")
     async def audit(
-        request: Request, target: str | None = Query(None), limit: int | None = Query(None, ge=1, le=1000)
+        request: Request,
+        target: str | None = Query(None),
+        start: int | None = START,
+        count: int | None = COUNT,
+        limit: int | None = Query(None, description="the older name of count"),
     ) -> JSONResponse:
-        return await call(request, "list_audit", target=target, limit=limit)
+        return await call(request, "list_audit", target=target, limit=limit, start=start, count=count)
 
 
 if has("list_reviews"):
 
     @router.get("/reviews", dependencies=AUTH, summary="Reviews (pending first)")
     async def list_reviews(
-        request: Request, state: str | None = Query(None), source: str | None = Query(None)
+        request: Request,
+        state: str | None = Query(None),
+        source: str | None = Query(None),
+        start: int | None = START,
+        count: int | None = COUNT,
     ) -> JSONResponse:
-        return await call(request, "list_reviews", state=state, source=source)
+        return await call(request, "list_reviews", state=state, source=source, start=start, count=count)
 
 
 if has("show_review"):

@@ -18,7 +18,7 @@ from pydantic import Field
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import is_local_url, url_authority
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.calls import COUNT, START, ActionBody, Body, call, has
 from gitkb.http.limits import server_path
 from gitkb.http.state import get_state
 
@@ -76,8 +76,8 @@ class SyncSource(Body):
 if has("source_list"):
 
     @router.get("/sources", dependencies=AUTH, summary="Registered sources (secrets never shown)")
-    async def list_sources(request: Request) -> JSONResponse:
-        return await call(request, "source_list")
+    async def list_sources(request: Request, start: int | None = START, count: int | None = COUNT) -> JSONResponse:
+        return await call(request, "source_list", start=start, count=count)
 
 
 if has("source_add"):

@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from gitkb.core.errors import Forbidden, Unauthorized
+from gitkb.core.errors import Forbidden, GitkbError, Unauthorized
 from gitkb.http.calls import has
+from gitkb.http.errors import error_response, from_exception, ok_body, respond
 from gitkb.http.routes.actions import guard_params
 from gitkb.http.state import get_state
 from gitkb.http.ui.page import UiRoute, expect, render, viewer_or_none, ws_call
@@ -100,7 +101,7 @@ async def overview(request: Request) -> Response:
     pending = None
     if has("list_reviews"):
         got = await ws_call(request, "list_reviews", state="pending")
-        pending = len(got.get("Reviews", [])) if got.get("Success") else None
+        pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None
     ctx = {"title": "Overview", "page": "overview", "status": status, "jobs": jobs,
            "indexes": indexes, "pending": pending}  # fmt: skip
     return render(request, "ui/overview.html", ctx)
@@ -110,10 +111,15 @@ async def overview(request: Request) -> Response:
 async def status_json(request: Request) -> Response:
     """What the status panel polls (read scope, by the page's cookie)."""
     if viewer_or_none(request) is None:
-        return JSONResponse({"ok": False, "error": "log in again"}, status_code=401)
-    require_page(request)
-    result = expect(await ws_call(request, "get_index_status"))
-    return JSONResponse(status_view(result), headers={"Cache-Control": "no-store"})
+        return error_response("unauthorized", "the session has ended; log in again", next_steps=["open /ui/login"])
+    try:  # a JSON endpoint: its errors are the API's envelope, not an error page
+        require_page(request)
+        result = await ws_call(request, "get_index_status")
+    except GitkbError as exc:
+        return from_exception(exc)
+    if result.get("Success") is False:
+        return respond(result)
+    return JSONResponse(ok_body(**status_view(result)), headers={"Cache-Control": "no-store"})
 
 
 # -- indexes -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFai
 from gitkb.core.files import private_dirs
 from gitkb.core.hosts import url_authority
 from gitkb.core.names import validate_index_name
+from gitkb.core.paging import page_of, paged
 from gitkb.core.paths import documents_root_parts
 from gitkb.forges import Forge, ForgeConfig, create_forge
 from gitkb.services import audit
@@ -257,12 +258,14 @@ def proposal_branch(row: SourceRow) -> str:
     return f"gitkb/proposals/{row.name}"
 
 
-def list_sources(ctx: Context) -> dict[str, Any]:
-    rows = source_rows.list_all(ctx.catalog.conn)
+def list_sources(ctx: Context, start: Any = None, count: Any = None) -> dict[str, Any]:
+    page = page_of(start, count, default=100)
+    every = source_rows.list_all(ctx.catalog.conn)
+    rows, fields = paged(every, page)
     return {
         "Sources": [describe(ctx, r) for r in rows],
-        "count": len(rows),
-        "Message": f"{len(rows)} source(s)",
+        **fields,
+        "Message": f"{len(rows)} of {len(every)} source(s)",
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
+from gitkb.core.paging import page_of, paged
 from gitkb.services import audit
 from gitkb.services.context import Context
 from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
@@ -38,13 +39,17 @@ def describe(p: ProposalRow, source_name: str) -> dict[str, Any]:
     }
 
 
-def list_proposals(ctx: Context, source: Any = None, state: Any = "staged") -> dict[str, Any]:
+def list_proposals(
+    ctx: Context, source: Any = None, state: Any = "staged", start: Any = None, count: Any = None
+) -> dict[str, Any]:
+    page = page_of(start, count, default=100)
     conn = ctx.catalog.conn
     row = resolve_source(ctx, source) if source else None
     states = None if state in (None, "", "all") else (str(state),)
     if states and states[0] not in prop_rows.PROPOSAL_STATES:
         raise InvalidArgument(f"state must be one of {', '.join(prop_rows.PROPOSAL_STATES)} or 'all'")
-    rows = prop_rows.list_proposals(conn, source_id=row.id if row else None, states=states)
+    every = prop_rows.list_proposals(conn, source_id=row.id if row else None, states=states)
+    rows, fields = paged(every, page)
     names = {row.id: row.name} if row else {}
     for p in rows:
         if p.source_id not in names:
@@ -52,8 +57,8 @@ def list_proposals(ctx: Context, source: Any = None, state: Any = "staged") -> d
             names[p.source_id] = s.name if s else p.source_id
     return {
         "Proposals": [describe(p, names[p.source_id]) for p in rows],
-        "count": len(rows),
-        "Message": f"{len(rows)} proposal(s)",
+        **fields,
+        "Message": f"{len(rows)} of {len(every)} proposal(s)",
     }
 
 

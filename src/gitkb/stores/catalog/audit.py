@@ -44,14 +44,23 @@ def append(
     return int(cur.lastrowid or 0)
 
 
-def recent(conn: sqlite3.Connection, *, target: str | None = None, limit: int = 100) -> list[AuditEntry]:
+def count(conn: sqlite3.Connection, *, target: str | None = None) -> int:
+    """How many entries ``recent`` pages over."""
+    if target:
+        return int(conn.execute("SELECT COUNT(*) FROM audit WHERE target = ?", (target,)).fetchone()[0])
+    return int(conn.execute("SELECT COUNT(*) FROM audit").fetchone()[0])
+
+
+def recent(
+    conn: sqlite3.Connection, *, target: str | None = None, limit: int = 100, offset: int = 0
+) -> list[AuditEntry]:
     sql = "SELECT * FROM audit"
     args: list[Any] = []
     if target:
         sql += " WHERE target = ?"
         args.append(target)
-    sql += " ORDER BY id DESC LIMIT ?"
-    args.append(limit)
+    sql += " ORDER BY id DESC LIMIT ? OFFSET ?"
+    args.extend([limit, offset])
     return [
         AuditEntry(
             r["id"], r["at"], r["actor"], r["action"], r["target"], r["result"], json.loads(r["detail"])

@@ -170,15 +170,28 @@ def request_cancel(conn: sqlite3.Connection, job_id: str) -> None:
     conn.execute("UPDATE jobs SET cancel_requested=1 WHERE id=?", (job_id,))
 
 
-def list_recent(conn: sqlite3.Connection, *, limit: int = 50, states: tuple[str, ...] | None = None) -> list[JobRow]:
+def list_recent(
+    conn: sqlite3.Connection, *, limit: int = 50, states: tuple[str, ...] | None = None, offset: int = 0
+) -> list[JobRow]:
     if states:
         marks = ",".join("?" * len(states))
         rows = conn.execute(
-            f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created_at DESC LIMIT ?", (*states, limit)
+            f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            (*states, limit, offset),
         )
     else:
-        rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))
+        rows = conn.execute(
+            "SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (limit, offset)
+        )
     return [_row(r) for r in rows]
+
+
+def count_recent(conn: sqlite3.Connection, *, states: tuple[str, ...] | None = None) -> int:
+    """How many jobs ``list_recent`` pages over."""
+    if states:
+        marks = ",".join("?" * len(states))
+        return int(conn.execute(f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks})", states).fetchone()[0])
+    return int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
 
 
 def running(conn: sqlite3.Connection) -> list[JobRow]:

@@ -89,16 +89,19 @@
       }
       fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) {
-          if (!r.ok) throw new Error("status " + r.status);
-          return r.json();
+          // every JSON answer is the envelope: {"Success": true, ...} or {"Success": false, "Error", "code", ...}
+          return r.json().catch(function () { return {}; }).then(function (s) {
+            if (!r.ok || s.Success !== true) throw new Error(s.Error || "status " + r.status);
+            return s;
+          });
         })
         .then(function (s) {
           apply(panel, s);
           panel.removeAttribute("data-stale");
         })
-        .catch(function () {
+        .catch(function (e) {
           panel.setAttribute("data-stale", "true");
-          setText(panel, "updated", "refresh failed, retrying");
+          setText(panel, "updated", "refresh failed (" + e.message + "), retrying");
         })
         .finally(function () {
           timer = setTimeout(tick, POLL_MS);
