@@ -42,7 +42,7 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
             "chunk_overlap": {"type": "integer", "minimum": 0},
             "chunk_size": {"type": "integer", "minimum": 1},
             "chunk_strategy": {"enum": ["auto", "sentence", "one_chunk_per_doc"]},
-            "count": {"type": "integer", "minimum": 0},
+            "count": {"type": "integer"},  # 1-50 for LIST_DOCUMENTS, 0-10 MiB for GET_DOCUMENT: the policy checks each
             "embeddings": BOOL,
             "embedding_model": S,
             "embedding_provider": S,

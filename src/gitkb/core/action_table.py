@@ -263,7 +263,7 @@ DOCUMENT_INDEX: tuple[Action, ...] = (
             P("query", STRING),
             P("show_files_only", BOOL),
             P("start", START),
-            P("count", _int(0, MAX_PAGE)),
+            P("count", _int(1, MAX_PAGE)),
         ),
         "a page of an index's documents",
         "gitkb docs list",
