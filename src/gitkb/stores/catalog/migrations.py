@@ -365,6 +365,22 @@ def m007_documents_tenant(conn: sqlite3.Connection) -> None:
     run_script(conn, "CREATE INDEX documents_tenant ON documents(index_id, tenant, expires_at)")
 
 
+def m009_reviews_overwrites(conn: sqlite3.Connection) -> None:
+    """What approving a review overwrites on the remote branch (commits others pushed), and the push in flight.
+
+    ``overwrites``: JSON list of ``{sha, author, message}`` last computed against the remote;
+    ``pushing_sha``: set just before the push and cleared once the push and the change request
+    are recorded, so a process killed in between is reconciled with the remote afterwards.
+    """
+    run_script(
+        conn,
+        """
+        ALTER TABLE reviews ADD COLUMN overwrites TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE reviews ADD COLUMN pushing_sha TEXT
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -374,6 +390,7 @@ MIGRATIONS: list[Migration] = [
     m005_knowledge_bases,
     m006_webhooks,
     m007_documents_tenant,
+    m009_reviews_overwrites,
 ]
 
 
