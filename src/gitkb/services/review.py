@@ -47,7 +47,7 @@ from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.git_replay import merge_base, squash
 from gitkb.stores.repos import ManagedRepo
 
-REQUESTER = re.compile(r"^(agent|token|local):[^\s:][^\s]{0,199}$")
+REQUESTER = re.compile(r"^(agent|token|local):[^\x00-\x1f\x7f]{1,200}$")
 
 
 def local_requester() -> str:
