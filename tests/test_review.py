@@ -67,10 +67,17 @@ def test_foreign_commits_refuse_the_push_until_acknowledged(source_ws: Any, upst
     assert "Nothing was pushed" in out["Error"] and "--overwrite" in " ".join(out["next_steps"])
     assert upstream.remote_sha(BRANCH) == foreign
     shown = ws.show_review(pr["review_id"])
-    assert shown["review_state"] == "pending" and shown["pushed"] is False and shown["overwrites"][0]["sha"] == foreign
+    assert (
+        shown["review_state"] == "pending"
+        and shown["pushed"] is False
+        and shown["overwrites"][0]["sha"] == foreign
+    )
     assert ws.approve_review(pr["review_id"])["code"] == "conflict"  # retrying does not overwrite either
     assert upstream.remote_sha(BRANCH) == foreign
-    assert any(e["action"] == "review.approve" and e["result"] == "refused_overwrite" for e in ws.list_audit()["Entries"])
+    assert any(
+        e["action"] == "review.approve" and e["result"] == "refused_overwrite"
+        for e in ws.list_audit()["Entries"]
+    )
     # acknowledged: approving then replaces the foreign commit
     done = ws.approve_review(pr["review_id"], overwrite=True)
     assert done["Success"] and done["number"] == 1 and done["created"] is False

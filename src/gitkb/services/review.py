@@ -352,7 +352,9 @@ def approve_review(
                 f"review {r.id} was denied ({r.reason}); open a new one", details={"review_id": r.id}
             )
         if r.state not in ("pending", "approved"):
-            raise Conflict(f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state})
+            raise Conflict(
+                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state}
+            )
         if r.pushed:
             return _approved(ctx, r, row, rp.open_change_request(ctx, r, row, repo, reviewer))
         if repo.head(r.branch) != r.head_sha:
@@ -400,7 +402,7 @@ def _check_overwrites(
         f"review {r.id} was not approved: {r.branch!r} on the remote changed by hand; {what}. Nothing was pushed",
         next_steps=[
             f"look at them: gitkb review show {r.id} (the list is in 'overwrites')",
-            f"to replace them: gitkb review approve {r.id} --overwrite (HTTP: {{\"overwrite\": true}}; "
+            f'to replace them: gitkb review approve {r.id} --overwrite (HTTP: {{"overwrite": true}}; '
             "library: overwrite=True; web page: tick 'overwrite')",
             "to keep them: deny the review and stage the change on top of them",
         ],

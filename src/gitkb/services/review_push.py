@@ -117,7 +117,9 @@ def push_and_open(
     except GitkbError as exc:
         stale = isinstance(exc, Conflict)
         with ctx.catalog.write() as w:
-            prop_rows.update_review(w, r.id, pushing_sha=None, push_error="stale lease" if stale else exc.message)
+            prop_rows.update_review(
+                w, r.id, pushing_sha=None, push_error="stale lease" if stale else exc.message
+            )
         audit.record(ctx, actor=reviewer, action="push", target=row.name, result="stale_lease" if stale else "failed",
                      detail={"review_id": r.id, "branch": r.branch, "expected": expected,
                              "error": exc.message})  # fmt: skip
@@ -140,7 +142,9 @@ def push_and_open(
     return open_change_request(ctx, prop_rows.get_review(ctx.catalog.conn, r.id) or r, row, repo, reviewer)
 
 
-def _record_pushed(ctx: Context, r: ReviewRow, row: SourceRow, actor: str, *, reconciled: bool = False) -> None:
+def _record_pushed(
+    ctx: Context, r: ReviewRow, row: SourceRow, actor: str, *, reconciled: bool = False
+) -> None:
     with ctx.catalog.write() as w:
         prop_rows.update_review(w, r.id, pushed=True, push_error=None)
     detail: dict[str, Any] = {"review_id": r.id, "branch": r.branch, "sha": r.push_sha}
@@ -172,7 +176,13 @@ def open_change_request(
     files = changed_files(repo.diff_names(start, r.push_sha))
     with ctx.catalog.write() as w:
         prop_rows.update_review(
-            w, r.id, cr_number=cr.number, cr_url=cr.url, changed_files=files, push_error=None, pushing_sha=None
+            w,
+            r.id,
+            cr_number=cr.number,
+            cr_url=cr.url,
+            changed_files=files,
+            push_error=None,
+            pushing_sha=None,
         )
     audit.record(ctx, actor=reviewer, action="change_request.open" if created else "change_request.update",
                  target=row.name, result="ok", detail={"review_id": r.id, "number": cr.number, "url": cr.url})  # fmt: skip
@@ -195,6 +205,11 @@ def settle(ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo) -> Non
                          detail={"review_id": r.id, "branch": r.branch, "sha": sha, "remote": remote})  # fmt: skip
             return
         _record_pushed(ctx, r, row, actor, reconciled=True)
+    base = repo.tracking_head(r.base_branch)
+    if base is not None and repo.is_ancestor(r.push_sha, base):  # merged already: no change request to open
+        with ctx.catalog.write() as w:
+            prop_rows.update_review(w, r.id, pushing_sha=None)
+        return
     fresh = prop_rows.get_review(ctx.catalog.conn, r.id)
     if fresh is not None:
         with contextlib.suppress(GitkbError):  # recorded as push_error; approving again retries
