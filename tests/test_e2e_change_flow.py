@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.services import sources
+from gitkb.services.review import local_requester
 from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
 
 BRANCH = "gitkb/proposals/handbook"
@@ -106,7 +107,7 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
 
     actions = [(e["action"], e["result"], e["actor"]) for e in reversed(ws.list_audit()["Entries"])]
     for expected in [
-        ("review.request", "pending", "agent"),
+        ("review.request", "pending", local_requester()),  # who asked (requested_by)
         ("review.approve", "approved", "alice"),
         ("push", "pushed", "alice"),
         ("change_request.open", "ok", "alice"),

@@ -416,3 +416,20 @@ def test_access_case_count() -> None:
     """Issue 14 asked for 30 or more new refused cases across the classes; counted here."""
     new = len(REFUSED) - ACCESS_CASES_FROM + len(HTTP_REFUSED) + len(_lib_cases())
     assert new >= 30, new
+
+
+def test_a_review_records_the_agent_that_asked(world: World) -> None:
+    """requested_by comes from the caller, never from an argument: MCP offers no such parameter."""
+    is_error, text, _ = world.call("alice", "propose_kb_edit", {
+        "source_id_or_index": "handbook", "relative_path": "docs/runbooks/rotate-api-keys.md",
+        "search": "90 days", "replace": "60 days", "note": "shorter rotation"})  # fmt: skip
+    assert not is_error, text
+    is_error, text, _ = world.call("alice", "open_kb_pull_request", {"source_id_or_index": "handbook",
+                                                                     "requested_by": "local:root"})
+    assert is_error and "requested_by" in text  # not an MCP parameter
+    is_error, text, structured = world.call("alice", "open_kb_pull_request", {"source_id_or_index": "handbook"})
+    assert not is_error, text
+    review_id = (structured or parse_block(text))["review_id"]
+    shown = world.ws.show_review(review_id)
+    assert shown["requested_by"] == "agent:alice", shown
+    assert world.ws.discard_proposal(world.ws.list_proposals("handbook")["Proposals"][0]["proposal_id"])["Success"]

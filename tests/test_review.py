@@ -62,7 +62,7 @@ def test_deny_pushes_nothing_and_keeps_the_proposals(source_ws: Any, upstream: U
     assert entry["actor"] == "carol" and entry["detail"]["reason"].startswith("60 days")
 
 
-def test_stale_lease_refuses_the_push_and_says_so(source_ws: Any, upstream: Upstream) -> None:
+def test_foreign_commits_refuse_the_push_until_acknowledged(source_ws: Any, upstream: Upstream) -> None:
     ws = source_ws
     stage(ws)
     first = ws.approve_review(ws.open_kb_pull_request(SOURCE)["review_id"])
@@ -77,25 +77,25 @@ def test_stale_lease_refuses_the_push_and_says_so(source_ws: Any, upstream: Upst
     foreign = upstream.remote_sha(BRANCH)
     stage(ws, "Tuesday", "Thursday")
     pr = ws.open_kb_pull_request(SOURCE)
+    assert [c["sha"] for c in pr["overwrites"]] == [foreign] and "overwrites" in " ".join(pr["Warnings"])
     out = ws.approve_review(pr["review_id"])
-    assert out["Success"] is False and out["code"] == "conflict" and out["stale_lease"] is True
-    assert out["review_state"] == "approved" and out["pushed"] is False
-    assert "nothing was overwritten" in out["Error"]
+    assert out["Success"] is False and out["code"] == "conflict" and out["pushed"] is False
+    assert "Nothing was pushed" in out["Error"] and "--overwrite" in " ".join(out["next_steps"])
     assert upstream.remote_sha(BRANCH) == foreign
     shown = ws.show_review(pr["review_id"])
     assert (
-        shown["review_state"] == "approved"
+        shown["review_state"] == "pending"
         and shown["pushed"] is False
-        and shown["push_error"] == "stale lease"
+        and shown["overwrites"][0]["sha"] == foreign
     )
     assert ws.approve_review(pr["review_id"])["code"] == "conflict"  # retrying does not overwrite either
     assert upstream.remote_sha(BRANCH) == foreign
-    assert any(e["action"] == "push" and e["result"] == "stale_lease" for e in ws.list_audit()["Entries"])
-    # an explicit new review says it replaces the foreign commits; approving it then pushes
-    redo = ws.open_kb_pull_request(SOURCE)
-    assert redo["review_id"] != pr["review_id"] and "overwrites" in " ".join(redo["Warnings"])
-    assert ws.show_review(pr["review_id"])["review_state"] == "superseded"
-    done = ws.approve_review(redo["review_id"])
+    assert any(
+        e["action"] == "review.approve" and e["result"] == "refused_overwrite"
+        for e in ws.list_audit()["Entries"]
+    )
+    # acknowledged: approving then replaces the foreign commit
+    done = ws.approve_review(pr["review_id"], overwrite=True)
     assert done["Success"] and done["number"] == 1 and done["created"] is False
     assert upstream.remote_sha(BRANCH) == git(next((ws.home / "repos").iterdir()), "rev-parse", BRANCH)
 

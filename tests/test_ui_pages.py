@@ -223,17 +223,20 @@ def test_approve_pushes_and_shows_the_change_request(open_client: TestClient, up
     assert again.status_code == 409 and is_html(again) and "alert-error" in again.text
 
 
-def test_stale_lease_is_shown_and_can_be_retried(open_client: TestClient, upstream: Upstream) -> None:
+def test_a_hand_push_is_shown_and_refuses_the_approval(open_client: TestClient, upstream: Upstream) -> None:
     c = open_client
     rid = seed(c, upstream.remote)
+    upstream.write("docs/runbooks/hand.md", "# by hand\n")
+    git(upstream.work, "add", "-A")
+    git(upstream.work, "commit", "-q", "-m", "a fix made by hand")
     git(upstream.work, "push", "-q", "origin", "HEAD:refs/heads/gitkb/proposals/handbook")  # someone else
     before = upstream.remote_sha("gitkb/proposals/handbook")
     token = csrf(c.get(f"/ui/reviews/{rid}").text)
     r = c.post(f"/ui/reviews/{rid}/approve", data={"csrf_token": token})
-    assert r.status_code == 409 and 'id="decide-error"' in r.text and "nothing was overwritten" in r.text
+    assert r.status_code == 409 and 'id="decide-error"' in r.text and "Nothing was pushed" in r.text
     assert upstream.remote_sha("gitkb/proposals/handbook") == before
     page = c.get(f"/ui/reviews/{rid}").text
-    assert "Retry the push and PR step" in page and "Push refused: stale lease" in page
+    assert "a fix made by hand" in page and 'name="overwrite"' in page
 
 
 def test_deny_needs_a_reason(open_client: TestClient, upstream: Upstream) -> None:

@@ -390,9 +390,11 @@ class Workspace:
     @tool
     def open_kb_pull_request(
         self, source_id_or_index: str, target_index: str = "", title: str = "", body: str = "",
-        commit_message: str = "",
+        commit_message: str = "", requested_by: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files."""
+        """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files.
+
+        ``requested_by``: ``agent:<id>``, ``token:<name>`` or ``local:<user>`` (None: ``local:<your user>``)."""
         sc = self._scope()
         scope.require_source(self.ctx, sc, source_id_or_index)
         if target_index:
@@ -401,6 +403,7 @@ class Workspace:
 
         return {"Success": True, **review.open_kb_pull_request(
             self.ctx, source_id_or_index, target_index, title, body, commit_message,
+            requested_by=requested_by if self.principal.is_local else self.principal.label,
         )}  # fmt: skip
 
     @tool
@@ -419,11 +422,16 @@ class Workspace:
         return {"Success": True, **review.show_review(self.ctx, review_id)}
 
     @tool
-    def approve_review(self, review_id: str, reviewer: str = "operator") -> dict[str, Any]:
-        """Push the staged branch with a lease and open/update the PR/MR: number, url, changed_files."""
+    def approve_review(self, review_id: str, reviewer: str = "operator", overwrite: bool = False) -> dict[str, Any]:
+        """Push the staged branch with a lease and open/update the PR/MR: number, url, changed_files.
+
+        ``overwrite=True`` acknowledges the review's ``overwrites`` (commits gitkb did not push that the
+        push replaces); without it such an approval is refused and nothing is pushed."""
         from gitkb.services import review
 
-        return {"Success": True, **review.approve_review(self.ctx, review_id, reviewer=self._reviewer(reviewer))}
+        return {"Success": True, **review.approve_review(
+            self.ctx, review_id, reviewer=self._reviewer(reviewer), overwrite=overwrite
+        )}  # fmt: skip
 
     @tool
     def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:

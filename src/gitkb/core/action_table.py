@@ -543,6 +543,7 @@ METHODS: tuple[Action, ...] = (
             P("title", {"type": "string", "maxLength": 300}),
             P("body", {"type": "string", "maxLength": 20000}),
             P("commit_message", {"type": "string", "maxLength": 4000}),
+            P("requested_by", NAME, "who asks: agent:<id>, token:<name> or local:<user> (set from the caller)"),
         ),
         "ask for a review of the staged proposals, then the PR/MR",
         "gitkb pr open",
@@ -568,7 +569,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "approve_review",
         "review",
-        (REVIEW_ID, P("reviewer", NAME)),
+        (REVIEW_ID, P("reviewer", NAME), P("overwrite", BOOL, "replace the commits others pushed to the branch")),
         "push with a lease and open or update the PR/MR",
         "gitkb review approve",
     ),

@@ -139,7 +139,7 @@ TOOLS: tuple[Tool, ...] = (
 )  # fmt: skip
 TOOL_NAMES = frozenset(t.name for t in TOOLS)
 # Parameters an MCP caller never sends: the agent is the session's, callbacks are in-process.
-HIDDEN = {"search_index": {"agent_id"}, "list_knowledge_bases": {"agent_id"}}
+HIDDEN = {"search_index": {"agent_id"}, "list_knowledge_bases": {"agent_id"}, "open_kb_pull_request": {"requested_by"}}
 
 
 def _params(spec: Action) -> tuple[Param, ...]:

@@ -4,28 +4,42 @@
 and head commits, the staged diff, ``changed_files``, the proposals -- as a
 *pending* review, and pushes nothing. Calling it again for the same branch
 state returns the same review; staging more proposals first supersedes the
-pending one. ``approve_review`` (an operator: CLI, HTTP, library) pushes the
-staged head with ``git push --force-with-lease=<ref>:<expected sha>`` and
-opens the change request on the source's forge, or updates the open one for
-the branch; ``deny_review`` records the reason and pushes nothing (the
-proposals stay staged until discarded). A stale lease (someone else pushed
-the branch) refuses the push: the review stays approved but unpushed, and
-approving it again retries. Every decision and push goes to the audit log.
+pending one. Every review records who asked for it, ``requested_by``
+(``agent:<id>``, ``token:<name>`` or ``local:<user>``).
+
+A push that would take commits someone else made off the proposal branch is
+said wherever the review is shown: ``overwrites`` (``{sha, author, message}``),
+a warning line, and ``#`` lines above the diff. ``approve_review`` fetches the
+branch and computes that list again; when it is not empty approving needs
+``overwrite=True``, and that acknowledges only the commits the review listed
+(a hand push after the review was shown refuses again, with the new list).
+Refused, nothing is pushed and the review stays as it was.
+
+``approve_review`` (an operator: CLI, HTTP, library) then pushes the staged
+head with ``git push --force-with-lease=<ref>:<the remote head just checked>``
+and opens the change request on the source's forge, or updates the open one
+for the branch (see :mod:`gitkb.services.review_push`, which also reconciles
+a push a crash left unrecorded); ``deny_review`` records the reason and pushes
+nothing (the proposals stay staged until discarded). A lease gone stale in
+between refuses the push: the review stays approved but unpushed, and
+approving it again looks again. Every decision and push goes to the audit log.
 """
 
 from __future__ import annotations
 
+import getpass
+import re
 import time
 from typing import Any
 
 from gitkb.core.change_planning import changed_files
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
 from gitkb.core.paging import page_of, paged
-from gitkb.forges import open_or_update
 from gitkb.services import audit
+from gitkb.services import review_push as rp
 from gitkb.services.context import Context
 from gitkb.services.proposals import author
-from gitkb.services.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
+from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog import sources as source_rows
@@ -33,6 +47,27 @@ from gitkb.stores.catalog.proposals import ReviewRow
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.git_replay import merge_base, squash
 from gitkb.stores.repos import ManagedRepo
+
+REQUESTER = re.compile(r"^(agent|token|local):[^\x00-\x1f\x7f]{1,200}$")
+
+
+def local_requester() -> str:
+    """``local:<user>``: who asks when a person runs the CLI or the library on this machine."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # pragma: no cover - no passwd entry
+        user = "operator"
+    return f"local:{user}"
+
+
+def _requester(requested_by: Any) -> str:
+    if requested_by is None or requested_by == "":
+        return local_requester()
+    if not isinstance(requested_by, str) or not REQUESTER.match(requested_by):
+        raise InvalidArgument(
+            f"requested_by must be agent:<id>, token:<name> or local:<user>, got {requested_by!r}"
+        )
+    return requested_by
 
 
 def _target_index(ctx: Context, row: SourceRow, first: str, target_index: str) -> str | None:
@@ -92,9 +127,14 @@ def describe(ctx: Context, r: ReviewRow, *, diff: bool = True) -> dict[str, Any]
         "reason": r.reason,
         "decided_at": r.decided_at,
         "created_at": r.created_at,
+        "overwrites": r.overwrites,
+        "push_in_flight": r.pushing_sha is not None,
     }
+    warning = rp.overwrite_warning(r) if not r.pushed else None
+    if warning:
+        out["Warnings"] = [warning]
     if diff:
-        out["diff"] = r.diff
+        out["diff"] = rp.diff_with_warning(r) if not r.pushed else r.diff
     return out
 
 
@@ -106,8 +146,10 @@ def open_kb_pull_request(
     body: Any = "",
     commit_message: Any = "",
     *,
-    actor: str = "agent",
+    requested_by: str | None = None,
 ) -> dict[str, Any]:
+    """Record a pending review of the staged proposals; ``requested_by`` None: ``local:<user>``."""
+    requester = _requester(requested_by)
     for name, v in (
         ("target_index", target_index),
         ("title", title),
@@ -118,6 +160,7 @@ def open_kb_pull_request(
             raise InvalidArgument(f"{name} must be a string")
     row = resolve_source(ctx, source_id_or_index)
     index_name = _target_index(ctx, row, str(source_id_or_index).strip(), (target_index or "").strip())
+    rp.reconcile_in_flight(ctx, source_id=row.id)
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
     conn = ctx.catalog.conn
@@ -143,15 +186,12 @@ def open_kb_pull_request(
             )
         return {**describe(ctx, r), "existing": True, "Message": _waiting(r)}
     base_head, warnings = _fresh_base(repo, row)
-    expected = repo.tracking_head(branch)
-    if stale:  # replacing what someone else pushed: look at the remote branch now, and say so
-        try:
-            expected = repo.fetch(branch)
-        except NotFound:
-            expected = None
+    try:  # what is on the remote branch now, and which of it a push would drop
+        expected, overwrites = rp.remote_state(ctx, row, repo, head=head, base=base_head)
+    except GitkbError as exc:
+        expected, overwrites = repo.tracking_head(branch), []
         warnings.append(
-            f"{branch!r} on the remote holds commits gitkb did not push ({(expected or 'deleted')[:12]}); "
-            "approving this review overwrites them"
+            f"could not fetch {branch!r} ({exc.message}); approving checks the remote branch again"
         )
     base = merge_base(repo.repository, head, base_head) or base_head
     commit_message = (commit_message or "").strip()
@@ -181,11 +221,13 @@ def open_kb_pull_request(
             diff=repo.unified_diff(base, push_sha),
             changed_files=changed_files(repo.diff_names(base, push_sha)),
             proposal_ids=[p.id for p in staged],
-            requested_by=actor,
+            requested_by=requester,
+            overwrites=overwrites,
         )
-    audit.record(ctx, actor=actor, action="review.request", target=row.name, result="pending",
+    audit.record(ctx, actor=requester, action="review.request", target=row.name, result="pending",
                  detail={"review_id": review.id, "head": head, "proposals": review.proposal_ids})  # fmt: skip
     out = {**describe(ctx, review), "existing": False, "Message": _waiting(review)}
+    warnings += out.get("Warnings", [])
     if warnings:
         out["Warnings"] = warnings
     return out
@@ -196,9 +238,14 @@ def _waiting(r: ReviewRow) -> str:
         return f"Review {r.id} is approved and pushed: change request #{r.cr_number} ({r.cr_url})"
     if r.state == "approved":
         return f"Review {r.id} is approved but not pushed ({r.push_error}); approve it again to retry"
+    extra = (
+        f"; approving it overwrites {len(r.overwrites)} commit(s) gitkb did not push and needs --overwrite"
+        if r.overwrites
+        else ""
+    )
     return (
         f"Review {r.id} is pending: nothing is pushed until a person approves it "
-        f"(gitkb review approve {r.id}, or deny it with a reason)"
+        f"(gitkb review approve {r.id}, or deny it with a reason){extra}"
     )
 
 
@@ -237,6 +284,7 @@ def list_reviews(
             raise InvalidArgument(f"state must be one of {', '.join(prop_rows.REVIEW_STATES)} or 'all'")
         states = (str(state),)
     row = resolve_source(ctx, source) if source else None
+    rp.reconcile_in_flight(ctx, source_id=row.id if row else None)
     rows = prop_rows.list_reviews(
         ctx.catalog.conn, source_id=row.id if row else None, states=states, limit=-1  # -1: all, then paged
     )
@@ -248,6 +296,9 @@ def list_reviews(
 
 def show_review(ctx: Context, review_id: Any) -> dict[str, Any]:
     r = get_review(ctx, review_id)
+    if r.pushing_sha is not None:
+        rp.reconcile_in_flight(ctx, source_id=r.source_id)
+        r = get_review(ctx, r.id)
     return {**describe(ctx, r), "Message": f"{r.id}: {r.state} - {r.title}"}
 
 
@@ -257,7 +308,10 @@ def deny_review(ctx: Context, review_id: Any, reason: Any, *, reviewer: str = "o
             "a denial needs a reason (it is recorded and shown to whoever proposed the change)"
         )
     r = get_review(ctx, review_id)
-    if r.state not in ("pending", "approved") or r.pushed:
+    if r.pushing_sha is not None:
+        rp.reconcile_in_flight(ctx, source_id=r.source_id)
+        r = get_review(ctx, r.id)
+    if r.state not in ("pending", "approved") or r.pushed or r.pushing_sha is not None:
         raise Conflict(
             f"review {r.id} is {r.state}{' and pushed' if r.pushed else ''}; it can no longer be denied"
         )
@@ -273,98 +327,104 @@ def deny_review(ctx: Context, review_id: Any, reason: Any, *, reviewer: str = "o
     }
 
 
-def approve_review(ctx: Context, review_id: Any, *, reviewer: str = "operator") -> dict[str, Any]:
-    """Approve, push with lease, open or update the change request; returns number, url, changed_files."""
+def approve_review(
+    ctx: Context, review_id: Any, *, reviewer: str = "operator", overwrite: bool = False
+) -> dict[str, Any]:
+    """Approve, push with lease, open or update the change request; returns number, url, changed_files.
+
+    When the push would overwrite commits gitkb did not push, ``overwrite=True`` must acknowledge
+    them (exactly those the review lists); otherwise ``Conflict`` and nothing is pushed.
+    """
+    if not isinstance(overwrite, bool):
+        raise InvalidArgument("overwrite must be true or false")
     r = get_review(ctx, review_id)
-    if r.state == "denied":
-        raise ReviewDenied(
-            f"review {r.id} was denied ({r.reason}); open a new one", details={"review_id": r.id}
-        )
-    if r.state not in ("pending", "approved"):
-        raise Conflict(f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state})
     row = source_rows.get_by_id(ctx.catalog.conn, r.source_id)
     if row is None:
         raise NotFound(f"the source of review {r.id} was removed")
-    repo = open_repo(ctx, row)
-    if not r.pushed and repo.head(r.branch) != r.head_sha:
-        with ctx.catalog.write() as w:
-            prop_rows.update_review(w, r.id, state="superseded")
-        raise Conflict(
-            f"the staged proposals changed after review {r.id} was requested; it is superseded",
-            next_steps=["call open_kb_pull_request again and review the new state"],
-        )
-    if r.state == "pending":
-        with ctx.catalog.write() as w:
-            prop_rows.update_review(w, r.id, state="approved", reviewer=reviewer, decided_at=time.time())
-        audit.record(ctx, actor=reviewer, action="review.approve", target=row.name, result="approved",
-                     detail={"review_id": r.id, "head": r.push_sha})  # fmt: skip
-    if not r.pushed:
-        _push(ctx, r, row, repo, reviewer)
-    return _open_change_request(ctx, get_review(ctx, r.id), row, repo, reviewer)
-
-
-def _push(ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo, reviewer: str) -> None:
-    try:
-        repo.push_with_lease(r.branch, r.expected_remote_sha, sha=r.push_sha)
-    except GitkbError as exc:
-        stale = isinstance(exc, Conflict)
-        with ctx.catalog.write() as w:
-            prop_rows.update_review(w, r.id, push_error="stale lease" if stale else exc.message)
-        audit.record(ctx, actor=reviewer, action="push", target=row.name, result="stale_lease" if stale else "failed",
-                     detail={"review_id": r.id, "branch": r.branch, "expected": r.expected_remote_sha,
-                             "error": exc.message})  # fmt: skip
-        details = {"review_id": r.id, "review_state": "approved", "pushed": False}
-        if stale:
+    with rp.push_lock(ctx, row.id) as held:
+        if not held:
             raise Conflict(
-                f"review {r.id} is approved but was not pushed: {r.branch!r} moved on the remote since gitkb last "
-                f"saw it (expected {r.expected_remote_sha or 'no branch'}); nothing was overwritten",
-                next_steps=[
-                    "look at what was pushed to the proposal branch",
-                    "to replace it, call open_kb_pull_request again: the new review says it overwrites the branch",
-                ],
-                details={**details, "stale_lease": True},
-            ) from None
-        exc.details.update(details)
-        raise
-    with ctx.catalog.write() as w:
-        prop_rows.update_review(w, r.id, pushed=True, push_error=None)
-    audit.record(ctx, actor=reviewer, action="push", target=row.name, result="pushed",
-                 detail={"review_id": r.id, "branch": r.branch, "sha": r.push_sha})  # fmt: skip
+                f"another approval is pushing {r.branch!r} right now; nothing was done",
+                next_steps=[f"wait a moment, then look at it with `gitkb review show {r.id}`"],
+                details={"review_id": r.id},
+            )
+        repo = open_repo(ctx, row)
+        r = get_review(ctx, r.id)
+        if r.pushing_sha is not None:  # a process died mid-push: settle that first
+            rp.settle(ctx, r, row, repo)
+            r = get_review(ctx, r.id)
+        if r.state == "denied":
+            raise ReviewDenied(
+                f"review {r.id} was denied ({r.reason}); open a new one", details={"review_id": r.id}
+            )
+        if r.state not in ("pending", "approved"):
+            raise Conflict(
+                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state}
+            )
+        if r.pushed:
+            return _approved(ctx, r, row, rp.open_change_request(ctx, r, row, repo, reviewer))
+        if repo.head(r.branch) != r.head_sha:
+            with ctx.catalog.write() as w:
+                prop_rows.update_review(w, r.id, state="superseded")
+            raise Conflict(
+                f"the staged proposals changed after review {r.id} was requested; it is superseded",
+                next_steps=["call open_kb_pull_request again and review the new state"],
+            )
+        expected = _check_overwrites(ctx, r, row, repo, reviewer, overwrite)
+        if r.state == "pending":
+            with ctx.catalog.write() as w:
+                prop_rows.update_review(w, r.id, state="approved", reviewer=reviewer, decided_at=time.time())
+            audit.record(ctx, actor=reviewer, action="review.approve", target=row.name, result="approved",
+                         detail={"review_id": r.id, "head": r.push_sha,
+                                 "overwrites": [c["sha"] for c in get_review(ctx, r.id).overwrites]})  # fmt: skip
+        cr = rp.push_and_open(ctx, get_review(ctx, r.id), row, repo, reviewer, expected)
+        return _approved(ctx, get_review(ctx, r.id), row, cr)
 
 
-def _open_change_request(
-    ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo, reviewer: str
-) -> dict[str, Any]:
-    try:
-        forge = forge_for(ctx, row)
-        cr, created = open_or_update(forge, head=r.branch, base=r.base_branch, title=r.title, body=r.body)
-    except GitkbError as exc:
+def _check_overwrites(
+    ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo, reviewer: str, overwrite: bool
+) -> str | None:
+    """Fetch the proposal branch; refuse unless what a push drops is nothing or acknowledged. Returns the
+    remote head the push is leased on."""
+    expected, dropped = rp.remote_state(ctx, row, repo, head=r.head_sha, base=_base_now(repo, row, r))
+    if dropped:  # the base may have moved and been merged in by hand: compare with it fetched
+        base_head, _ = _fresh_base(repo, row)
+        expected, dropped = rp.remote_state(ctx, row, repo, head=r.head_sha, base=base_head)
+    listed = {c["sha"] for c in r.overwrites}
+    unlisted = [c for c in dropped if c["sha"] not in listed]
+    if dropped != r.overwrites or expected != r.expected_remote_sha:
         with ctx.catalog.write() as w:
-            prop_rows.update_review(w, r.id, push_error=f"change request: {exc.message}")
-        audit.record(ctx, actor=reviewer, action="change_request.open", target=row.name, result="failed",
-                     detail={"review_id": r.id, "error": exc.message})  # fmt: skip
-        exc.details.update({"review_id": r.id, "review_state": "approved", "pushed": True})
-        exc.next_steps = [
-            *exc.next_steps,
-            f"the branch is pushed; approve review {r.id} again to retry the PR step",
-        ]
-        raise
-    base_head = repo.tracking_head(r.base_branch) or r.base_sha
-    start = merge_base(repo.repository, r.push_sha, base_head) or r.base_sha
-    files = changed_files(repo.diff_names(start, r.push_sha))
-    with ctx.catalog.write() as w:
-        prop_rows.update_review(
-            w, r.id, cr_number=cr.number, cr_url=cr.url, changed_files=files, push_error=None
-        )
-    audit.record(ctx, actor=reviewer, action="change_request.open" if created else "change_request.update",
-                 target=row.name, result="ok", detail={"review_id": r.id, "number": cr.number, "url": cr.url})  # fmt: skip
+            prop_rows.update_review(w, r.id, overwrites=dropped, expected_remote_sha=expected)
+    if not dropped or (overwrite and not unlisted):
+        return expected
+    audit.record(ctx, actor=reviewer, action="review.approve", target=row.name, result="refused_overwrite",
+                 detail={"review_id": r.id, "overwrites": [c["sha"] for c in dropped], "acknowledged": overwrite})  # fmt: skip
+    shown = "; ".join(f"{c['sha'][:12]} by {c['author']}: {c['message']}" for c in (unlisted or dropped)[:5])
+    if overwrite:
+        what = f"the remote now holds {len(unlisted)} commit(s) the review did not list ({shown})"
+    else:
+        what = f"approving it would overwrite {len(dropped)} commit(s) gitkb did not push ({shown})"
+    raise Conflict(
+        f"review {r.id} was not approved: {r.branch!r} on the remote changed by hand; {what}. Nothing was pushed",
+        next_steps=[
+            f"look at them: gitkb review show {r.id} (the list is in 'overwrites')",
+            f'to replace them: gitkb review approve {r.id} --overwrite (HTTP: {{"overwrite": true}}; '
+            "library: overwrite=True; web page: tick 'overwrite')",
+            "to keep them: deny the review and stage the change on top of them",
+        ],
+        details={"review_id": r.id, "review_state": r.state, "pushed": False, "overwrites": dropped},
+    )
+
+
+def _base_now(repo: ManagedRepo, row: SourceRow, r: ReviewRow) -> str:
+    return repo.tracking_head(row.branch) or r.base_sha
+
+
+def _approved(ctx: Context, r: ReviewRow, row: SourceRow, cr: dict[str, Any]) -> dict[str, Any]:
     return {
-        **describe(ctx, get_review(ctx, r.id), diff=False),
-        "number": cr.number,
-        "url": cr.url,
-        "created": created,
+        **describe(ctx, r, diff=False),
+        **cr,
         "review_state": "approved",
-        "changed_files": files,
-        "Message": f"Approved review {r.id}: pushed {r.branch} and {'opened' if created else 'updated'} "
-        f"change request #{cr.number} ({cr.url})",
+        "Message": f"Approved review {r.id}: pushed {r.branch} and {'opened' if cr['created'] else 'updated'} "
+        f"change request #{cr['number']} ({cr['url']})",
     }

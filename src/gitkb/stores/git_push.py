@@ -8,12 +8,18 @@ The only push gitkb makes::
 branch must not exist yet". Never a ``+`` refspec: a forced refspec silently
 overrides the lease. A stale lease is refused by git before anything moves;
 we raise ``Conflict`` and nothing changed on either side.
+
+:func:`commits_dropped` says, before any push, which commits a push would take
+off the remote branch (reachable from its head, from none of the commits kept).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
+
+import pygit2
 
 from gitkb.core.errors import Conflict, ForgeError, InvalidArgument, Unauthorized
 from gitkb.stores.git_auth import GitCredentials, network_env, redact
@@ -80,3 +86,28 @@ def _ref_status(porcelain: str, ref: str) -> tuple[str, str] | None:
         if len(parts) >= 3 and parts[1].endswith(f":{ref}"):
             return parts[0][:1] or " ", parts[2]
     return None
+
+
+def commits_dropped(
+    repository: pygit2.Repository, remote_head: str | None, keep: Iterable[str], *, limit: int = 100
+) -> list[dict[str, str]]:
+    """The commits reachable from ``remote_head`` and from none of ``keep``, newest first (at most
+    ``limit``): what replacing the remote branch would take off it. Each is ``{sha, author, message}``
+    (message: the subject line). ``remote_head`` must have been fetched; unknown ``keep`` shas are skipped.
+    """
+    if not remote_head:
+        return []
+    walker = repository.walk(remote_head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+    for sha in set(keep):
+        try:
+            walker.hide(sha)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # not in this clone: it cannot be an ancestor of a fetched head either
+    out: list[dict[str, str]] = []
+    for commit in walker:
+        if len(out) >= limit:
+            break
+        a = commit.author
+        out.append({"sha": str(commit.id), "author": f"{a.name} <{a.email}>",
+                    "message": (commit.message or "").strip().split("\n", 1)[0]})  # fmt: skip
+    return out

@@ -52,6 +52,12 @@ def _render_show(data: dict[str, Any]) -> None:
         f"{data['review_id']}  {data['review_state']}  {data['source']}  {data['branch']} -> {data['base_branch']}"
     )
     click.echo(f"title: {data['title']}")
+    click.echo(f"requested by: {data.get('requested_by') or 'unknown'}")
+    overwrites = data.get("overwrites") or []
+    if overwrites and not data.get("pushed"):
+        click.echo(f"overwrites {len(overwrites)} commit(s) gitkb did not push (approve needs --overwrite):")
+        for c in overwrites:
+            click.echo(f"  {c['sha'][:12]}  {c['author']}  {c['message']}")
     if data.get("reason"):
         click.echo(f"reason: {data['reason']}")
     if data.get("push_error"):
@@ -77,9 +83,13 @@ def _render_approved(data: dict[str, Any]) -> None:
 @review_group.command("approve")
 @click.argument("review_id")
 @click.option("--reviewer", default=_me, show_default="your user name", help="Recorded in the audit log.")
-def approve(review_id: str, reviewer: str) -> None:
-    """Approve: push the staged branch with a lease and open or update the PR/MR."""
-    run(lambda ws: ws.approve_review(review_id, reviewer=reviewer), _render_approved)
+@click.option("--overwrite", is_flag=True,
+              help="Replace the commits others pushed to the proposal branch that `review show` lists.")  # fmt: skip
+def approve(review_id: str, reviewer: str, overwrite: bool) -> None:
+    """Approve: push the staged branch with a lease and open or update the PR/MR.
+
+    If the push would overwrite commits gitkb did not push, it is refused unless --overwrite."""
+    run(lambda ws: ws.approve_review(review_id, reviewer=reviewer, overwrite=overwrite), _render_approved)
 
 
 @review_group.command("deny")

@@ -98,7 +98,17 @@ if has("open_kb_pull_request"):
         "/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review"
     )
     async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
-        return await call(request, "open_kb_pull_request", write=True, **body.params())
+        # who asks is the caller's principal, never a field of the body
+        return await call(request, "open_kb_pull_request", write=True,
+                          **{**body.params(), "requested_by": requester(request)})  # fmt: skip
+
+
+def requester(request: Request) -> str:
+    """``token:<name>`` for a token, ``agent:<id>`` for an agent-bound one, else the local principal."""
+    p = getattr(request.state, "principal", None)
+    if p is None or not getattr(p, "authenticated", False):
+        return str(getattr(p, "name", "") or "") or "local:unknown"
+    return f"agent:{p.agent}" if p.agent else f"token:{p.name}"
 
 
 if has("list_pull_requests"):

@@ -1,5 +1,7 @@
 """Action reviews: the gate in front of every push. Approving needs the ``review``
-scope, and the token's name is the reviewer the audit log records."""
+scope, and the token's name is the reviewer the audit log records. A review whose push
+would overwrite commits gitkb did not push (``overwrites``) is approved only with
+``{"overwrite": true}``; the body is optional otherwise."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ router = APIRouter(tags=["reviews"])
 
 class Deny(Body):
     reason: str
+
+
+class Approve(Body):
+    overwrite: bool = False
 
 
 if has("list_audit"):
@@ -58,9 +64,13 @@ if has("approve_review"):
     async def approve(
         request: Request,
         review_id: str,
+        body: Approve | None = None,
         who: Principal = Depends(authenticated),  # noqa: B008
     ) -> JSONResponse:
-        return await call(request, "approve_review", write=True, review_id=review_id, reviewer=who.name)
+        overwrite = bool(body and body.overwrite)
+        return await call(
+            request, "approve_review", write=True, review_id=review_id, reviewer=who.name, overwrite=overwrite
+        )
 
 
 if has("deny_review"):

@@ -108,6 +108,8 @@ def parse_diff(text: str) -> list[FileDiff]:
             cur, hunk = _start_file(raw), None
             files.append(cur)
             continue
+        if cur is None and raw.startswith("#"):
+            continue  # notes before the first file (the review's overwrite warning), not part of the diff
         if cur is None:
             cur = FileDiff(None, None)
             files.append(cur)

@@ -1,6 +1,8 @@
 """The review queue: pending reviews newest first with their staged diffs, a history tab of
 decided ones, one review's page, and the Approve and Deny forms (``review`` scope, CSRF-checked;
-the logged-in token's name is the reviewer the audit log records)."""
+the logged-in token's name is the reviewer the audit log records). A review whose push would
+overwrite commits gitkb did not push shows them above its diff, and its Approve form carries a
+checkbox (``overwrite=yes``) without which the approval is refused."""
 
 from __future__ import annotations
 
@@ -91,7 +93,10 @@ async def _decide(request: Request, rid: str, decision: str) -> Response:
     check_csrf(request, form)
     who = require_page(request, "review")
     if decision == "approve":
-        result = await ws_call(request, "approve_review", review_id=rid, reviewer=who.name, write=True)
+        overwrite = str(form.get("overwrite") or "") == "yes"  # the page's acknowledgement checkbox
+        result = await ws_call(
+            request, "approve_review", review_id=rid, reviewer=who.name, overwrite=overwrite, write=True
+        )
     else:
         reason = str(form.get("reason") or "").strip()
         if not reason:

@@ -9,7 +9,8 @@
   marked ``merged``, its proposals too, and the proposals staged after it
   are replayed onto the new base (or marked ``conflict`` with the paths).
   Working from the synced history makes GitHub, GitLab and local merges
-  (merge commits and fast-forwards) look the same.
+  (merge commits and fast-forwards) look the same. A review a crash left
+  mid-push is reconciled with the remote first (services.review_push).
 * :func:`forge_merge` / :func:`forge_close` -- the local forge's buttons; a
   merge then requests the same sync a webhook would.
 * :func:`change_request_closed` -- a change request closed unmerged marks its
@@ -69,7 +70,10 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
 
 def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: str) -> dict[str, Any]:
     """Settle reviews and proposals whose pushed head is contained in ``commit``."""
+    from gitkb.services.review_push import reconcile_in_flight
     from gitkb.services.sources.staging import restack
+
+    reconcile_in_flight(ctx, source_id=row.id)  # a push a crash left unrecorded counts as pushed
 
     conn = ctx.catalog.conn
     candidates = prop_rows.list_reviews(conn, source_id=row.id, states=("approved",), limit=1000)

@@ -376,6 +376,22 @@ def m008_binding_modes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_reviews_overwrites(conn: sqlite3.Connection) -> None:
+    """What approving a review overwrites on the remote branch (commits others pushed), and the push in flight.
+
+    ``overwrites``: JSON list of ``{sha, author, message}`` last computed against the remote;
+    ``pushing_sha``: set just before the push and cleared once the push and the change request
+    are recorded, so a process killed in between is reconciled with the remote afterwards.
+    """
+    run_script(
+        conn,
+        """
+        ALTER TABLE reviews ADD COLUMN overwrites TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE reviews ADD COLUMN pushing_sha TEXT
+        """,
+    )
+
+
 def m010_ui_sessions(conn: sqlite3.Connection) -> None:
     """Web page login sessions (the cookie holds a random id; only its digest is stored)."""
     run_script(
@@ -403,6 +419,7 @@ MIGRATIONS: list[Migration] = [
     m006_webhooks,
     m007_documents_tenant,
     m008_binding_modes,
+    m009_reviews_overwrites,
     m010_ui_sessions,
 ]
 

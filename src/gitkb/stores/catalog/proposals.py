@@ -15,7 +15,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PROPOSAL_STATES = ("staged", "merged", "discarded", "conflict")
@@ -66,6 +66,8 @@ class ReviewRow:
     decided_at: float | None
     created_at: float
     updated_at: float
+    overwrites: list[dict[str, str]] = field(default_factory=list)  # others' commits a push replaces
+    pushing_sha: str | None = None  # a push (and its change request) in flight, not yet recorded
 
 
 def new_proposal_id() -> str:
@@ -190,6 +192,8 @@ def _review(r: sqlite3.Row) -> ReviewRow:
         decided_at=r["decided_at"],
         created_at=r["created_at"],
         updated_at=r["updated_at"],
+        overwrites=json.loads(r["overwrites"] or "[]"),
+        pushing_sha=r["pushing_sha"],
     )
 
 
@@ -198,6 +202,7 @@ def insert_review(conn: sqlite3.Connection, **values: Any) -> ReviewRow:
     values = dict(values)
     values["changed_files"] = json.dumps(values.get("changed_files") or [])
     values["proposal_ids"] = json.dumps(values.get("proposal_ids") or [])
+    values["overwrites"] = json.dumps(values.get("overwrites") or [])
     values.setdefault("state", "pending")
     values["created_at"] = values["updated_at"] = now
     cols = ", ".join(values)
@@ -209,7 +214,7 @@ def insert_review(conn: sqlite3.Connection, **values: Any) -> ReviewRow:
 
 _REVIEW_UPDATABLE = frozenset(
     {"state", "pushed", "push_error", "cr_number", "cr_url", "reviewer", "reason", "decided_at",
-     "changed_files", "expected_remote_sha"}
+     "changed_files", "expected_remote_sha", "overwrites", "pushing_sha"}
 )  # fmt: skip
 
 
@@ -217,8 +222,9 @@ def update_review(conn: sqlite3.Connection, review_id: str, **values: Any) -> No
     bad = set(values) - _REVIEW_UPDATABLE
     if bad:
         raise ValueError(f"not updatable: {sorted(bad)}")
-    if "changed_files" in values:
-        values["changed_files"] = json.dumps(values["changed_files"])
+    for key in ("changed_files", "overwrites"):
+        if key in values:
+            values[key] = json.dumps(values[key])
     if "pushed" in values:
         values["pushed"] = int(bool(values["pushed"]))
     values["updated_at"] = time.time()
@@ -255,3 +261,21 @@ def review_for_change_request(conn: sqlite3.Connection, source_id: str, number: 
         (source_id, number),
     )
     return [_review(r) for r in rows]
+
+
+def reviews_in_flight(conn: sqlite3.Connection, *, source_id: str | None = None) -> list[ReviewRow]:
+    """Reviews whose push (or change request step) started and was never recorded as finished."""
+    sql, args = "SELECT * FROM reviews WHERE pushing_sha IS NOT NULL", []
+    if source_id:
+        sql += " AND source_id = ?"
+        args.append(source_id)
+    return [_review(r) for r in conn.execute(sql + " ORDER BY created_at, rowid", args)]
+
+
+def pushed_shas(conn: sqlite3.Connection, source_id: str) -> list[str]:
+    """Every commit gitkb pushed (or began to push) for a source's reviews: not someone else's."""
+    rows = conn.execute(
+        "SELECT push_sha, pushing_sha FROM reviews WHERE source_id = ? AND (pushed = 1 OR pushing_sha IS NOT NULL)",
+        (source_id,),
+    )
+    return sorted({sha for r in rows for sha in (r["push_sha"], r["pushing_sha"]) if sha})
