@@ -16,10 +16,11 @@ from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.chunking import chunk_many, resolve_config
-from gitkb.core.errors import InvalidArgument, NotFound
+from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
 from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
+from gitkb.core.paths import check_stored_path
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
@@ -199,7 +200,7 @@ def ingest_entries(
                         continue
                     data = entry.abs_path.read_bytes()
                 except OSError as exc:
-                    report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
+                    report.skipped.append(SkippedFile(entry.rel_path, "unreadable", f"cannot read: {exc.strerror or exc}"))
                     continue
                 h = ids.bytes_hash(data)
                 if not reparse and prev is not None and prev[0] == h and prev[3] == key:
@@ -281,6 +282,19 @@ def _write_files(
             report.chunk_tokens.extend(c.token_count for c in chunks)
 
 
+def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
+    """ADD_TEXT is capped like a file (``max_file_bytes``, 10 MB by default): over it, ``too_large``."""
+    if len(text) * 4 <= max_bytes:  # cheap: no UTF-8 character is longer than 4 bytes
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise TooLarge(
+            f"{field} is {size} bytes, over the limit of {max_bytes} bytes for one document; nothing was written",
+            next_steps=["split the text into several documents", "or raise max_file_bytes in gitkb.toml"],
+            details={"size": size, "limit": max_bytes},
+        )
+
+
 def add_text(
     ctx: Context,
     index_name: Any,
@@ -299,6 +313,7 @@ def add_text(
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument("text must be a non-empty string")
+    check_text_size(text, ctx.settings.max_file_bytes)
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
@@ -306,12 +321,7 @@ def add_text(
     cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     place = placement(tenant, tier, ttl_seconds)
     h = ids.content_hash(text)
-    if filepath is not None:
-        from gitkb.core.names import normalize_stored_path
-
-        path = normalize_stored_path(filepath)
-    else:
-        path = f"texts/{h[:16]}.txt"
+    path = check_stored_path(filepath) if filepath is not None else f"texts/{h[:16]}.txt"
     title = metadata.get("title") if isinstance(metadata.get("title"), str) else None
     if title is None:
         first = text.strip().splitlines()[0].lstrip("# ").strip()
@@ -376,8 +386,6 @@ def add_texts(
     path, text hash and chunk config) are skipped; a changed text is rewritten.
     Chunk parameters work as in ADD_TEXT (the index defaults when none is given).
     """
-    from gitkb.core.names import normalize_stored_path
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(items, list | tuple):
@@ -391,9 +399,10 @@ def add_texts(
         text, meta = item.get("text"), item.get("metadata") or {}
         if not isinstance(text, str) or not text.strip():
             raise InvalidArgument(f"items[{i}].text must be a non-empty string")
+        check_text_size(text, ctx.settings.max_file_bytes, field=f"items[{i}].text")
         if not isinstance(meta, dict):
             raise InvalidArgument(f"items[{i}].metadata must be a JSON object")
-        path = normalize_stored_path(item.get("filepath"), field=f"items[{i}].filepath")
+        path = check_stored_path(item.get("filepath"), field=f"items[{i}].filepath")
         if path in seen:
             raise InvalidArgument(f"items[{i}].filepath {path!r} appears twice; each text needs its own path")
         seen.add(path)
