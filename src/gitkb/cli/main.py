@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gitkb.cli.output import Renderer, default_render, emit_json, warnings_of
+from gitkb.cli.output import Renderer, default_render, emit_json, shown, terminal_safe, warnings_of
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -51,14 +51,15 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
     if state.as_json:
         emit_json(data)
     if not data.get("Success", False):
-        click.echo(f"error: {data.get('Error', 'failed')}", err=True)
+        click.echo(f"error: {shown(str(data.get('Error', 'failed')))}", err=True)
         for step in data.get("next_steps") or []:
-            click.echo(f"  next: {step}", err=True)
+            click.echo(f"  next: {shown(str(step))}", err=True)
         state.close()
         sys.exit(3 if data.get("code") == "internal" else 1)
     if not state.as_json:
-        warnings_of(data)
-        render(data)
+        safe = terminal_safe(data)
+        warnings_of(safe)
+        render(safe)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
