@@ -250,3 +250,90 @@ def test_incremental_sync_skips_bad_names_and_indexes_the_rest(source_ws: Any, u
     upstream.commit_push("later")
     again = ok(source_ws.source_sync(SOURCE))
     assert again["added"] == ["docs/runbooks/later.md"]
+
+
+# -- ADD_TEXT's size cap and the job table ---------------------------------------------------
+
+
+def job_params_bytes(ws: Any) -> int:
+    return int(ws.ctx.catalog.conn.execute("SELECT COALESCE(SUM(LENGTH(params)), 0) FROM jobs").fetchone()[0])
+
+
+def test_add_text_over_the_default_cap_is_too_large_and_writes_nothing(ws: Any) -> None:
+    from gitkb.core.walking import DEFAULT_MAX_BYTES
+
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    out = fails(ws.document_index("ADD_TEXT", index_name="kb", text="x" * (DEFAULT_MAX_BYTES + 1), filepath="big.txt"),
+                "too_large")
+    assert str(DEFAULT_MAX_BYTES) in out["Error"] and out["limit"] == DEFAULT_MAX_BYTES
+    assert docs(ws, "kb") == []
+    assert job_params_bytes(ws) < 10_000  # the refused text is not kept in the job table either
+
+
+def test_add_text_cap_counts_utf8_bytes(tmp_path: Path) -> None:
+    from gitkb import Workspace
+
+    with Workspace(tmp_path / "w", embedding_provider="hashing", embedding_model="hashing-384", max_file_bytes=1000) as w:
+        ok(w.document_index("CREATE_INDEX", index_name="kb"))
+        ok(w.document_index("ADD_TEXT", index_name="kb", text="x" * 1000, filepath="exact.txt"))
+        fails(w.document_index("ADD_TEXT", index_name="kb", text="é" * 501, filepath="two-byte.txt"), "too_large")
+        assert docs(w, "kb") == ["exact.txt"]
+
+
+def test_add_text_too_large_over_cli_and_http(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from gitkb.cli.main import cli
+    from gitkb.core.config import load_settings
+    from gitkb.core.walking import DEFAULT_MAX_BYTES
+    from gitkb.http import create_app
+    from http_shape import error_code
+
+    home = tmp_path / "w"
+    home.mkdir()
+    (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--home", str(home), "index", "create", "kb"]).exit_code == 0
+    big = "y" * (DEFAULT_MAX_BYTES + 1)
+    r = runner.invoke(cli, ["--home", str(home), "add-text", "kb", "-", "--filepath", "a.txt", "--no-wait"], input=big)
+    assert r.exit_code == 1 and f"over the limit of {DEFAULT_MAX_BYTES} bytes" in r.output, r.output[:300]
+    settings = load_settings(home, max_file_bytes=100)
+    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
+        resp = c.post("/indexes/kb/texts", json={"text": "z" * 101, "filepath": "b.txt"})
+        assert resp.status_code == 413 and error_code(resp) == "too_large", resp.text
+        listed = c.get("/indexes/kb/documents", params={"show_files_only": True}).json()
+        assert listed["Documents"] == []
+
+
+def test_the_job_table_keeps_no_copy_of_submitted_texts(ws: Any) -> None:
+    from gitkb.stores.catalog import jobs as job_rows
+
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    text = "A long paragraph about rotating keys. " * 50_000  # ~1.9 MB
+    for i in range(5):
+        ok(ws.document_index("ADD_TEXT", index_name="kb", text=f"{i} {text}", filepath=f"t{i}.txt"))
+    out = ws.promoted("document_index", action="ADD_TEXT", index_name="kb", text="promoted " + text, filepath="p.txt")
+    ok(ws.wait_job(out["job_id"], timeout=60))
+    assert len(docs(ws, "kb")) == 6
+    assert job_params_bytes(ws) < 10_000  # before: 6 copies, ~11 MB
+    assert job_rows.staged_bytes(ws.ctx.catalog.conn) == 0
+
+
+def test_a_queued_add_text_survives_a_restart_and_its_staged_text_goes_when_done(home: Path) -> None:
+    from gitkb import Workspace
+    from gitkb.stores.catalog import jobs as job_rows
+
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
+        ok(w.document_index("CREATE_INDEX", index_name="kb"))
+        with w.ctx.catalog.write() as conn:  # what a SIGKILLed writer leaves behind, staged as submit stages it
+            job = job_rows.insert(
+                conn, "action", {"action": "ADD_TEXT", "params": {"index_name": "kb", "filepath": "kept.txt"}},
+                state="running", runner="deadhost:1:1", staged={"params.text": "the staged text about pelicans"},
+            )
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w2:
+        done = ok(w2.wait_job(job.id, timeout=30))
+        assert done["status"] == "completed", done
+        assert ok(w2.document_index("SEARCH", query="pelicans", index_name="kb"))["Results"]
+        assert job_rows.staged_bytes(w2.ctx.catalog.conn) == 0
+        assert "pelicans" not in str(job_rows.get(w2.ctx.catalog.conn, job.id))

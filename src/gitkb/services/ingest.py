@@ -290,7 +290,7 @@ def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
     if size > max_bytes:
         raise TooLarge(
             f"{field} is {size} bytes, over the limit of {max_bytes} bytes for one document; nothing was written",
-            next_steps=["split the text into several documents", "or raise max_file_bytes in gitkb.toml"],
+            next_steps=["split the text into several documents of at most that size"],
             details={"size": size, "limit": max_bytes},
         )
 

@@ -366,6 +366,22 @@ def m007_documents_tenant(conn: sqlite3.Connection) -> None:
 
 
 Migration = Callable[[sqlite3.Connection], None]
+def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
+    """Bulky job parameters (ADD_TEXT's text) live here while the job is queued or running,
+    and are deleted when it finishes, so the job table keeps no copy of every text."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE job_staged (
+            job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (job_id, key)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -374,6 +390,7 @@ MIGRATIONS: list[Migration] = [
     m005_knowledge_bases,
     m006_webhooks,
     m007_documents_tenant,
+    m012_job_staged_texts,
 ]
 
 
