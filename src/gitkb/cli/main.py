@@ -2,14 +2,28 @@
 
 Exit codes: 0 ok, 1 a domain error (one line on stderr), 2 usage, 3 an
 unexpected error (with the log path), 130 interrupted.
+
+No Python traceback reaches the terminal: :func:`main` turns every exception
+(at import of the commands, while parsing options, in a command, in a
+progress callback, while closing) into one line and ``<home>/logs/gitkb.log``;
+log records of the ``gitkb`` loggers (a job that failed with its traceback)
+go to that file too, not to stderr; characters the terminal's encoding lacks
+are printed as escapes instead of failing; a closed pipe (``| head``) ends
+quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -51,7 +65,10 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
     if state.as_json:
         emit_json(data)
     if not data.get("Success", False):
-        click.echo(f"error: {shown(str(data.get('Error', 'failed')))}", err=True)
+        message = str(data.get("Error", "failed"))
+        if data.get("code") == "internal" and "details in" not in message:  # e.g. a job that failed
+            message += f"; details in {_crash_log.path()}"
+        click.echo(f"error: {shown(message)}", err=True)
         for step in data.get("next_steps") or []:
             click.echo(f"  next: {shown(str(step))}", err=True)
         state.close()
@@ -70,8 +87,49 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
 def cli(ctx: click.Context, home: str | None, as_json: bool) -> None:
     """gitkb: searchable knowledge bases over documentation in git."""
     state = CliState(home=home, as_json=as_json)
+    _crash_log.home = home
     ctx.obj = state
     ctx.call_on_close(state.close)
+
+
+class _CrashLog(logging.Handler):
+    """``<home>/logs/gitkb.log``: where tracebacks go instead of the terminal.
+
+    ``home`` is the ``--home`` given (set when options are parsed), else
+    ``GITKB_HOME``, else ``./.gitkb``; a current directory that no longer exists
+    falls back to the temporary directory. Writing never raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.home: str | None = None
+
+    def path(self) -> Path:
+        try:
+            from gitkb.core.config import resolve_home
+
+            return resolve_home(self.home, os.environ) / "logs" / "gitkb.log"
+        except Exception:  # noqa: BLE001 - e.g. the current directory was removed
+            return Path(tempfile.gettempdir()) / "gitkb-logs" / "gitkb.log"
+
+    def write(self, text: str) -> Path:
+        path = self.path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
+                fh.write(text if text.endswith("\n") else text + "\n")
+        except OSError:
+            pass
+        return path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # logging must not be what fails
+            self.write(self.format(record))
+
+
+_crash_log = _CrashLog()
+_crash_log.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+_import_error: BaseException | None = None
 
 
 def _register() -> None:
@@ -80,38 +138,55 @@ def _register() -> None:
     register_all(cli)
 
 
-_register()
+try:
+    _register()
+except Exception as _exc:  # noqa: BLE001 - reported by main() as one line, not a traceback at import
+    _import_error = _exc
+
+
+def _unexpected(exc: BaseException) -> NoReturn:
+    log_path = _crash_log.write("".join(traceback.format_exception(exc)))
+    message = shown(" ".join(str(exc).split()))[:500]
+    click.echo(f"error: unexpected {type(exc).__name__}: {message} (details in {log_path})", err=True)
+    sys.exit(3)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a detached stream
+                reconfigure(errors="backslashreplace")
+    root = logging.getLogger("gitkb")
+    if _crash_log not in root.handlers:
+        root.addHandler(_crash_log)
+        root.propagate = False  # no record (and no traceback) reaches stderr through the root logger
     try:
+        if _import_error is not None:
+            _unexpected(_import_error)
         cli.main(args=argv, prog_name="gitkb", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(1)
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001
-        import os
-        import traceback
-        from pathlib import Path
-
-        from gitkb.core.config import resolve_home
-
-        logdir = resolve_home(None, os.environ) / "logs"
-        try:
-            logdir.mkdir(parents=True, exist_ok=True)
-            (logdir / "gitkb.log").open("a").write("".join(traceback.format_exception(exc)))
-        except OSError:
-            pass
-        click.echo(f"error: unexpected {type(exc).__name__}: {exc} (details in {Path(logdir) / 'gitkb.log'})", err=True)
-        sys.exit(3)
+        _unexpected(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover
