@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from action_results import fails, ok
 from gitkb.core.models import SkippedFile
@@ -337,3 +339,59 @@ def test_a_queued_add_text_survives_a_restart_and_its_staged_text_goes_when_done
         assert ok(w2.document_index("SEARCH", query="pelicans", index_name="kb"))["Results"]
         assert job_rows.staged_bytes(w2.ctx.catalog.conn) == 0
         assert "pelicans" not in str(job_rows.get(w2.ctx.catalog.conn, job.id))
+
+
+# -- property: no tree of random byte names fails an ingest as a whole -------------------------
+
+
+_NAME_BYTES = st.binary(min_size=1, max_size=24).map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_")).filter(
+    lambda b: b not in (b".", b"..")
+)
+_TREE = st.recursive(
+    st.binary(max_size=200),  # a file's content
+    lambda children: st.dictionaries(_NAME_BYTES, children, min_size=1, max_size=4),
+    max_leaves=12,
+).filter(lambda t: isinstance(t, dict))
+
+
+def _build(root: bytes, tree: dict[bytes, Any], rel: bytes = b"") -> list[bytes]:
+    files: list[bytes] = []
+    for name, child in tree.items():
+        path = os.path.join(root, rel, name) if rel else os.path.join(root, name)
+        here = os.path.join(rel, name) if rel else name
+        if isinstance(child, dict):
+            os.mkdir(path)
+            files += _build(root, child, here)
+        else:
+            with open(path, "wb") as handle:
+                handle.write(child)
+            files.append(here)
+    return files
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=_TREE)
+def test_random_byte_names_never_fail_an_ingest(ws: Any, tree: dict[bytes, Any]) -> None:
+    import tempfile
+
+    from gitkb.core.paths import check_stored_path, escape_name
+
+    if not ws.document_index("LIST_INDICES").get("Indices"):
+        ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    parent = tempfile.mkdtemp(prefix="gitkb-prop-", dir=os.environ.get("TMPDIR"))
+    try:
+        root = os.path.join(os.fsencode(parent), b"root")
+        os.mkdir(root)
+        files = _build(root, tree)
+        out = ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=os.fsdecode(root)))
+        stored = set(out["added"]) | set(out["modified"]) | set(out["unchanged"])
+        skipped = [s["path"] for s in out["skipped"]]
+        for path in stored:
+            assert check_stored_path(path) == path  # every stored path obeys the stored-path rules
+        for rel in files:
+            shown = escape_name("root/" + os.fsdecode(rel))
+            assert shown in stored or any(shown == s or (s.endswith("/") and shown.startswith(s)) for s in skipped), (
+                shown, out["skipped"],
+            )
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
