@@ -2,7 +2,7 @@
 on every interface (library, CLI, HTTP, MCP); names reach a terminal escaped.
 
 ``ATTACKS`` are the bad names tried; each is sent through each interface and must be refused
-with ``invalid_argument`` with nothing written. ``test_attack_tally`` prints the count.
+with ``invalid_argument`` with nothing written.
 """
 
 from __future__ import annotations
