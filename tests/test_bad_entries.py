@@ -395,3 +395,14 @@ def test_random_byte_names_never_fail_an_ingest(ws: Any, tree: dict[bytes, Any])
             )
     finally:
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_a_target_whose_own_path_is_not_utf8_is_refused_cleanly(ws: Any, tmp_path: Path) -> None:
+    above = tmp_path / os.fsdecode(b"\xff-above")
+    touch(above / "docs" / "a.md")
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    for target in (above / "docs", above / "docs" / "a.md", above):
+        out = fails(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(target)), "invalid_argument")
+        assert "\\xff-above" in out["Error"] and "not valid UTF-8" in out["Error"]
+        out["Error"].encode("utf-8")
+    assert docs(ws, "kb") == []

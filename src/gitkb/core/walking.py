@@ -44,6 +44,8 @@ Rules (stable; the ingest layer and sync rely on them):
   is not entered); a folder more than ``MAX_DEPTH`` (100) levels below the
   walked directory is ``too_deep``; a folder that cannot be listed, or an
   entry that cannot be stat'ed or vanished mid-walk, is ``unreadable``.
+* The **target itself** (its absolute path, folders above included) must be
+  storable: one with such a name raises ``InvalidArgument``.
 * An **explicitly named file** (a single-file target) is judged by the
   exclusions on its stored path and, when it lies below the current
   directory, on its path from there: ``docs/node_modules/a.md`` raises
@@ -255,10 +257,13 @@ def walk(
     excl = _exclude_spec(tuple(BUILTIN_EXCLUDES), tuple(exclude))
     incl = _include_spec(tuple(include))
 
-    bad = next((problem for seg in prefix.split("/") if (problem := unstorable_name(seg))), None)
-    if bad is not None:  # the target's own name (or a folder above it, up to base) cannot be stored
-        shown = escape_name(prefix) + ("/" if target_path.is_dir() else "")
-        return iter([SkippedFile(shown, "bad_name", f"{bad}; it is shown escaped and was not read")])
+    bad = next((problem for seg in target_path.parts if (problem := unstorable_name(seg))), None)
+    if bad is not None:  # documents record where they came from: the target's own path must be storable
+        raise InvalidArgument(
+            f"cannot add {escape_name(str(target_path))}: {bad} (a name in the path itself); nothing was indexed",
+            next_steps=["rename the file or folder, or add a folder below it"],
+            details={"path": escape_name(str(target_path)), "reason": "bad_name"},
+        )
     if target_path.is_dir():
         walker = _DirWalker(target_path, prefix, max_bytes, excl, incl)
         return walker.walk()

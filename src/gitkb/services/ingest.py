@@ -20,7 +20,7 @@ from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
 from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
-from gitkb.core.paths import check_stored_path
+from gitkb.core.paths import check_stored_path, escape_name
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
@@ -119,7 +119,7 @@ def add_documents(
         raise InvalidArgument("filepath is required: a file or directory to add")
     target = Path(filepath).expanduser()
     if not target.exists():
-        raise NotFound(f"path {str(filepath)!r} does not exist", next_steps=["check the path; it is read by this process"])
+        raise NotFound(f"path {escape_name(str(filepath))!r} does not exist", next_steps=["check the path; it is read by this process"])
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
     report = IngestReport(warnings=list(warnings))
