@@ -249,9 +249,13 @@ def test_incremental_sync_skips_bad_names_and_indexes_the_rest(source_ws: Any, u
     assert "docs/runbooks/fresh.md" in docs(source_ws, SOURCE)
     # and the next commit still syncs
     upstream.write("docs/runbooks/later.md", "---\ntitle: Later\n---\nLater words.\n")
+    git(upstream.work, "rm", "-q", "-r", "docs/runbooks/esc\x1b[2J.md")
     upstream.commit_push("later")
     again = ok(source_ws.source_sync(SOURCE))
     assert again["added"] == ["docs/runbooks/later.md"]
+    listed = {s["path"] for s in source_ws.get_index_status()["skipped_files"]}
+    assert "docs/runbooks/esc\\x1b[2J.md" not in listed  # gone from the tree, gone from status
+    assert "docs/runbooks/\\xff\\xfe-bytes.md" in listed
 
 
 # -- ADD_TEXT's size cap and the job table ---------------------------------------------------

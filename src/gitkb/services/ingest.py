@@ -241,6 +241,14 @@ def record_skips(conn: Any, index_id: str, skipped: list[SkippedFile], *, ok: li
     conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
 
 
+def forget_skips(conn: Any, index_id: str, category: str, *, keep: list[str]) -> None:
+    """Drop the recorded skips of ``category`` except ``keep`` (a sync that lists them all anew)."""
+    kept = set(keep)
+    rows = conn.execute("SELECT path FROM skipped_files WHERE index_id=? AND category=?", (index_id, category))
+    gone = [(index_id, r[0]) for r in rows.fetchall() if r[0] not in kept]
+    conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", gone)
+
+
 def _write_files(
     ctx: Context,
     row: IndexRow,

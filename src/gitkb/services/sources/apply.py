@@ -25,7 +25,7 @@ from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
 from gitkb.core.walking import is_excluded
 from gitkb.services.context import Context
-from gitkb.services.ingest import record_skips
+from gitkb.services.ingest import forget_skips, record_skips
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -134,10 +134,10 @@ def apply_plan(
         )
         if progress is not None:
             progress(min(start + WRITE_BATCH, total), total)
-    if bad:
-        with ctx.catalog.write() as w:
-            for ix in targets:
-                record_skips(w, ix.id, bad, ok=[])
+    with ctx.catalog.write() as w:  # every sync lists the tree's bad names anew: drop the ones gone
+        for ix in targets:
+            forget_skips(w, ix.id, "bad_name", keep=[s.path for s in bad])
+            record_skips(w, ix.id, bad, ok=[])
     return report
 
 
