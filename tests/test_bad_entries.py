@@ -186,7 +186,11 @@ def test_an_explicitly_named_file_in_an_excluded_folder_is_refused(
     touch(tmp_path / "docs" / "kept.md")
     monkeypatch.chdir(tmp_path)
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
-    for named in ("docs/node_modules/a.md", str(tmp_path / "docs" / "node_modules" / "a.md"), "docs/build/b.md"):
+    for named in (
+        "docs/node_modules/a.md",
+        str(tmp_path / "docs" / "node_modules" / "a.md"),
+        "docs/build/b.md",
+    ):
         out = fails(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=named), "invalid_argument")
         assert "excluded" in out["Error"]
     assert docs(ws, "kb") == []
@@ -200,12 +204,18 @@ def test_an_explicitly_named_file_in_an_excluded_folder_is_refused(
 def commit_bad_names(upstream: Upstream) -> None:
     """Commit, with git itself, a file and a folder whose names are not UTF-8, and one with ESC."""
     work = os.fsencode(upstream.work)
-    for rel in (b"docs/runbooks/\xff\xfe-bytes.md", b"docs/bad-\xc3(dir/inner.md", b"docs/runbooks/esc\x1b[2J.md"):
+    for rel in (
+        b"docs/runbooks/\xff\xfe-bytes.md",
+        b"docs/bad-\xc3(dir/inner.md",
+        b"docs/runbooks/esc\x1b[2J.md",
+    ):
         full = os.path.join(work, rel)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as handle:
             handle.write(b"---\ntitle: Planted\n---\n# Planted\n\nA planted page about zebra crossings.\n")
-    upstream.write("docs/runbooks/fresh.md", "---\ntitle: Fresh\n---\n# Fresh\n\nA fresh page about quokkas.\n")
+    upstream.write(
+        "docs/runbooks/fresh.md", "---\ntitle: Fresh\n---\n# Fresh\n\nA fresh page about quokkas.\n"
+    )
     upstream.commit_push("names that are not UTF-8")
 
 
@@ -269,8 +279,12 @@ def test_add_text_over_the_default_cap_is_too_large_and_writes_nothing(ws: Any) 
     from gitkb.core.walking import DEFAULT_MAX_BYTES
 
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
-    out = fails(ws.document_index("ADD_TEXT", index_name="kb", text="x" * (DEFAULT_MAX_BYTES + 1), filepath="big.txt"),
-                "too_large")
+    out = fails(
+        ws.document_index(
+            "ADD_TEXT", index_name="kb", text="x" * (DEFAULT_MAX_BYTES + 1), filepath="big.txt"
+        ),
+        "too_large",
+    )
     assert str(DEFAULT_MAX_BYTES) in out["Error"] and out["limit"] == DEFAULT_MAX_BYTES
     assert docs(ws, "kb") == []
     assert job_params_bytes(ws) < 10_000  # the refused text is not kept in the job table either
@@ -279,10 +293,15 @@ def test_add_text_over_the_default_cap_is_too_large_and_writes_nothing(ws: Any) 
 def test_add_text_cap_counts_utf8_bytes(tmp_path: Path) -> None:
     from gitkb import Workspace
 
-    with Workspace(tmp_path / "w", embedding_provider="hashing", embedding_model="hashing-384", max_file_bytes=1000) as w:
+    with Workspace(
+        tmp_path / "w", embedding_provider="hashing", embedding_model="hashing-384", max_file_bytes=1000
+    ) as w:
         ok(w.document_index("CREATE_INDEX", index_name="kb"))
         ok(w.document_index("ADD_TEXT", index_name="kb", text="x" * 1000, filepath="exact.txt"))
-        fails(w.document_index("ADD_TEXT", index_name="kb", text="é" * 501, filepath="two-byte.txt"), "too_large")
+        fails(
+            w.document_index("ADD_TEXT", index_name="kb", text="é" * 501, filepath="two-byte.txt"),
+            "too_large",
+        )
         assert docs(w, "kb") == ["exact.txt"]
 
 
@@ -302,7 +321,9 @@ def test_add_text_too_large_over_cli_and_http(tmp_path: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(cli, ["--home", str(home), "index", "create", "kb"]).exit_code == 0
     big = "y" * (DEFAULT_MAX_BYTES + 1)
-    r = runner.invoke(cli, ["--home", str(home), "add-text", "kb", "-", "--filepath", "a.txt", "--no-wait"], input=big)
+    r = runner.invoke(
+        cli, ["--home", str(home), "add-text", "kb", "-", "--filepath", "a.txt", "--no-wait"], input=big
+    )
     assert r.exit_code == 1 and f"over the limit of {DEFAULT_MAX_BYTES} bytes" in r.output, r.output[:300]
     settings = load_settings(home, max_file_bytes=100)
     with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
@@ -319,7 +340,9 @@ def test_the_job_table_keeps_no_copy_of_submitted_texts(ws: Any) -> None:
     text = "A long paragraph about rotating keys. " * 50_000  # ~1.9 MB
     for i in range(5):
         ok(ws.document_index("ADD_TEXT", index_name="kb", text=f"{i} {text}", filepath=f"t{i}.txt"))
-    out = ws.promoted("document_index", action="ADD_TEXT", index_name="kb", text="promoted " + text, filepath="p.txt")
+    out = ws.promoted(
+        "document_index", action="ADD_TEXT", index_name="kb", text="promoted " + text, filepath="p.txt"
+    )
     ok(ws.wait_job(out["job_id"], timeout=60))
     assert len(docs(ws, "kb")) == 6
     assert job_params_bytes(ws) < 10_000  # before: 6 copies, ~11 MB
@@ -332,10 +355,16 @@ def test_a_queued_add_text_survives_a_restart_and_its_staged_text_goes_when_done
 
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         ok(w.document_index("CREATE_INDEX", index_name="kb"))
-        with w.ctx.catalog.write() as conn:  # what a SIGKILLed writer leaves behind, staged as submit stages it
+        with (
+            w.ctx.catalog.write() as conn
+        ):  # what a SIGKILLed writer leaves behind, staged as submit stages it
             job = job_rows.insert(
-                conn, "action", {"action": "ADD_TEXT", "params": {"index_name": "kb", "filepath": "kept.txt"}},
-                state="running", runner="deadhost:1:1", staged={"params.text": "the staged text about pelicans"},
+                conn,
+                "action",
+                {"action": "ADD_TEXT", "params": {"index_name": "kb", "filepath": "kept.txt"}},
+                state="running",
+                runner="deadhost:1:1",
+                staged={"params.text": "the staged text about pelicans"},
             )
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w2:
         done = ok(w2.wait_job(job.id, timeout=30))
@@ -348,8 +377,10 @@ def test_a_queued_add_text_survives_a_restart_and_its_staged_text_goes_when_done
 # -- property: no tree of random byte names fails an ingest as a whole -------------------------
 
 
-_NAME_BYTES = st.binary(min_size=1, max_size=24).map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_")).filter(
-    lambda b: b not in (b".", b"..")
+_NAME_BYTES = (
+    st.binary(min_size=1, max_size=24)
+    .map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_"))
+    .filter(lambda b: b not in (b".", b".."))
 )
 _TREE = st.recursive(
     st.binary(max_size=200),  # a file's content
@@ -394,8 +425,11 @@ def test_random_byte_names_never_fail_an_ingest(ws: Any, tree: dict[bytes, Any])
             assert check_stored_path(path) == path  # every stored path obeys the stored-path rules
         for rel in files:
             shown = escape_name("root/" + os.fsdecode(rel))
-            assert shown in stored or any(shown == s or (s.endswith("/") and shown.startswith(s)) for s in skipped), (
-                shown, out["skipped"],
+            assert shown in stored or any(
+                shown == s or (s.endswith("/") and shown.startswith(s)) for s in skipped
+            ), (
+                shown,
+                out["skipped"],
             )
     finally:
         shutil.rmtree(parent, ignore_errors=True)
@@ -406,7 +440,9 @@ def test_a_target_whose_own_path_is_not_utf8_is_refused_cleanly(ws: Any, tmp_pat
     touch(above / "docs" / "a.md")
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     for target in (above / "docs", above / "docs" / "a.md", above):
-        out = fails(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(target)), "invalid_argument")
+        out = fails(
+            ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(target)), "invalid_argument"
+        )
         assert "\\xff-above" in out["Error"] and "not valid UTF-8" in out["Error"]
         out["Error"].encode("utf-8")
     assert docs(ws, "kb") == []

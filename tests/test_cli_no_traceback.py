@@ -17,11 +17,18 @@ GITKB = str(Path(sys.executable).with_name("gitkb"))
 TOML = '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
 
 
-def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, code: str | None = None,
-        encoding: str = "utf-8") -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    code: str | None = None,
+    encoding: str = "utf-8",
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-c", code, *args] if code else [GITKB, *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, encoding=encoding, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, encoding=encoding, timeout=120, env={**os.environ, **(env or {})}
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], exit_code: int = 3) -> str:
@@ -95,11 +102,26 @@ def test_ctrl_c_in_a_progress_callback(home: Path, tmp_path: Path) -> None:
 
 def test_a_terminal_encoding_without_the_characters(home: Path) -> None:
     assert run(["--home", str(home), "index", "create", "kb"], cwd=home).returncode == 0
-    added = run(["--home", str(home), "add-text", "kb", "# 名前 ünïcødé\n\nwords", "--filepath", "n/名前.md",
-                 "--no-wait"], cwd=home)
+    added = run(
+        [
+            "--home",
+            str(home),
+            "add-text",
+            "kb",
+            "# 名前 ünïcødé\n\nwords",
+            "--filepath",
+            "n/名前.md",
+            "--no-wait",
+        ],
+        cwd=home,
+    )
     assert added.returncode == 0, added.stderr
-    proc = run(["--home", str(home), "docs", "list", "kb"], cwd=home, env={"PYTHONIOENCODING": "latin-1"},
-               encoding="latin-1")
+    proc = run(
+        ["--home", str(home), "docs", "list", "kb"],
+        cwd=home,
+        env={"PYTHONIOENCODING": "latin-1"},
+        encoding="latin-1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "n/\\u540d\\u524d.md" in proc.stdout and "ünïcødé" in proc.stdout  # latin-1 has these
     assert "Traceback" not in proc.stderr

@@ -56,7 +56,14 @@ ATTACKS: list[str] = [
     "/",
     "./",
 ]
-ALLOWED = ["docs/ops/rotate.md", "./notes/a.md", "notes//b.md", "dir\\c.md", "ünïcødé/名前.md", "my notes/x y.md"]
+ALLOWED = [
+    "docs/ops/rotate.md",
+    "./notes/a.md",
+    "notes//b.md",
+    "dir\\c.md",
+    "ünïcødé/名前.md",
+    "my notes/x y.md",
+]
 
 
 def doc_count(ws: Any) -> tuple[int, int]:
@@ -79,16 +86,27 @@ def kb(ws: Any) -> Any:
 @pytest.mark.parametrize("bad", ATTACKS, ids=[repr(a)[:40] for a in ATTACKS])
 def test_library_refuses_bad_filepaths(kb: Any, bad: str) -> None:
     before = doc_count(kb)
-    out = fails(kb.document_index("ADD_TEXT", index_name="kb", text="planted text", filepath=bad), "invalid_argument")
+    out = fails(
+        kb.document_index("ADD_TEXT", index_name="kb", text="planted text", filepath=bad), "invalid_argument"
+    )
     assert "\x1b" not in out["Error"] and "\x00" not in out["Error"]
     out["Error"].encode("utf-8")  # printable anywhere: no lone surrogate
     assert doc_count(kb) == before
 
 
 def test_library_keeps_ordinary_paths(kb: Any) -> None:
-    stored = [ok(kb.document_index("ADD_TEXT", index_name="kb", text=f"text {i}", filepath=p))["filepath"]
-              for i, p in enumerate(ALLOWED)]
-    assert stored == ["docs/ops/rotate.md", "notes/a.md", "notes/b.md", "dir/c.md", "ünïcødé/名前.md", "my notes/x y.md"]
+    stored = [
+        ok(kb.document_index("ADD_TEXT", index_name="kb", text=f"text {i}", filepath=p))["filepath"]
+        for i, p in enumerate(ALLOWED)
+    ]
+    assert stored == [
+        "docs/ops/rotate.md",
+        "notes/a.md",
+        "notes/b.md",
+        "dir/c.md",
+        "ünïcødé/名前.md",
+        "my notes/x y.md",
+    ]
 
 
 def test_bulk_add_texts_refuses_bad_filepaths(kb: Any) -> None:
@@ -96,15 +114,22 @@ def test_bulk_add_texts_refuses_bad_filepaths(kb: Any) -> None:
 
     for bad in ("../x.md", ".git/config", "a\x1bb.md"):
         with pytest.raises(Exception) as info:
-            ingest.add_texts(kb.ctx, "kb", [{"text": "fine", "filepath": "ok.md"}, {"text": "x", "filepath": bad}])
+            ingest.add_texts(
+                kb.ctx, "kb", [{"text": "fine", "filepath": "ok.md"}, {"text": "x", "filepath": bad}]
+            )
         assert getattr(info.value, "code", None) == "invalid_argument"
     assert doc_count(kb) == (0, 0)
 
 
-@pytest.mark.parametrize("bad", ["../up.md", ".git", "esc\x1b[2J.md", "nul\x00.md", "nl\n.md", "\udcff.md", "a/b.md"])
+@pytest.mark.parametrize(
+    "bad", ["../up.md", ".git", "esc\x1b[2J.md", "nul\x00.md", "nl\n.md", "\udcff.md", "a/b.md"]
+)
 def test_rename_refuses_bad_new_names(kb: Any, bad: str) -> None:
     ok(kb.document_index("ADD_TEXT", index_name="kb", text="rename me", filepath="ops/a.md"))
-    fails(kb.document_index("RENAME_DOCUMENT", index_name="kb", filepath="ops/a.md", new_filename=bad), "invalid_argument")
+    fails(
+        kb.document_index("RENAME_DOCUMENT", index_name="kb", filepath="ops/a.md", new_filename=bad),
+        "invalid_argument",
+    )
     listed = ok(kb.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True))["Documents"]
     assert listed == ["ops/a.md"]
 
@@ -158,7 +183,9 @@ def _json(value: dict[str, Any]) -> bytes:
 @pytest.mark.parametrize("bad", ATTACKS, ids=[repr(a)[:40] for a in ATTACKS])
 def test_http_refuses_bad_filepaths(client: TestClient, bad: str) -> None:
     headers = {"content-type": "application/json"}
-    r1 = client.post("/indexes/kb/texts", content=_json({"text": "planted", "filepath": bad}), headers=headers)
+    r1 = client.post(
+        "/indexes/kb/texts", content=_json({"text": "planted", "filepath": bad}), headers=headers
+    )
     r2 = client.post(
         "/actions/document_index",
         content=_json({"action": "ADD_TEXT", "index_name": "kb", "text": "planted", "filepath": bad}),
@@ -186,7 +213,9 @@ def mcp_call(ws: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str, Any]:
 def test_mcp_refuses_bad_filepaths(kb: Any) -> None:
     for bad in ATTACKS:
         is_error, text, structured = mcp_call(
-            kb, "document_index", {"action": "ADD_TEXT", "index_name": "kb", "text": "planted", "filepath": bad}
+            kb,
+            "document_index",
+            {"action": "ADD_TEXT", "index_name": "kb", "text": "planted", "filepath": bad},
         )
         body = structured if isinstance(structured, dict) else json.loads(text)
         assert is_error and body["Success"] is False and body["code"] == "invalid_argument", (bad, body)
@@ -199,12 +228,33 @@ def test_mcp_refuses_bad_filepaths(kb: Any) -> None:
 
 def test_docs_list_escapes_control_characters(cli_home: Path) -> None:
     title = "\x1b]0;pwned\x07\x1b[2J\u202eevil"
-    r = cli_run(cli_home, "add-text", "kb", "body text", "--filepath", "ops/a.md",
-                "--metadata", json.dumps({"title": title}), "--no-wait")
+    r = cli_run(
+        cli_home,
+        "add-text",
+        "kb",
+        "body text",
+        "--filepath",
+        "ops/a.md",
+        "--metadata",
+        json.dumps({"title": title}),
+        "--no-wait",
+    )
     assert r.exit_code == 0, r.output
-    r = cli_run(cli_home, "add-text", "kb", "# \x1b[31mRed heading\n\nSome body.\n", "--filepath", "ops/b.md", "--no-wait")
+    r = cli_run(
+        cli_home,
+        "add-text",
+        "kb",
+        "# \x1b[31mRed heading\n\nSome body.\n",
+        "--filepath",
+        "ops/b.md",
+        "--no-wait",
+    )
     assert r.exit_code == 0, r.output
-    for args in (("docs", "list", "kb"), ("search", "body", "--index", "kb", "--mode", "keyword"), ("docs", "get", "kb", "ops/b.md")):
+    for args in (
+        ("docs", "list", "kb"),
+        ("search", "body", "--index", "kb", "--mode", "keyword"),
+        ("docs", "get", "kb", "ops/b.md"),
+    ):
         out = cli_run(cli_home, *args)
         assert out.exit_code == 0, out.output
         assert "\x1b" not in out.output and "\x07" not in out.output and "\u202e" not in out.output, args
@@ -222,9 +272,13 @@ def test_escaping_covers_names_stored_before_the_rules(ws: Any, cli_home: Path) 
     try:
         ok(w.document_index("ADD_TEXT", index_name="kb", text="legacy words", filepath="ops/legacy.md"))
         with w.ctx.catalog.write() as conn:
-            conn.execute("UPDATE documents SET path=? WHERE path=?", ("ops/\x1b[2Jlegacy\x9b.md", "ops/legacy.md"))
+            conn.execute(
+                "UPDATE documents SET path=? WHERE path=?", ("ops/\x1b[2Jlegacy\x9b.md", "ops/legacy.md")
+            )
     finally:
         w.close()
     out = cli_run(cli_home, "docs", "list", "kb", "--files-only")
     assert out.exit_code == 0, out.output
-    assert "ops/\\x1b[2Jlegacy\\x9b.md" in out.output and "\x1b" not in out.output and "\x9b" not in out.output
+    assert (
+        "ops/\\x1b[2Jlegacy\\x9b.md" in out.output and "\x1b" not in out.output and "\x9b" not in out.output
+    )

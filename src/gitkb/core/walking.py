@@ -411,20 +411,26 @@ class _DirWalker:
             if is_link:
                 if not _inside(real, self.root_real):
                     shown = rel + "/" if os.path.isdir(real) else rel
-                    return self._skip(shown, "excluded", f"symlink leads outside {self.root}: {escape_name(real)}")
+                    return self._skip(
+                        shown, "excluded", f"symlink leads outside {self.root}: {escape_name(real)}"
+                    )
                 if not os.path.exists(real):
                     return self._skip(rel, "excluded", f"broken symlink to {escape_name(real)}")
             if is_dir:
                 index = self.excluder.check(rel + "/")
                 if index is not None:
-                    return self._skip(rel + "/", "excluded", f"directory excluded by {_describe(self.excl, index)}")
+                    return self._skip(
+                        rel + "/", "excluded", f"directory excluded by {_describe(self.excl, index)}"
+                    )
                 if frame.depth + 1 > self.max_depth:
                     detail = f"more than {self.max_depth} folders deep; the walk does not go further"
                     return self._skip(rel + "/", "too_deep", detail)
                 if not is_link:
                     real = os.path.join(frame.real, name)
                 elif real in frame.ancestors:
-                    return self._skip(rel + "/", "excluded", f"symlink loop: leads back to {escape_name(real)}")
+                    return self._skip(
+                        rel + "/", "excluded", f"symlink loop: leads back to {escape_name(real)}"
+                    )
                 elif real in self.followed:
                     detail = f"symlink to {escape_name(real)}, already walked through another link"
                     return self._skip(rel + "/", "excluded", detail)
