@@ -446,3 +446,13 @@ def test_a_target_whose_own_path_is_not_utf8_is_refused_cleanly(ws: Any, tmp_pat
         assert "\\xff-above" in out["Error"] and "not valid UTF-8" in out["Error"]
         out["Error"].encode("utf-8")
     assert docs(ws, "kb") == []
+
+
+def test_add_text_with_a_lone_surrogate_is_refused_not_an_internal_error(ws: Any) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    out = fails(
+        ws.document_index("ADD_TEXT", index_name="kb", text="broken \udcff text", filepath="a.txt"),
+        "invalid_argument",
+    )
+    assert "not valid Unicode" in out["Error"]
+    assert docs(ws, "kb") == []

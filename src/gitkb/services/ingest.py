@@ -291,10 +291,14 @@ def _write_files(
 
 
 def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
-    """ADD_TEXT is capped like a file (``max_file_bytes``, 10 MB by default): over it, ``too_large``."""
-    if len(text) * 4 <= max_bytes:  # cheap: no UTF-8 character is longer than 4 bytes
-        return
-    size = len(text.encode("utf-8", "surrogatepass"))
+    """ADD_TEXT is capped like a file (``max_file_bytes``, 10 MB by default): over it, ``too_large``.
+    A text that is not valid Unicode (lone surrogates) is ``invalid_argument``."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"{field} is not valid Unicode (a lone surrogate at character {exc.start}); nothing was written"
+        ) from exc
     if size > max_bytes:
         raise TooLarge(
             f"{field} is {size} bytes, over the limit of {max_bytes} bytes for one document; nothing was written",

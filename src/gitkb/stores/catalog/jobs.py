@@ -108,7 +108,7 @@ def insert(
     if staged:
         conn.executemany(
             "INSERT INTO job_staged(job_id, key, value) VALUES (?,?,?)",
-            [(job_id, key, value) for key, value in staged.items()],
+            [(job_id, key, json.dumps(value)) for key, value in staged.items()],  # ASCII: any str fits
         )
     row = get(conn, job_id)
     assert row is not None
@@ -123,7 +123,7 @@ def params_for_run(conn: sqlite3.Connection, job: JobRow) -> dict[str, Any]:
         target = params
         for part in parents:
             target = target.setdefault(part, {})
-        target[leaf] = r["value"]
+        target[leaf] = json.loads(r["value"])
     return params
 
 
