@@ -48,8 +48,8 @@ Rules (stable; the ingest layer and sync rely on them):
   storable: one with such a name raises ``InvalidArgument``.
 * An **explicitly named file** (a single-file target) is judged by the
   exclusions on its stored path and, when it lies below the current
-  directory, on its path from there: ``docs/node_modules/a.md`` raises
-  ``InvalidArgument`` and nothing is indexed.
+  directory (unless that is ``/``), on its path from there:
+  ``docs/node_modules/a.md`` raises ``InvalidArgument`` and nothing is indexed.
 * Order is deterministic: entries of each directory sorted by name, depth
   first (equal to sorting stored paths segment by segment).
 """
@@ -312,6 +312,8 @@ def _named_forms(path: Path, stored: str) -> list[str]:
     try:
         cwd = Path(os.path.abspath(os.getcwd()))
     except OSError:  # the current directory was removed
+        return forms
+    if cwd == Path(cwd.anchor):  # a service started in "/" would judge every folder of every path
         return forms
     rel = _lexical_relative(path, cwd)
     if rel is not None and rel != stored:
