@@ -198,7 +198,9 @@ def test_an_explicitly_named_file_in_an_excluded_folder_is_refused(
     monkeypatch.chdir(elsewhere)  # not below the current directory: judged by the stored path
     target = str(tmp_path / "docs" / "node_modules" / "a.md")
     out = fails(
-        ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=target, base_path=str(tmp_path / "docs")),
+        ws.document_index(
+            "ADD_DOCUMENTS", index_name="kb", filepath=target, base_path=str(tmp_path / "docs")
+        ),
         "invalid_argument",
     )
     assert "node_modules" in out["Error"]
