@@ -291,6 +291,7 @@ def test_special_files_are_skipped(tmp_path: Path) -> None:
     entries, skipped = split(list(walk(tmp_path / "d")))
     assert entries == ["d/a.md"]
     assert skipped["d/pipe"].detail == "not a regular file"
+    assert skipped["d/pipe"].category == "special_file"
 
 
 def test_order_is_deterministic_and_sorted(tmp_path: Path) -> None:

@@ -2,19 +2,32 @@
 
 Exit codes: 0 ok, 1 a domain error (one line on stderr), 2 usage, 3 an
 unexpected error (with the log path), 130 interrupted.
+
+No Python traceback reaches the terminal: :func:`main` turns every exception
+(at import of the commands, while parsing options, in a command, in a
+progress callback, while closing) into one line and ``<home>/logs/gitkb.log``;
+log records of the ``gitkb`` loggers (a job that failed with its traceback)
+go to that file too, not to stderr; characters the terminal's encoding lacks
+are printed as escapes instead of failing; a closed pipe (``| head``) ends
+quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from gitkb.cli.output import Renderer, default_render, emit_json, warnings_of
+from gitkb.cli.output import Renderer, default_render, emit_json, shown, terminal_safe, warnings_of
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -87,14 +100,18 @@ def report(data: dict[str, Any], render: Renderer = default_render) -> None:
     if not data.get("Success", False):
         from gitkb.cli.hints import cli_words  # the library names actions; the terminal, commands
 
-        click.echo(f"error: {cli_words(str(data.get('Error', 'failed')))}", err=True)
+        message = cli_words(str(data.get("Error", "failed")))
+        if data.get("code") == "internal" and "details in" not in message:  # e.g. a job that failed
+            message += f"; details in {_crash_log.path()}"
+        click.echo(f"error: {shown(message)}", err=True)
         for step in data.get("next_steps") or []:
-            click.echo(f"  next: {cli_words(str(step))}", err=True)
+            click.echo(f"  next: {shown(cli_words(str(step)))}", err=True)
         state.close()
         sys.exit(3 if data.get("code") == "internal" else 1)
     if not state.as_json:
-        warnings_of(data)
-        render(data)
+        safe = terminal_safe(data)
+        warnings_of(safe)
+        render(safe)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -111,8 +128,48 @@ def cli(ctx: click.Context, home: str | None, as_json: bool) -> None:
     """gitkb: searchable knowledge bases over documentation in git."""
     from_env = ctx.get_parameter_source("home") is click.core.ParameterSource.ENVIRONMENT
     state = CliState(home=home, as_json=as_json, home_source="GITKB_HOME" if from_env else "--home")
+    _crash_log.home = home
     ctx.obj = state
     ctx.call_on_close(state.close)
+
+
+class _CrashLog(logging.Handler):
+    """``<home>/logs/gitkb.log``: where tracebacks go instead of the terminal.
+
+    ``home`` is the ``--home`` given (set when options are parsed), else
+    ``GITKB_HOME``, else ``./.gitkb``; a current directory that no longer exists
+    falls back to the temporary directory. Writing never raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.home: str | None = None
+
+    def path(self) -> Path:
+        try:
+            from gitkb.cli.home import crash_log_dir
+
+            resolved = RESOLVED.get("home") or (Path(self.home) if self.home else None)
+            return crash_log_dir(resolved, os.environ) / "gitkb.log"  # never a new ./.gitkb
+        except Exception:  # noqa: BLE001 - e.g. the current directory was removed
+            return Path(tempfile.gettempdir()) / "gitkb-logs" / "gitkb.log"
+
+    def write(self, text: str) -> Path:
+        from gitkb.core.files import append_log
+
+        path = self.path()
+        with contextlib.suppress(OSError, ValueError):  # 0700 directory, 0600 file
+            path = append_log(path.parent.parent, text if text.endswith("\n") else text + "\n")
+        return path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # logging must not be what fails
+            self.write(self.format(record))
+
+
+_crash_log = _CrashLog()
+_crash_log.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+_import_error: BaseException | None = None
 
 
 def _register() -> None:
@@ -121,37 +178,55 @@ def _register() -> None:
     register_all(cli)
 
 
-_register()
+try:
+    _register()
+except Exception as _exc:  # noqa: BLE001 - reported by main() as one line, not a traceback at import
+    _import_error = _exc
+
+
+def _unexpected(exc: BaseException) -> NoReturn:
+    log_path = _crash_log.write("".join(traceback.format_exception(exc)))
+    message = shown(" ".join(str(exc).split()))[:500]
+    click.echo(f"error: unexpected {type(exc).__name__}: {message} (details in {log_path})", err=True)
+    sys.exit(3)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a detached stream
+                reconfigure(errors="backslashreplace")
+    root = logging.getLogger("gitkb")
+    if _crash_log not in root.handlers:
+        root.addHandler(_crash_log)
+        root.propagate = False  # no record (and no traceback) reaches stderr through the root logger
     try:
+        if _import_error is not None:
+            _unexpected(_import_error)
         cli.main(args=argv, prog_name="gitkb", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(1)
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001
-        import contextlib
-        import os
-        import traceback
-        from pathlib import Path
-
-        from gitkb.cli.home import crash_log_dir
-        from gitkb.core.files import append_log
-
-        logdir = crash_log_dir(RESOLVED.get("home"), os.environ)  # never a new ./.gitkb
-        with contextlib.suppress(OSError):
-            append_log(logdir.parent, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
-        click.echo(f"error: unexpected {type(exc).__name__}: {exc} (details in {Path(logdir) / 'gitkb.log'})", err=True)
-        sys.exit(3)
+        _unexpected(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,6 +19,7 @@ code                       HTTP    meaning
 ``managed_repo_guard``     409     a write to a git-managed index/repo outside proposals
 ``review_pending``         409     the action waits for a human review
 ``review_denied``          409     the review was denied
+``too_large``              413     a text or file over the size cap; nothing was written
 ``validation``             422     a document (sidecar, schema) failed validation
 ``embedding_not_configured`` 503   no complete embedding identity resolves
 ``store_unavailable``      503     the catalog or vector store cannot be reached
@@ -114,6 +115,11 @@ class ReviewDenied(GitkbError):
     http_status = 409
 
 
+class TooLarge(GitkbError):
+    code = "too_large"
+    http_status = 413
+
+
 class ValidationFailed(GitkbError):
     code = "validation"
     http_status = 422
@@ -145,6 +151,7 @@ ALL_ERRORS: tuple[type[GitkbError], ...] = (
     ManagedRepoGuard,
     ReviewPending,
     ReviewDenied,
+    TooLarge,
     ValidationFailed,
     EmbeddingNotConfigured,
     StoreUnavailable,

@@ -67,6 +67,10 @@ SKIP_CATEGORIES = (
     "parse_error",
     "missing_frontmatter",
     "internal_error",
+    "bad_name",  # not valid UTF-8, or a control character: it cannot be stored or shown as is
+    "too_deep",  # a folder below the walk's depth cap
+    "unreadable",  # permission denied, or vanished while it was walked
+    "special_file",  # a FIFO, socket or device
 )
 
 

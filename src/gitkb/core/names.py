@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from gitkb.core.errors import InvalidArgument
+from gitkb.core.paths import escape_name, name_problem
 
 INDEX_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
@@ -38,8 +39,14 @@ def validate_new_filename(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument("new_filename must be a non-empty file name such as 'rotate-keys.md'")
     n = name.strip()
-    if "/" in n or "\\" in n or n in (".", "..") or "\x00" in n:
+    if "/" in n or "\\" in n or n in (".", ".."):
         raise InvalidArgument(
-            f"new_filename {name!r} must be a file name without folders; RENAME_DOCUMENT keeps the folder"
+            f"new_filename {escape_name(name)!r} must be a file name without folders; RENAME_DOCUMENT keeps the folder"
+        )
+    problem = name_problem(n)
+    if problem is not None:
+        raise InvalidArgument(
+            f"invalid new_filename '{escape_name(name)}': {problem}; nothing was renamed",
+            details={"path": escape_name(name)},
         )
     return n

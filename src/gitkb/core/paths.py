@@ -207,3 +207,124 @@ def _check_decoded_forms(raw: str) -> None:
                     "Unicode look-alikes of separators, dots or colons are not allowed",
                     "unicode_lookalike",
                 )
+
+
+# --------------------------------------------------------------------------- stored paths
+#
+# A stored path is the name a document is kept under in an index (ADD_TEXT's
+# ``filepath``, RENAME_DOCUMENT's new name, every walked file, every git tree
+# entry). The rules, shared by every interface:
+#
+# * a non-empty string of ``/``-separated segments, relative (no leading ``/``,
+#   no drive letter);
+# * no ``..`` segment and no ``.git`` segment (in any case or disguise);
+# * no control characters (C0, DEL, C1), no line or paragraph separators, and
+#   nothing that is not text (a name that was not valid UTF-8 on disk or in git
+#   arrives as lone surrogates);
+# * segments at most ``MAX_SEGMENT_BYTES`` bytes, the path at most
+#   ``MAX_PATH_BYTES``.
+#
+# Callers' spellings that name the same path are tolerated: backslashes are
+# read as ``/``, a leading ``./``, ``.`` segments, doubled and trailing ``/``.
+
+_NAME_FORBIDDEN = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def name_problem(name: str) -> str | None:
+    """Why the file or folder name ``name`` cannot be part of a stored path, or ``None``."""
+    found = _name_problem(name)
+    return None if found is None else found[0]
+
+
+def unstorable_name(name: str) -> str | None:
+    """Why a name found on disk or in a git tree cannot be stored or printed as is (bad
+    characters only; ``.git`` and the like are left to the exclusion rules), or ``None``."""
+    found = _name_problem(name)
+    if found is None or found[1] not in ("not_utf8", "control_character"):
+        return None
+    return found[0]
+
+
+def _name_problem(name: str) -> tuple[str, str] | None:
+    for ch in name:
+        cat = unicodedata.category(ch)
+        if cat == "Cs":
+            return "the name is not valid UTF-8", "not_utf8"
+        if cat in _NAME_FORBIDDEN:
+            return f"the name holds the control character U+{ord(ch):04X}", "control_character"
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a file name", "not_a_name"
+    if _is_git_segment(name):
+        return "names inside .git are not allowed", "git_dir"
+    if len(name.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        return f"the name is longer than {MAX_SEGMENT_BYTES} bytes", "too_long"
+    return None
+
+
+def check_stored_path(path: object, *, field: str = "filepath") -> str:
+    """The one stored path ``path`` names, or ``InvalidArgument`` (nothing is written)."""
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidArgument(
+            f"{field} must be a non-empty path such as 'docs/ops/rotate.md'", details={"reason": "empty"}
+        )
+    p = path.replace("\\", "/")
+    if p.startswith("/") or _DRIVE.match(p):
+        _refuse_stored(
+            field,
+            path,
+            "absolute paths and drive letters are not allowed; give a path such as 'docs/ops/rotate.md'",
+            "absolute",
+        )
+    parts = [seg for seg in p.split("/") if seg not in ("", ".")]
+    if not parts:
+        _refuse_stored(field, path, "the path names no file", "empty")
+    for seg in parts:
+        if seg == "..":
+            _refuse_stored(field, path, "'..' segments are not allowed", "escape")
+        found = _name_problem(seg)
+        if found is not None:
+            _refuse_stored(field, path, *found)
+    result = "/".join(parts)
+    if len(result.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        _refuse_stored(field, path, f"the path is longer than {MAX_PATH_BYTES} bytes", "too_long")
+    return result
+
+
+def _refuse_stored(field: str, raw: str, reason: str, code: str) -> None:
+    shown = escape_name(raw)
+    raise InvalidArgument(
+        f"invalid {field} '{shown}': {reason}; nothing was written",
+        details={"path": shown, "reason": code},
+    )
+
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _unsafe(ch: str) -> bool:
+    return unicodedata.category(ch) in _NAME_FORBIDDEN or ch in _BIDI
+
+
+def escape_name(name: str, *, keep: str = "") -> str:
+    """``name`` with every character a terminal would act on spelled out.
+
+    Bytes that were not UTF-8 (lone surrogates from ``surrogateescape``) become
+    ``\\xNN``; control characters (C0, DEL, C1), line and paragraph separators
+    and bidi overrides become ``\\xNN`` / ``\\uNNNN``. Characters in ``keep``
+    (e.g. ``"\\n\\t"`` for a document's text) stay. Everything else, the
+    backslash included, is kept, so ordinary names print unchanged.
+    """
+    if not any(_unsafe(ch) and ch not in keep for ch in name):
+        return name
+    out: list[str] = []
+    for ch in name:
+        o = ord(ch)
+        if ch in keep or not _unsafe(ch):
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # an undecodable byte under surrogateescape
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append(f"\\u{o:04x}")
+    return "".join(out)

@@ -19,9 +19,10 @@ Rules (stable; the ingest layer and sync rely on them):
   ``x.o`` are not. Patterns are matched against the path *relative to the
   walked directory* (the target), so the target's own name and the names
   above it never count: walking a directory literally named ``build`` walks
-  it. For a single-file target the pattern is matched against its file name
-  only; an excluded file target raises ``InvalidArgument`` (nothing is
-  indexed) instead of being skipped silently.
+  it. For a single-file target the pattern is matched against its stored path
+  and its path from the current directory (see below); an excluded file
+  target raises ``InvalidArgument`` (nothing is indexed) instead of being
+  skipped silently.
 * Excluded directories are pruned without being read and reported as one
   ``SkippedFile(category="excluded")``. A ``SkippedFile`` path that names a
   directory always ends with ``/``.
@@ -34,8 +35,21 @@ Rules (stable; the ingest layer and sync rely on them):
   most once per walk and never into one of its own ancestors (no loops). A
   single-file target that is itself a symlink is followed (it was named).
 * Files larger than ``max_bytes`` are reported as ``too_large``; anything that
-  is not a regular file or directory (sockets, FIFOs, broken links) as
-  ``excluded``.
+  is not a regular file or directory (sockets, FIFOs, devices) as
+  ``special_file``; broken links as ``excluded``.
+* **Nothing one entry does stops the rest.** The walk is iterative (an
+  explicit stack, no recursion). A name that is not valid UTF-8 or holds a
+  control character is ``bad_name`` (the path shown escaped with
+  ``gitkb.core.paths.escape_name``, ``\\xff`` for an undecodable byte; a folder
+  is not entered); a folder more than ``MAX_DEPTH`` (100) levels below the
+  walked directory is ``too_deep``; a folder that cannot be listed, or an
+  entry that cannot be stat'ed or vanished mid-walk, is ``unreadable``.
+* The **target itself** (its absolute path, folders above included) must be
+  storable: one with such a name raises ``InvalidArgument``.
+* An **explicitly named file** (a single-file target) is judged by the
+  exclusions on its stored path and, when it lies below the current
+  directory (unless that is ``/``), on its path from there:
+  ``docs/node_modules/a.md`` raises ``InvalidArgument`` and nothing is indexed.
 * Order is deterministic: entries of each directory sorted by name, depth
   first (equal to sorting stored paths segment by segment).
 """
@@ -53,9 +67,11 @@ import pathspec
 
 from gitkb.core.errors import InvalidArgument, NotFound
 from gitkb.core.models import SkippedFile
+from gitkb.core.paths import escape_name, unstorable_name
 
 BUILTIN_EXCLUDES = ["__pycache__", "node_modules", ".git", "*.o", "target", "build", "dist"]
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+MAX_DEPTH = 100  # folders below the walked directory; deeper ones are skipped as too_deep
 
 
 @dataclass(frozen=True)
@@ -241,6 +257,13 @@ def walk(
     excl = _exclude_spec(tuple(BUILTIN_EXCLUDES), tuple(exclude))
     incl = _include_spec(tuple(include))
 
+    bad = next((problem for seg in target_path.parts if (problem := unstorable_name(seg))), None)
+    if bad is not None:  # documents record where they came from: the target's own path must be storable
+        raise InvalidArgument(
+            f"cannot add {escape_name(str(target_path))}: {bad} (a name in the path itself); nothing was indexed",
+            next_steps=["rename the file or folder, or add a folder below it"],
+            details={"path": escape_name(str(target_path)), "reason": "bad_name"},
+        )
     if target_path.is_dir():
         walker = _DirWalker(target_path, prefix, max_bytes, excl, incl)
         return walker.walk()
@@ -258,13 +281,14 @@ def _walk_file(
     excl: pathspec.GitIgnoreSpec,
     incl: pathspec.GitIgnoreSpec | None,
 ) -> Iterator[WalkEntry | SkippedFile]:
-    index = _match(excl, path.name)
-    if index is not None:
-        raise InvalidArgument(
-            f"{path} is excluded by {_describe(excl, index)}; nothing was indexed",
-            next_steps=["rename the file or add a file that no exclusion pattern matches"],
-            details={"path": str(path)},
-        )
+    for judged in _named_forms(path, stored):
+        index = _match(excl, judged)
+        if index is not None:
+            raise InvalidArgument(
+                f"{escape_name(str(path))} is excluded by {_describe(excl, index)}; nothing was indexed",
+                next_steps=["move the file out of the excluded folder or rename it"],
+                details={"path": escape_name(str(path))},
+            )
     if incl is not None and not incl.match_file(path.name):
         raise InvalidArgument(
             f"{path} does not match the include patterns; nothing was indexed",
@@ -281,6 +305,22 @@ def _walk_file(
     return _one()
 
 
+def _named_forms(path: Path, stored: str) -> list[str]:
+    """The spellings of a single-file target that exclusions judge: its stored path and,
+    when it lies below the current directory, its path from there."""
+    forms = [stored]
+    try:
+        cwd = Path(os.path.abspath(os.getcwd()))
+    except OSError:  # the current directory was removed
+        return forms
+    if cwd == Path(cwd.anchor):  # a service started in "/" would judge every folder of every path
+        return forms
+    rel = _lexical_relative(path, cwd)
+    if rel is not None and rel != stored:
+        forms.append(rel)
+    return forms
+
+
 def _too_large(size: int, max_bytes: int) -> str:
     return f"{size} bytes exceeds the limit of {max_bytes} bytes"
 
@@ -292,7 +332,21 @@ def _inside(real: str, root_real: str) -> bool:
     return real.startswith(root)
 
 
+@dataclass
+class _Frame:
+    """One directory being listed: its entries and where the walk is in them."""
+
+    path: Path
+    rel: str  # relative to the walked directory, "" for the root
+    real: str
+    ancestors: frozenset[str]
+    entries: Iterator[os.DirEntry[str]]
+    depth: int
+
+
 class _DirWalker:
+    """Depth-first over an explicit stack (no recursion, so no depth makes it fail)."""
+
     def __init__(
         self,
         root: Path,
@@ -300,77 +354,106 @@ class _DirWalker:
         max_bytes: int,
         excl: pathspec.GitIgnoreSpec,
         incl: pathspec.GitIgnoreSpec | None,
+        max_depth: int = MAX_DEPTH,
     ) -> None:
         self.root = root
         self.root_real = os.path.realpath(root)
         self.prefix = prefix
         self.max_bytes = max_bytes
+        self.max_depth = max_depth
         self.excl = excl
         self.excluder = _Excluder(excl)
         self.incl = incl
         self.followed: set[str] = set()  # real dirs entered through a symlink
 
     def walk(self) -> Iterator[WalkEntry | SkippedFile]:
-        yield from self._visit(self.root, "", self.root_real, frozenset((self.root_real,)))
+        stack: list[_Frame] = []
+        first = self._open(self.root, "", self.root_real, frozenset((self.root_real,)), 0)
+        if isinstance(first, SkippedFile):
+            yield first
+            return
+        stack.append(first)
+        while stack:
+            frame = stack[-1]
+            entry = next(frame.entries, None)
+            if entry is None:
+                stack.pop()
+                continue
+            result = self._entry(frame, entry)
+            if isinstance(result, _Frame):
+                stack.append(result)
+            elif result is not None:
+                yield result
 
     def _skip(self, rel: str, category: str, detail: str) -> SkippedFile:
         return SkippedFile(_join(self.prefix, rel), category, detail)
 
-    def _visit(
-        self, dir_path: Path, rel_dir: str, real_dir: str, ancestors: frozenset[str]
-    ) -> Iterator[WalkEntry | SkippedFile]:
+    def _open(
+        self, dir_path: Path, rel_dir: str, real_dir: str, ancestors: frozenset[str], depth: int
+    ) -> _Frame | SkippedFile:
         try:
             with os.scandir(dir_path) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            yield self._skip(rel_dir + "/", "internal_error", f"cannot list directory: {exc.strerror or exc}")
-            return
-        for entry in entries:
-            name = entry.name
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            try:
-                is_link = entry.is_symlink()
-                real = os.path.realpath(entry.path) if is_link else ""
-                if is_link:
-                    if not _inside(real, self.root_real):
-                        shown = rel + "/" if os.path.isdir(real) else rel
-                        yield self._skip(shown, "excluded", f"symlink leads outside {self.root}: {real}")
-                        continue
-                    if not os.path.exists(real):
-                        yield self._skip(rel, "excluded", f"broken symlink to {real}")
-                        continue
-                if entry.is_dir():
-                    index = self.excluder.check(rel + "/")
-                    if index is not None:
-                        detail = f"directory excluded by {_describe(self.excl, index)}"
-                        yield self._skip(rel + "/", "excluded", detail)
-                        continue
-                    if not is_link:
-                        real = os.path.join(real_dir, name)
-                    elif real in ancestors:
-                        yield self._skip(rel + "/", "excluded", f"symlink loop: leads back to {real}")
-                        continue
-                    elif real in self.followed:
-                        detail = f"symlink to {real}, already walked through another link"
-                        yield self._skip(rel + "/", "excluded", detail)
-                        continue
-                    else:
-                        self.followed.add(real)
-                    yield from self._visit(dir_path / name, rel, real, ancestors | {real})
-                    continue
-                if not entry.is_file():
-                    yield self._skip(rel, "excluded", "not a regular file")
-                    continue
-                if self.incl is not None and not self.incl.match_file(rel):
-                    continue
-                index = self.excluder.check(rel)
+            return self._skip(rel_dir + "/", "unreadable", f"cannot list directory: {exc.strerror or exc}")
+        return _Frame(dir_path, rel_dir, real_dir, ancestors, iter(entries), depth)
+
+    def _entry(self, frame: _Frame, entry: os.DirEntry[str]) -> _Frame | WalkEntry | SkippedFile | None:
+        name = entry.name
+        rel_dir = frame.rel
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        try:
+            problem = unstorable_name(name)
+            is_dir = entry.is_dir()  # follows a symlink
+            if problem is not None:
+                shown = escape_name(rel) + ("/" if is_dir else "")
+                return self._skip(shown, "bad_name", f"{problem}; it is shown escaped and was not read")
+            is_link = entry.is_symlink()
+            real = os.path.realpath(entry.path) if is_link else ""
+            if is_link:
+                if not _inside(real, self.root_real):
+                    shown = rel + "/" if os.path.isdir(real) else rel
+                    return self._skip(
+                        shown, "excluded", f"symlink leads outside {self.root}: {escape_name(real)}"
+                    )
+                if not os.path.exists(real):
+                    return self._skip(rel, "excluded", f"broken symlink to {escape_name(real)}")
+            if is_dir:
+                index = self.excluder.check(rel + "/")
                 if index is not None:
-                    yield self._skip(rel, "excluded", f"excluded by {_describe(self.excl, index)}")
-                    continue
-                size = entry.stat().st_size
-                if size > self.max_bytes:
-                    yield self._skip(rel, "too_large", _too_large(size, self.max_bytes))
-                    continue
-                yield WalkEntry(dir_path / name, _join(self.prefix, rel))
-            except OSError as exc:  # vanished or unreadable between scandir and stat
-                yield self._skip(rel, "internal_error", f"cannot stat: {exc.strerror or exc}")
+                    return self._skip(
+                        rel + "/", "excluded", f"directory excluded by {_describe(self.excl, index)}"
+                    )
+                if frame.depth + 1 > self.max_depth:
+                    detail = f"more than {self.max_depth} folders deep; the walk does not go further"
+                    return self._skip(rel + "/", "too_deep", detail)
+                if not is_link:
+                    real = os.path.join(frame.real, name)
+                elif real in frame.ancestors:
+                    return self._skip(
+                        rel + "/", "excluded", f"symlink loop: leads back to {escape_name(real)}"
+                    )
+                elif real in self.followed:
+                    detail = f"symlink to {escape_name(real)}, already walked through another link"
+                    return self._skip(rel + "/", "excluded", detail)
+                else:
+                    self.followed.add(real)
+                return self._open(frame.path / name, rel, real, frame.ancestors | {real}, frame.depth + 1)
+            if not entry.is_file():
+                if not os.path.lexists(entry.path):
+                    return self._skip(rel, "unreadable", "vanished while the folder was walked")
+                return self._skip(rel, "special_file", "not a regular file")
+            if self.incl is not None and not self.incl.match_file(rel):
+                return None
+            index = self.excluder.check(rel)
+            if index is not None:
+                return self._skip(rel, "excluded", f"excluded by {_describe(self.excl, index)}")
+            size = entry.stat().st_size
+            if size > self.max_bytes:
+                return self._skip(rel, "too_large", _too_large(size, self.max_bytes))
+            return WalkEntry(frame.path / name, _join(self.prefix, rel))
+        except OSError as exc:  # vanished or unreadable between scandir and stat
+            shown = escape_name(rel)
+            if isinstance(exc, FileNotFoundError):
+                return self._skip(shown, "unreadable", "vanished while the folder was walked")
+            return self._skip(shown, "unreadable", f"cannot stat: {exc.strerror or exc}")

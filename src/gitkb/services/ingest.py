@@ -16,10 +16,11 @@ from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.chunking import chunk_many, resolve_config
-from gitkb.core.errors import InvalidArgument, NotFound
+from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
 from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
+from gitkb.core.paths import check_stored_path, escape_name
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
@@ -118,7 +119,7 @@ def add_documents(
         raise InvalidArgument("filepath is required: a file or directory to add")
     target = Path(filepath).expanduser()
     if not target.exists():
-        raise NotFound(f"path {str(filepath)!r} does not exist", next_steps=["check the path; it is read by this process"])
+        raise NotFound(f"path {escape_name(str(filepath))!r} does not exist", next_steps=["check the path; it is read by this process"])
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
     report = IngestReport(warnings=list(warnings))
@@ -199,7 +200,7 @@ def ingest_entries(
                         continue
                     data = entry.abs_path.read_bytes()
                 except OSError as exc:
-                    report.skipped.append(SkippedFile(entry.rel_path, "internal_error", f"cannot read: {exc}"))
+                    report.skipped.append(SkippedFile(entry.rel_path, "unreadable", f"cannot read: {exc.strerror or exc}"))
                     continue
                 h = ids.bytes_hash(data)
                 if not reparse and prev is not None and prev[0] == h and prev[3] == key:
@@ -238,6 +239,14 @@ def record_skips(conn: Any, index_id: str, skipped: list[SkippedFile], *, ok: li
         [(index_id, s.path, s.category, s.detail, now) for s in skipped if s.category != "excluded"],
     )
     conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
+
+
+def forget_skips(conn: Any, index_id: str, category: str, *, keep: list[str]) -> None:
+    """Drop the recorded skips of ``category`` except ``keep`` (a sync that lists them all anew)."""
+    kept = set(keep)
+    rows = conn.execute("SELECT path FROM skipped_files WHERE index_id=? AND category=?", (index_id, category))
+    gone = [(index_id, r[0]) for r in rows.fetchall() if r[0] not in kept]
+    conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", gone)
 
 
 def _write_files(
@@ -281,6 +290,23 @@ def _write_files(
             report.chunk_tokens.extend(c.token_count for c in chunks)
 
 
+def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
+    """ADD_TEXT is capped like a file (``max_file_bytes``, 10 MB by default): over it, ``too_large``.
+    A text that is not valid Unicode (lone surrogates) is ``invalid_argument``."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"{field} is not valid Unicode (a lone surrogate at character {exc.start}); nothing was written"
+        ) from exc
+    if size > max_bytes:
+        raise TooLarge(
+            f"{field} is {size} bytes, over the limit of {max_bytes} bytes for one document; nothing was written",
+            next_steps=["split the text into several documents of at most that size"],
+            details={"size": size, "limit": max_bytes},
+        )
+
+
 def add_text(
     ctx: Context,
     index_name: Any,
@@ -299,6 +325,7 @@ def add_text(
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument("text must be a non-empty string")
+    check_text_size(text, ctx.settings.max_file_bytes)
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
@@ -306,12 +333,7 @@ def add_text(
     cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     place = placement(tenant, tier, ttl_seconds)
     h = ids.content_hash(text)
-    if filepath is not None:
-        from gitkb.core.names import normalize_stored_path
-
-        path = normalize_stored_path(filepath)
-    else:
-        path = f"texts/{h[:16]}.txt"
+    path = check_stored_path(filepath) if filepath is not None else f"texts/{h[:16]}.txt"
     title = metadata.get("title") if isinstance(metadata.get("title"), str) else None
     if title is None:
         first = text.strip().splitlines()[0].lstrip("# ").strip()
@@ -376,8 +398,6 @@ def add_texts(
     path, text hash and chunk config) are skipped; a changed text is rewritten.
     Chunk parameters work as in ADD_TEXT (the index defaults when none is given).
     """
-    from gitkb.core.names import normalize_stored_path
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(items, list | tuple):
@@ -391,9 +411,10 @@ def add_texts(
         text, meta = item.get("text"), item.get("metadata") or {}
         if not isinstance(text, str) or not text.strip():
             raise InvalidArgument(f"items[{i}].text must be a non-empty string")
+        check_text_size(text, ctx.settings.max_file_bytes, field=f"items[{i}].text")
         if not isinstance(meta, dict):
             raise InvalidArgument(f"items[{i}].metadata must be a JSON object")
-        path = normalize_stored_path(item.get("filepath"), field=f"items[{i}].filepath")
+        path = check_stored_path(item.get("filepath"), field=f"items[{i}].filepath")
         if path in seen:
             raise InvalidArgument(f"items[{i}].filepath {path!r} appears twice; each text needs its own path")
         seen.add(path)

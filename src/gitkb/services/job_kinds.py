@@ -25,7 +25,9 @@ def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[s
     return reindex.reindex(ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress)
 
 
-register_kind("action", _action, resumable=True)
+# ADD_TEXT's text waits in job_staged, not in jobs.params: the job table keeps no copy of every
+# text, and a queued ADD_TEXT still resumes after a restart (the staged row is in the catalog).
+register_kind("action", _action, resumable=True, staged=("params.text",))
 register_kind("reindex", _reindex, resumable=True)
 
 

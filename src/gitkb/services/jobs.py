@@ -42,13 +42,37 @@ DEFAULT_CALLER_LIMIT = 4
 class JobKind:
     fn: JobFn
     resumable: bool = True  # safe to run again after a crash mid-way
+    staged: tuple[str, ...] = ()  # dotted params keys kept out of jobs.params (see stores.catalog.jobs)
 
 
 JOB_KINDS: dict[str, JobKind] = {}
 
 
-def register_kind(name: str, fn: JobFn, *, resumable: bool = True) -> None:
-    JOB_KINDS[name] = JobKind(fn, resumable)
+def register_kind(name: str, fn: JobFn, *, resumable: bool = True, staged: tuple[str, ...] = ()) -> None:
+    JOB_KINDS[name] = JobKind(fn, resumable, staged)
+
+
+def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``params`` without the kind's staged string values, and those values by dotted key."""
+    spec = JOB_KINDS.get(kind)
+    if spec is None or not spec.staged:
+        return params, {}
+    kept = dict(params)
+    staged: dict[str, str] = {}
+    for key in spec.staged:
+        *parents, leaf = key.split(".")
+        holder: Any = kept
+        for part in parents:
+            inner = holder.get(part) if isinstance(holder, dict) else None
+            if not isinstance(inner, dict):
+                holder = None
+                break
+            copied = dict(inner)  # copy on the way down: the caller's dict stays whole
+            holder[part] = copied
+            holder = copied
+        if isinstance(holder, dict) and isinstance(holder.get(leaf), str):
+            staged[key] = holder.pop(leaf)
+    return kept, staged
 
 
 class Cancelled(Exception):
@@ -96,8 +120,9 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
     try:
         if spec is None:
             raise errors.InvalidArgument(f"unknown job kind {job.kind!r}")
+        params = job_rows.params_for_run(ctx.catalog.conn, job)
         with ctx.write_lock:
-            result = spec.fn(ctx, dict(job.params), progress)
+            result = spec.fn(ctx, params, progress)
     except Cancelled:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
@@ -126,9 +151,12 @@ def run_inline(
     if ctx.is_writer:
         from gitkb.services.writer import runner_name
 
+        kept, staged = _split_staged(kind, params)
         with ctx.write_lock:  # in order with the writer thread
             with ctx.catalog.write() as conn:
-                job = job_rows.insert(conn, kind, params, caller=caller, state="running", runner=runner_name())
+                job = job_rows.insert(
+                    conn, kind, kept, caller=caller, state="running", runner=runner_name(), staged=staged
+                )
             done = _execute(ctx, job, progress, stop=None)
     else:
         job = submit(ctx, kind, params, caller=caller, check_limit=False)
@@ -163,7 +191,8 @@ def submit(
                 f"{caller} already has {limit} background jobs queued or running; nothing was queued",
                 next_steps=["poll the running jobs with get_job_result, then retry"],
             )
-        job = job_rows.insert(conn, kind, params, caller=caller, dedupe_key=dedupe_key)
+        kept, staged = _split_staged(kind, params)
+        job = job_rows.insert(conn, kind, kept, caller=caller, dedupe_key=dedupe_key, staged=staged)
     ctx.notify_writer()
     return job
 

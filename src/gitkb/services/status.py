@@ -19,7 +19,9 @@ from gitkb.stores.catalog import jobs as job_rows
 BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
 BUILDING_ACTIONS = tuple(a.name for a in DOCUMENT_INDEX if a.builds)
 EMBEDDING_KINDS = tuple(k for k in BUILD_KINDS if "embed" in k)
-STATUS_SKIP_CATEGORIES = ("parse_error", "encoding_error", "missing_frontmatter", "internal_error")
+STATUS_SKIP_CATEGORIES = (
+    "parse_error", "encoding_error", "missing_frontmatter", "internal_error", "bad_name", "too_deep", "unreadable"
+)
 
 
 def _last_error(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> str | None:
@@ -59,7 +61,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     skipped = [
         {"path": r["path"], "category": r["category"], "detail": r["detail"], "index_id": r["index_id"]}
         for r in conn.execute(
-            "SELECT index_id, path, category, detail FROM skipped_files WHERE category IN (?,?,?,?) ORDER BY path",
+            "SELECT index_id, path, category, detail FROM skipped_files WHERE category IN (?,?,?,?,?,?,?) ORDER BY path",
             STATUS_SKIP_CATEGORIES,
         )
     ]

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import pygit2
 
 from gitkb.core.errors import InvalidArgument, NotFound
+from gitkb.core.models import SkippedFile
+from gitkb.core.paths import escape_name, unstorable_name
 
 MODE_BLOB = 0o100644
 MODE_EXEC = 0o100755
@@ -23,6 +25,10 @@ class TreeMap(dict[str, str]):
 
     Symlinks and submodules are not in the map; they are reported in
     ``symlinks`` and ``submodules`` so callers can say why a path is missing.
+    Entries whose name cannot be stored (not valid UTF-8, or a control
+    character; see ``gitkb.core.paths.unstorable_name``) are not in the map
+    either: ``skipped`` lists them as ``SkippedFile(category="bad_name")`` with
+    the path shown escaped (a folder ends with ``/`` and is not entered).
     """
 
     def __init__(
@@ -31,10 +37,12 @@ class TreeMap(dict[str, str]):
         *,
         symlinks: tuple[str, ...] = (),
         submodules: tuple[str, ...] = (),
+        skipped: tuple[SkippedFile, ...] = (),
     ) -> None:
         super().__init__(entries or {})
         self.symlinks = symlinks
         self.submodules = submodules
+        self.skipped = skipped
 
 
 def clean_under(under: str) -> str:
@@ -47,6 +55,7 @@ def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, under: str = "") -> Tr
     under = clean_under(under)
     links: list[str] = []
     subs: list[str] = []
+    bad: list[SkippedFile] = []
     out: dict[str, str] = {}
     start = tree
     if under:
@@ -67,6 +76,11 @@ def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, under: str = "") -> Tr
         for item in current:
             mode = item.filemode
             path = prefix + str(item.name)
+            problem = unstorable_name(str(item.name))
+            if problem is not None:
+                shown = escape_name(path) + ("/" if mode == MODE_TREE else "")
+                bad.append(SkippedFile(shown, "bad_name", f"{problem}; it is shown escaped and was not read"))
+                continue
             if mode in BLOB_MODES:
                 out[path] = str(item.id)
             elif mode == MODE_TREE:
@@ -75,7 +89,12 @@ def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, under: str = "") -> Tr
                 links.append(path)
             elif mode == MODE_COMMIT:
                 subs.append(path)
-    return TreeMap(out, symlinks=tuple(sorted(links)), submodules=tuple(sorted(subs)))
+    return TreeMap(
+        out,
+        symlinks=tuple(sorted(links)),
+        submodules=tuple(sorted(subs)),
+        skipped=tuple(sorted(bad, key=lambda s: s.path)),
+    )
 
 
 def subtree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:

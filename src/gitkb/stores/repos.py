@@ -237,7 +237,7 @@ class ManagedRepo:
                 self._tree_cache.popitem(last=False)
         else:
             self._tree_cache.move_to_end(key)
-        return TreeMap(cached, symlinks=cached.symlinks, submodules=cached.submodules)
+        return TreeMap(cached, symlinks=cached.symlinks, submodules=cached.submodules, skipped=cached.skipped)
 
     def read_blob(self, commit: str, path: str) -> bytes:
         """The content of the regular file ``path`` at ``commit``."""

@@ -22,8 +22,10 @@ from gitkb.core.change_planning import ChangePlan
 from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
+from gitkb.core.paths import unstorable_name
+from gitkb.core.walking import is_excluded
 from gitkb.services.context import Context
-from gitkb.services.ingest import record_skips
+from gitkb.services.ingest import forget_skips, record_skips
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -81,8 +83,17 @@ def apply_plan(
     reload: Iterable[str] = (),
     progress: Progress | None = None,
 ) -> ApplyReport:
-    """Write ``plan`` (computed against ``tree``, the selected ``path -> blob`` map at ``commit``)."""
+    """Write ``plan`` (computed against ``tree``, the selected ``path -> blob`` map at ``commit``).
+
+    Tree entries whose name cannot be stored (``TreeMap.skipped``) are reported
+    as skipped (and kept in status ``skipped_files``); the rest of the commit is
+    indexed. A plan path that is not in ``tree`` (a tree diff also sees such
+    names) is never loaded.
+    """
     report = ApplyReport()
+    plan = _storable_plan(plan, tree)
+    bad = _bad_entries(repo, commit, cfg)
+    report.skipped.extend(bad)
     conn = ctx.catalog.conn
     targets = [ix for i in row.index_ids if (ix := index_rows.get_by_id(conn, i)) is not None]
     configs = {
@@ -123,7 +134,39 @@ def apply_plan(
         )
         if progress is not None:
             progress(min(start + WRITE_BATCH, total), total)
+    with ctx.catalog.write() as w:  # every sync lists the tree's bad names anew: drop the ones gone
+        for ix in targets:
+            forget_skips(w, ix.id, "bad_name", keep=[s.path for s in bad])
+            record_skips(w, ix.id, bad, ok=[])
     return report
+
+
+def _storable_plan(plan: ChangePlan, tree: Mapping[str, str]) -> ChangePlan:
+    """``plan`` without the paths it cannot load: not in ``tree``, or a name that cannot be stored."""
+
+    def fine(path: str) -> bool:
+        return all(unstorable_name(seg) is None for seg in path.split("/"))
+
+    renamed = [(old, new) for old, new in plan.renamed if new in tree and fine(old)]
+    gone = [old for old, new in plan.renamed if new not in tree and fine(old)]  # renamed to a bad name
+    return ChangePlan(
+        added=tuple(p for p in plan.added if p in tree),
+        modified=tuple(p for p in plan.modified if p in tree),
+        deleted=tuple(sorted({*(p for p in plan.deleted if fine(p)), *gone})),
+        renamed=tuple(renamed),
+    )
+
+
+def _bad_entries(repo: ManagedRepo, commit: str, cfg: EffectiveConfig) -> list[SkippedFile]:
+    """The selected tree entries at ``commit`` whose names cannot be stored (shown escaped)."""
+    found = repo.tree_map(commit, cfg.documents_root).skipped  # cached: sync listed this tree already
+    out = []
+    for skip in found:
+        rel = cfg.relative(skip.path)
+        if rel is None or is_excluded(rel, cfg.exclude):
+            continue
+        out.append(skip)
+    return out
 
 
 def _load_batch(

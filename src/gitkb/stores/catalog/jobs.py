@@ -1,6 +1,12 @@
 """Job rows: the persistent queue of the single index writer, and the writer's state.
 
 States: ``queued`` → ``running`` → ``completed`` | ``failed`` | ``cancelled``.
+
+Staged parameters: ``insert(..., staged={"params.text": text})`` keeps those
+values out of ``jobs.params`` in ``job_staged`` rows (a dotted key names where
+the value goes back in the params); :func:`params_for_run` puts them back for
+the runner, and :func:`finish` deletes them, so a finished job keeps no copy.
+A queued job's staged values survive a restart like the rest of the row.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ def insert(
     dedupe_key: str | None = None,
     state: str = "queued",
     runner: str | None = None,
+    staged: dict[str, str] | None = None,
 ) -> JobRow:
     job_id = "job_" + uuid.uuid4().hex[:24]
     now = time.time()
@@ -98,9 +105,31 @@ def insert(
         (job_id, kind, json.dumps(params, default=str), state, caller, dedupe_key, runner, now,
          now if state == "running" else None, 1 if state == "running" else 0),
     )
+    if staged:
+        conn.executemany(
+            "INSERT INTO job_staged(job_id, key, value) VALUES (?,?,?)",
+            [(job_id, key, json.dumps(value)) for key, value in staged.items()],  # ASCII: any str fits
+        )
     row = get(conn, job_id)
     assert row is not None
     return row
+
+
+def params_for_run(conn: sqlite3.Connection, job: JobRow) -> dict[str, Any]:
+    """``job.params`` with its staged values put back where their dotted keys say."""
+    params: dict[str, Any] = json.loads(json.dumps(job.params))  # a deep copy
+    for r in conn.execute("SELECT key, value FROM job_staged WHERE job_id=?", (job.id,)):
+        *parents, leaf = str(r["key"]).split(".")
+        target = params
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = json.loads(r["value"])
+    return params
+
+
+def staged_bytes(conn: sqlite3.Connection) -> int:
+    """What staged values hold right now (for tests and status)."""
+    return int(conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM job_staged").fetchone()[0])
 
 
 def get(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
@@ -158,6 +187,7 @@ def finish(
         "UPDATE jobs SET state=?, result=?, error=?, error_code=?, finished_at=? WHERE id=?",
         (state, json.dumps(result, default=str) if result is not None else None, error, error_code, time.time(), job_id),
     )
+    conn.execute("DELETE FROM job_staged WHERE job_id=?", (job_id,))
 
 
 def requeue(conn: sqlite3.Connection, job_id: str, note: str) -> None:

@@ -410,6 +410,22 @@ def m010_ui_sessions(conn: sqlite3.Connection) -> None:
 
 
 Migration = Callable[[sqlite3.Connection], None]
+def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
+    """Bulky job parameters (ADD_TEXT's text) live here while the job is queued or running,
+    and are deleted when it finishes, so the job table keeps no copy of every text."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE job_staged (
+            job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (job_id, key)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -421,6 +437,7 @@ MIGRATIONS: list[Migration] = [
     m008_binding_modes,
     m009_reviews_overwrites,
     m010_ui_sessions,
+    m012_job_staged_texts,
 ]
 
 
