@@ -181,6 +181,12 @@ def get_document(
             out["line_start"] = start_i + 1 if sel else None
             out["line_end"] = start_i + actual if sel else None
         out["Content"] = piece
+    if start_i > 0 and start_i >= total:
+        unit = {"lines": "lines", "chars": "characters", "chunks": "chunks"}[mode]
+        raise InvalidArgument(
+            f"start {start_i} is past the end ({total} {unit})",
+            next_steps=[f"give a start below {total}" if total else "the document is empty: use start 0"],
+        )
     out["total"] = total
     out["actual_count"] = actual
     out["has_more"] = start_i + actual < total
@@ -195,6 +201,8 @@ def delete_document(ctx: Context, index_name: Any, *, file_id: Any = None, filep
         doc = resolve_document(ctx, row, file_id, filepath)
         with ctx.catalog.write() as conn:
             doc_rows.delete(conn, doc.rowid)
+            if doc.origin == "file" and doc.origin_path:  # reindex must not bring the file back
+                doc_rows.set_override(conn, row.id, doc.origin_path, None)
         catch_up_keywords(ctx)
     return {"Message": f"Document {doc.path!r} deleted", "index_name": row.name, "filepath": doc.path, "file_id": doc.id}
 
@@ -213,6 +221,8 @@ def rename_document(ctx: Context, index_name: Any, *, filepath: Any, new_filenam
             if doc_rows.get_by_path(conn, row.id, new_path) is not None:
                 raise Conflict(f"cannot rename to {new_path!r}: a document with that path exists in {row.name!r}")
             doc_rows.rename(conn, doc.rowid, new_path)
+            if doc.origin == "file" and doc.origin_path:  # reindex keeps the new name
+                doc_rows.set_override(conn, row.id, doc.origin_path, new_path)
     return {
         "Message": f"Document renamed from {doc.path!r} to {new_path!r}",
         "index_name": row.name,

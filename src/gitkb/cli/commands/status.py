@@ -41,8 +41,16 @@ def status() -> None:
 
 def _render_reindex(d: dict[str, Any]) -> None:
     click.echo(d.get("Message", ""))
-    for path in d.get("deleted", [])[:20]:
-        click.echo(f"  deleted {path}")
+    paths = d.get("paths") or {}
+    for key in ("deleted", "left_out"):
+        shown = paths.get(key) or []
+        for path in shown[:20]:
+            click.echo(f"  {key.replace('_', ' ')} {path}")
+        if len(shown) > 20:
+            click.echo(f"  ... and {len(shown) - 20} more {key.replace('_', ' ')}")
+    for s in paths.get("skipped") or []:
+        if s.get("category") != "excluded":
+            click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
 
 
 @click.command("reindex")

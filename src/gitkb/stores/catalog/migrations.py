@@ -365,6 +365,41 @@ def m007_documents_tenant(conn: sqlite3.Connection) -> None:
     run_script(conn, "CREATE INDEX documents_tenant ON documents(index_id, tenant, expires_at)")
 
 
+def m014_vector_outcomes(conn: sqlite3.Connection) -> None:
+    """How each chunk a change-log entry asked for got its vector (1 embedded, 2 reused, 0 had one):
+    written with the watermark, so a caller counts the work on its chunks whoever did it."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE vector_outcomes (
+            identity TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            cid INTEGER NOT NULL,
+            how INTEGER NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (identity, seq, cid)
+        ) WITHOUT ROWID;
+        CREATE INDEX vector_outcomes_at ON vector_outcomes(at)
+        """,
+    )
+
+
+def m014_document_overrides(conn: sqlite3.Connection) -> None:
+    """Files on disk a user deleted (new_path NULL) or renamed through gitkb: reindex keeps that."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE document_overrides (
+            index_id TEXT NOT NULL REFERENCES indexes(id) ON DELETE CASCADE,
+            origin_path TEXT NOT NULL,
+            new_path TEXT,
+            at REAL NOT NULL,
+            PRIMARY KEY (index_id, origin_path)
+        )
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = [
     m001_core,
@@ -374,6 +409,8 @@ MIGRATIONS: list[Migration] = [
     m005_knowledge_bases,
     m006_webhooks,
     m007_documents_tenant,
+    m014_vector_outcomes,
+    m014_document_overrides,
 ]
 
 
