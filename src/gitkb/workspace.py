@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gitkb.core.config import Settings, load_settings
-from gitkb.core.errors import GitkbError
+from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.services import actions, jobs, knowledge, scope, status, ttl
 from gitkb.services.context import Context
 from gitkb.services.writer import become_writer
@@ -54,6 +54,15 @@ def tool(fn: F) -> F:
             return internal_error_response(self.settings.home, exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _seq_range(value: Any) -> tuple[int, int]:
+    if (
+        not isinstance(value, list | tuple) or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise InvalidArgument(f"vectors_range must be [after_seq, upto_seq] as a write returned it, got {value!r}")
+    return int(value[0]), int(value[1])
 
 
 class Workspace:
@@ -442,6 +451,15 @@ class Workspace:
         """Block until every chunk has its vector (``force``: re-embed everything); returns ``chunks_embedded``."""
         result = jobs.run_inline(self.ctx, "build_embeddings", {"force": bool(force)}, progress=progress)
         return {"Success": True, **result}
+
+    @tool
+    def wait_for_vectors(self, vectors_range: list[int], progress: Any = None) -> dict[str, Any]:
+        """Block until the chunks a write reported (its ``vectors_range``) have their vectors; returns
+        ``vectors: ready`` with how many were embedded and reused, whoever did the work."""
+        from gitkb.services import embeddings
+
+        after, upto = _seq_range(vectors_range)
+        return {"Success": True, **embeddings.wait_for_range(self.ctx, after, upto, progress=progress)}
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 from gitkb.core import errors
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.services.context import Context
+from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.jobs import JobRow
 
@@ -95,7 +96,9 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
         if spec is None:
             raise errors.InvalidArgument(f"unknown job kind {job.kind!r}")
         with ctx.write_lock:
+            seq0 = changes.head(ctx.catalog.conn)
             result = spec.fn(ctx, dict(job.params), progress)
+            result = _with_vectors(ctx, result, seq0)
     except Cancelled:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
@@ -115,6 +118,21 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
     done = job_rows.get(ctx.catalog.conn, job.id)
     assert done is not None
     return done
+
+
+def _with_vectors(ctx: Context, result: dict[str, Any], seq0: int) -> dict[str, Any]:
+    """A job that wrote chunks says what became of their vectors: ``vectors: pending`` with how
+    many (and ``vectors_range`` to wait for), or ``ready`` with true counts; never a bare 0."""
+    if not isinstance(result, dict) or "vectors" in result or "chunks_embedded" in result:
+        return result
+    from gitkb.services.embeddings import range_vectors
+
+    try:
+        extra = range_vectors(ctx, seq0, changes.head(ctx.catalog.conn))
+    except GitkbError as exc:  # the write happened; only the vector summary is missing
+        log.warning("could not summarise vectors: %s", exc.message)
+        return result
+    return {**result, **extra}
 
 
 def run_inline(

@@ -366,8 +366,8 @@ def m007_documents_tenant(conn: sqlite3.Connection) -> None:
 
 
 def m014_vector_outcomes(conn: sqlite3.Connection) -> None:
-    """How each chunk a change-log entry asked for got its vector (1 embedded, 2 reused, 0 had one):
-    written with the watermark, so a caller counts the work on its chunks whoever did it."""
+    """How each chunk a change-log entry asked for got its vector (see stores/catalog/vector_outcomes.py):
+    written as the work is done, so a caller counts the work on its chunks whoever did it."""
     run_script(
         conn,
         """
@@ -376,6 +376,9 @@ def m014_vector_outcomes(conn: sqlite3.Connection) -> None:
             seq INTEGER NOT NULL,
             cid INTEGER NOT NULL,
             how INTEGER NOT NULL,
+            texts INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            seconds REAL NOT NULL DEFAULT 0,
             at REAL NOT NULL,
             PRIMARY KEY (identity, seq, cid)
         ) WITHOUT ROWID;
