@@ -1,0 +1,129 @@
+"""Every number is true: embedding counts equal what really happened (vector store counts,
+embedding events), whichever worker did the work; a call that does not wait says so."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from action_results import ok
+from gitkb import Workspace
+from gitkb.services.vectors_catchup import identity_locks
+from gitkb.stores.catalog import vector_state as vs
+
+IDENT = "hashing/hashing-384"
+
+
+def _stored(ws: Workspace) -> int:
+    return sum(c["count"] for c in ws.ctx.vectors.list_collections() if c["identity"] == IDENT)
+
+
+def _embedded_by_events(ws: Workspace, since: float) -> int:
+    return sum(e.get("embedded", 0) for e in vs.events(ws.ctx.catalog.conn, "embedding", limit=1000) if e["at"] >= since)
+
+
+def test_build_counts_the_work_the_background_embedder_did_while_it_waited(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    t0 = time.time()
+    lock_held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:  # keep every embedder out until the build below is waiting
+        with identity_locks(ws.ctx, [IDENT]):
+            lock_held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    lock_held.wait(5)
+    for i in range(12):
+        ok(ws.document_index("ADD_TEXT", index_name="kb", text=f"Runbook {i}: restart service {i} after paging.", filepath=f"r{i}.txt"))
+    assert _stored(ws) == 0  # the background embedder was kicked, and is blocked on the lock
+    result: dict[str, Any] = {}
+    build = threading.Thread(target=lambda: result.update(ws.build_embeddings()))
+    build.start()
+    time.sleep(0.3)
+    release.set()  # the background thread (blocked in acquire) takes the lock first and embeds
+    holder.join()
+    build.join(30)
+    ok(result)
+    assert _stored(ws) == 12
+    assert _embedded_by_events(ws, t0) == 12  # done exactly once, by whichever worker
+    assert result["chunks_embedded"] == 12 and result["chunks_reused"] == 0, result
+    assert result["Message"].startswith("12 chunk(s) embedded, 0 reused")
+    assert result["cost"]["texts"] == 12 and result["cost"]["tokens"] > 0
+    # a second build has nothing left to do, and says so truly
+    again = ok(ws.build_embeddings())
+    assert (again["chunks_embedded"], again["chunks_reused"]) == (0, 0)
+
+
+def test_a_write_that_does_not_wait_says_pending_then_the_wait_counts_truly(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    with identity_locks(ws.ctx, [IDENT]):  # nothing can embed yet: the answer must say pending
+        r = ok(ws.document_index("ADD_TEXT", index_name="kb", text="# Keys\n\nRotate the signing keys every 90 days.", filepath="k.md"))
+        assert r["vectors"] == "pending" and r["vectors_pending"] == r["chunks_written"] == 1
+        assert "chunks_embedded" not in r
+        job = ok(ws.promoted("document_index", action="ADD_TEXT", index_name="kb", text="Another note on paging.", filepath="p.txt"))
+        assert job["vectors"] == "pending" and job["vectors_pending"] == 1
+        got = ok(ws.get_job_result(job["job_id"]))["result"]
+        assert got["vectors"] == "pending" and got["vectors_pending"] == 1
+    # let the background embedder do it, then ask: the counts are the truth for this write's chunks
+    deadline = time.time() + 20
+    while _stored(ws) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    done = ok(ws.wait_for_vectors(r["vectors_range"]))
+    assert done["vectors"] == "ready" and done["chunks_embedded"] == 1 and done["chunks_reused"] == 0, done
+    # the same text again under another path reuses the stored vector: counted as reused, not embedded
+    r2 = ok(ws.document_index("ADD_TEXT", index_name="kb", text="Another note on paging.", filepath="copy.txt"))
+    done2 = r2 if r2["vectors"] == "ready" else ok(ws.wait_for_vectors(r2["vectors_range"]))
+    assert (done2["chunks_embedded"], done2["chunks_reused"]) == (0, 1), done2
+    assert _stored(ws) == 3
+
+
+def test_keyword_only_and_unchanged_writes_report_no_vectors(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kw", embeddings=False))
+    r = ok(ws.document_index("ADD_TEXT", index_name="kw", text="plain words", filepath="a.txt"))
+    assert "vectors" not in r and "chunks_embedded" not in r
+
+
+def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path) -> None:
+    from gitkb.cli.main import cli
+
+    d = tmp_path / "notes"
+    d.mkdir()
+    for i in range(6):
+        (d / f"n{i}.md").write_text(f"# Note {i}\n\nThe rota for team {i} changes on Monday {i}.\n\nSecond paragraph {i}.\n")
+    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        res = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    run("index", "create", "kb")
+    out = run("add", "kb", str(d))
+    with Workspace(home) as w:
+        stored = _stored(w)
+    assert stored > 0 and f"vectors: {stored} chunk(s) embedded, 0 reused" in out, out
+    # the notes fit one chunk each: re-chunking them as one chunk per document changes no text
+    out = run("index", "rechunk", "kb", "--chunk-strategy", "one_chunk_per_doc")
+    assert "vectors: 0 chunk(s) embedded, 6 reused" in out, out
+    # small sentence chunks are new texts: each is embedded (the ones equal to an old text reused)
+    out = run("--json", "index", "rechunk", "kb", "--chunk-strategy", "sentence", "--chunk-size", "8", "--chunk-overlap", "0")
+    data = json.loads(out)
+    with Workspace(home) as w:
+        after = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["chunk_count"]
+        assert _stored(w) == after > 6
+    emb = data["embeddings"]
+    assert emb["chunks_embedded"] + emb["chunks_reused"] == after and emb["chunks_embedded"] > 0, data
+    assert data["vectors"] == "ready"
+    out = run("embeddings", "build")
+    assert out.startswith("0 chunk(s) embedded, 0 reused"), out
+    out = run("add", "kb", str(d / "n0.md"), "--base-path", str(tmp_path), "--no-wait")
+    assert "vectors:" not in out  # unchanged: nothing was written, so nothing is pending
