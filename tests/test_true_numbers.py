@@ -127,3 +127,78 @@ def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path
     assert out.startswith("0 chunk(s) embedded, 0 reused"), out
     out = run("add", "kb", str(d / "n0.md"), "--base-path", str(tmp_path), "--no-wait")
     assert "vectors:" not in out  # unchanged: nothing was written, so nothing is pending
+
+
+def _pause_mid_build(ws: Workspace, chunks: int) -> tuple[threading.Thread, threading.Event]:
+    """A real catch-up that stops in its progress callback after its first model batch (64 chunks)
+    until released: status is read while the vector build runs."""
+    from gitkb.services.vectors_catchup import catch_up_identity
+
+    locked, written, paused, release = (threading.Event() for _ in range(4))
+    def progress(done: int, total: int) -> None:
+        if done >= 64 and not paused.is_set():
+            paused.set()
+            release.wait(20)
+
+    def run() -> None:
+        with identity_locks(ws.ctx, [IDENT]):  # the background embedder waits behind us
+            locked.set()
+            written.wait(20)
+            catch_up_identity(ws.ctx, IDENT, progress=progress)
+
+    t = threading.Thread(target=run)
+    t.start()
+    locked.wait(5)
+    text = " ".join(f"Sentence number {i} is about the pager rota and team {i}." for i in range(chunks))
+    r = ok(ws.document_index("ADD_TEXT", index_name="kb", text=text, filepath="long.txt", chunk_strategy="sentence", chunk_size=16, chunk_overlap=0))
+    assert r["chunks_written"] > 64, r
+    written.set()
+    assert paused.wait(20)
+    return t, release
+
+
+def test_status_names_the_vector_build_with_its_progress(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    t, release = _pause_mid_build(ws, 100)
+    try:
+        total = ws.ctx.catalog.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        st = ok(ws.get_index_status())
+        assert st["in_flight"] == "build_embeddings", st
+        job = st["in_flight_job"]
+        assert job["background"] is True and job["job_id"] is None
+        assert job["progress"]["done"] == 64 and job["progress"]["total"] == total
+        assert st["dirty_embeddings"] == total and st["caught_up"] is False
+        assert f"in flight build_embeddings (64/{total})" in st["Message"] and "None" not in st["Message"]
+    finally:
+        release.set()
+        t.join(20)
+    st = ok(ws.get_index_status())
+    assert st["in_flight"] is None and st["vector_build"] is None and st["dirty_embeddings"] == 0
+
+
+def test_ui_status_panel_shows_the_vector_build(home: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from gitkb.core.config import load_settings
+    from gitkb.http import create_app
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "gitkb.toml").write_text("")
+    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
+    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
+        ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+        ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+        t, release = _pause_mid_build(ws, 100)
+        try:
+            status = c.get("/ui/status.json").json()
+            total = status["in_flight_job"]["progress"]["total"]
+            assert status["in_flight"] == "build_embeddings" and status["progress_percent"] == int(100 * 64 / total)
+            page = c.get("/ui").text
+            assert "build_embeddings · background" in page and f"64 / {total}" in page
+            assert "None" not in page.split('class="card status-panel"')[1].split("</section>")[0]
+        finally:
+            release.set()
+            t.join(20)
+    css = (Path(__file__).resolve().parents[1] / "src/gitkb/http/static/ui/ui.css").read_text()
+    rule = next(line for line in css.splitlines() if line.startswith('.status-line [data-field="Message"]'))
+    assert "ellipsis" not in rule  # the whole message is shown (it wraps)

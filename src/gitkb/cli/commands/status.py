@@ -17,7 +17,11 @@ def _render_status(d: dict[str, Any]) -> None:
     job = d.get("in_flight_job")
     if job:
         p = job.get("progress") or {}
-        click.echo(f"in flight:         {d['in_flight']} {job['job_id']} ({p.get('done')}/{p.get('total')})")
+        total = p.get("total")
+        click.echo(
+            f"in flight:         {d['in_flight']} {job.get('job_id') or '(background)'} "
+            f"({p.get('done') or 0}/{'?' if total is None else total})" + (f" {p['note']}" if p.get("note") else "")
+        )
     else:
         click.echo("in flight:         -")
     click.echo(f"dirty paths:       {d['dirty_paths']}")
