@@ -202,3 +202,85 @@ def test_ui_status_panel_shows_the_vector_build(home: Path) -> None:
     css = (Path(__file__).resolve().parents[1] / "src/gitkb/http/static/ui/ui.css").read_text()
     rule = next(line for line in css.splitlines() if line.startswith('.status-line [data-field="Message"]'))
     assert "ellipsis" not in rule  # the whole message is shown (it wraps)
+
+
+# -- a call refused by validation leaves no failed job --------------------------------------------
+
+REFUSED: list[tuple[str, dict[str, Any], str]] = [
+    ("ADD_DOCUMENTS", {"index_name": "kb", "filepath": "/no/such/folder"}, "not_found"),
+    ("ADD_DOCUMENTS", {"index_name": "nope", "filepath": "."}, "not_found"),
+    ("ADD_DOCUMENTS", {"index_name": "kb", "filepath": ".", "tier": "lukewarm"}, "invalid_argument"),
+    ("ADD_TEXT", {"index_name": "kb", "text": "   "}, "invalid_argument"),
+    ("ADD_TEXT", {"index_name": "kb", "text": "x", "chunk_size": "big"}, "invalid_argument"),
+    ("ADD_TEXT", {"index_name": "kb", "text": "x", "metadata": [1]}, "invalid_argument"),
+    ("DELETE_DOCUMENT", {"index_name": "kb", "filepath": "missing.txt"}, "not_found"),
+    ("RENAME_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "new_filename": "b.txt"}, "conflict"),
+    ("RENAME_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "new_filename": "../x.txt"}, "invalid_argument"),
+    ("CREATE_INDEX", {"index_name": "kb"}, "conflict"),
+    ("RENAME_INDEX", {"index_name": "nope", "new_index_name": "n2"}, "not_found"),
+    ("DELETE_INDEX", {"index_name": "nope"}, "not_found"),
+    ("RECHUNK", {"index_name": "kb", "chunk_size": "x"}, "invalid_argument"),
+]
+
+
+def _jobs(ws: Workspace) -> int:
+    return int(ws.ctx.catalog.conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+
+def _seed(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    ok(ws.document_index("ADD_TEXT", index_name="kb", text="alpha", filepath="a.txt"))
+    ok(ws.document_index("ADD_TEXT", index_name="kb", text="beta", filepath="b.txt"))
+
+
+def test_refused_calls_leave_no_job_library_and_promoted(ws: Workspace) -> None:
+    from action_results import fails
+
+    _seed(ws)
+    before = _jobs(ws)
+    for action, params, code in REFUSED:
+        fails(ws.document_index(action, **params), code)
+        fails(ws.promoted("document_index", action=action, **params), code)  # the MCP/HTTP path
+        assert _jobs(ws) == before, (action, params)
+    fails(ws.reindex(index_name="nope"), "not_found")
+    fails(ws.promoted("reindex", index_name="nope"), "not_found")
+    fails(ws.reembed("nope"), "not_found")
+    assert _jobs(ws) == before
+    assert ws.ctx.catalog.conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'failed'").fetchone()[0] == 0
+
+
+def test_refused_calls_leave_no_job_http_and_mcp(home: Path) -> None:
+    import anyio
+    from fastapi.testclient import TestClient
+    from mcp import Client
+
+    from gitkb.core.config import load_settings
+    from gitkb.http import create_app
+    from gitkb.mcp import build_server
+    from http_shape import error_code
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "gitkb.toml").write_text("")
+    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
+    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
+        ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+        _seed(ws)
+        before = _jobs(ws)
+        r = c.post("/indexes/nope/texts", json={"text": "x"})
+        assert r.status_code == 404 and error_code(r) == "not_found"
+        r = c.post("/indexes/kb/texts", json={"text": "x", "tier": "lukewarm"})
+        assert r.status_code in (400, 422), r.text
+        r = c.post("/reindex", json={"index_name": "nope"})
+        assert r.status_code == 404 and error_code(r) == "not_found", r.text
+        r = c.delete("/indexes/kb/documents", params={"filepath": "missing.txt"})
+        assert r.status_code in (404, 405), r.text
+        assert _jobs(ws) == before
+
+        async def call(tool: str, args: dict[str, Any]) -> bool:
+            async with Client(build_server(ws, None)) as client:
+                return bool((await client.call_tool(tool, args)).is_error)
+
+        for action, params, _code in REFUSED:
+            assert anyio.run(call, "document_index", {"action": action, **params}), (action, params)
+        assert anyio.run(call, "reindex", {"index_name": "nope"})
+        assert _jobs(ws) == before

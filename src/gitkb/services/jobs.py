@@ -37,17 +37,30 @@ PROGRESS_EVERY_SECONDS = 0.2
 DEFAULT_CALLER_LIMIT = 4
 
 
+Check = Callable[[Context, dict[str, Any]], None]
+
+
 @dataclass(frozen=True)
 class JobKind:
     fn: JobFn
     resumable: bool = True  # safe to run again after a crash mid-way
+    check: Check | None = None  # raises before a job row exists: a refused call leaves no failed job
 
 
 JOB_KINDS: dict[str, JobKind] = {}
 
 
-def register_kind(name: str, fn: JobFn, *, resumable: bool = True) -> None:
-    JOB_KINDS[name] = JobKind(fn, resumable)
+def register_kind(name: str, fn: JobFn, *, resumable: bool = True, check: Check | None = None) -> None:
+    JOB_KINDS[name] = JobKind(fn, resumable, check)
+
+
+def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
+    """Refuse a job its kind's check refuses, before anything is recorded."""
+    spec = JOB_KINDS.get(kind)
+    if spec is None:
+        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
+    if spec.check is not None:
+        spec.check(ctx, params)
 
 
 class Cancelled(Exception):
@@ -143,6 +156,7 @@ def run_inline(
         from gitkb.services.writer import runner_name
 
         with ctx.write_lock:  # in order with the writer thread
+            preflight(ctx, kind, params)
             with ctx.catalog.write() as conn:
                 job = job_rows.insert(conn, kind, params, caller=caller, state="running", runner=runner_name())
             done = _execute(ctx, job, progress, stop=None)
@@ -165,9 +179,9 @@ def submit(
     dedupe_key: str | None = None,
     check_limit: bool = True,
 ) -> JobRow:
-    """Queue a job (or return the active one with the same dedupe key)."""
-    if kind not in JOB_KINDS:
-        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
+    """Queue a job (or return the active one with the same dedupe key); refused parameters raise
+    before anything is queued."""
+    preflight(ctx, kind, params)
     limit = int(ctx.settings.section("jobs").get("per_caller_limit", DEFAULT_CALLER_LIMIT))
     with ctx.catalog.write() as conn:
         if dedupe_key:
