@@ -284,3 +284,34 @@ def test_refused_calls_leave_no_job_http_and_mcp(home: Path) -> None:
             assert anyio.run(call, "document_index", {"action": action, **params}), (action, params)
         assert anyio.run(call, "reindex", {"index_name": "nope"})
         assert _jobs(ws) == before
+
+
+def test_cli_build_after_a_no_wait_add_counts_the_background_work(home: Path, tmp_path: Path) -> None:
+    """The issue's case: `gitkb embeddings build` opens the workspace, which starts the background
+    embedder on the pending chunks; the build waits for it and must count that work (it said 0)."""
+    import sqlite3
+
+    from gitkb.cli.main import cli
+
+    d = tmp_path / "many"
+    d.mkdir()
+    for i in range(300):
+        (d / f"f{i:03}.md").write_text(f"# File {i}\n\nFile {i} explains step {i} of the deploy, then step {i + 1}.\n")
+    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+    runner = CliRunner()
+    assert runner.invoke(cli, ["index", "create", "kb"], env=env).exit_code == 0
+    assert runner.invoke(cli, ["add", "kb", str(d), "--no-wait"], env=env).exit_code == 0
+
+    def embedded_so_far() -> int:  # from the embedding events every run records, whoever ran it
+        with sqlite3.connect(home / "catalog.sqlite3") as conn:
+            rows = conn.execute("SELECT data FROM events WHERE kind = 'embedding'").fetchall()
+        return sum(json.loads(r[0]).get("embedded", 0) for r in rows)
+
+    before = embedded_so_far()
+    res = runner.invoke(cli, ["embeddings", "build"], env=env)
+    assert res.exit_code == 0, res.output
+    done_by_this_call = embedded_so_far() - before
+    with Workspace(home) as w:
+        assert _stored(w) == 300
+    assert done_by_this_call > 0, before  # the add left work pending
+    assert res.output.startswith(f"{done_by_this_call} chunk(s) embedded, 0 reused"), (res.output, before)

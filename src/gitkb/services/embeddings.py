@@ -24,6 +24,7 @@ from gitkb.services.vectors_catchup import (
     identity_locks,
     live_bindings,
     pending_chunks,
+    running_builds,
     try_identity_locks,
     wanted_identities,
     watermark_name,
@@ -186,15 +187,19 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
 
     The counts are those of the chunks that were waiting when the call started (plus, with
     ``force``, every chunk), whoever embedded them: the background embedder may be doing that
-    work while this call waits for it, and its work is counted here too (``vector_outcomes``)."""
-    t0 = time.time()  # work recorded before the call started (a redo's first run) is not this call's
+    work while this call waits for it, and its work is counted here too (``vector_outcomes``).
+    A background run already going when the call starts (opening the workspace starts one) is
+    counted from its own start; work finished before that (a redo's first run) is not."""
+    t0 = time.time()
     identity = active_identity(ctx, save=True)
     _bind_unbound(ctx)
     binds = live_bindings(ctx)
     idents = sorted({b.identity for b in binds.values()})
     conn = ctx.catalog.conn
-    start = {i: changes.watermark(conn, watermark_name(i)) for i in idents}
-    report = _range_reporter(ctx, start, progress, since=t0)
+    running = {b.identity: b for b in running_builds(ctx)}
+    start = {i: running[i].from_seq if i in running else changes.watermark(conn, watermark_name(i)) for i in idents}
+    since = {i: min(running[i].started_at, t0) if i in running else t0 for i in idents}
+    report = _range_reporter(ctx, start, progress, since=since)
     # Holding the catch-up locks keeps the background thread out once it finishes its batch.
     held = _locks_reporting(ctx, idents, report)
     try:
@@ -213,7 +218,7 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
     upto = changes.head(conn)
     got = outcomes.RangeCounts()
     for i in idents:
-        c = outcomes.counts(conn, [i], start[i], upto, since=t0)
+        c = outcomes.counts(conn, [i], start[i], upto, since=since[i])
         for f in ("embedded", "reused", "had", "gone", "texts", "tokens", "seconds"):
             setattr(got, f, getattr(got, f) + getattr(c, f))
     stranded = [r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
@@ -247,8 +252,10 @@ class _range_reporter:  # noqa: N801 - used like a function
     """progress(done, total) for the chunks after each identity's start watermark, read from
     ``vector_outcomes`` so the background embedder's work shows as well; throttled."""
 
-    def __init__(self, ctx: Context, start: dict[str, int], progress: Progress | None, since: float = 0.0) -> None:
-        self.ctx, self.start, self.progress, self.since = ctx, start, progress, since
+    def __init__(
+        self, ctx: Context, start: dict[str, int], progress: Progress | None, since: dict[str, float] | None = None
+    ) -> None:
+        self.ctx, self.start, self.progress, self.since = ctx, start, progress, since or {}
         self.total = 0
         self.at = 0.0
         if progress is not None:
@@ -267,7 +274,9 @@ class _range_reporter:  # noqa: N801 - used like a function
         self.at = now
         conn = self.ctx.catalog.conn
         head = changes.head(conn)
-        done = sum(outcomes.counts(conn, [i], a, head, since=self.since).done for i, a in self.start.items())
+        done = sum(
+            outcomes.counts(conn, [i], a, head, since=self.since.get(i, 0.0)).done for i, a in self.start.items()
+        )
         self.progress(min(done, max(self.total, done)), max(self.total, done))
 
 

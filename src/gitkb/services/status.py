@@ -8,7 +8,6 @@ background embedder or a build) with no job running, ``in_flight`` is ``build_em
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from typing import Any
 
@@ -99,26 +98,14 @@ def index_status(ctx: Context) -> dict[str, Any]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def vector_build_view(ctx: Context) -> dict[str, Any] | None:
     """The vector build running now (the background embedder, a build or a waiting caller), in the
     shape of a job (``job_id`` None, ``background`` True) with its progress: the chunks asked for
     since the run started, and how many of them have their vector."""
-    from gitkb.services.vectors_catchup import asks_in_range
+    from gitkb.services.vectors_catchup import asks_in_range, running_builds
 
     conn = ctx.catalog.conn
-    live = [b for b in outcomes.builds(conn) if _alive(b.pid)]
+    live = running_builds(ctx)
     if not live:
         return None
     head = changes.head(conn)

@@ -186,6 +186,23 @@ def asks_in_range(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, int]
     return out
 
 
+def running_builds(ctx: Context) -> list[outcomes.Build]:
+    """Catch-up runs going on now (their process is alive): one per identity at most."""
+    return [b for b in outcomes.builds(ctx.catalog.conn) if _alive(b.pid)]
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def try_identity_locks(ctx: Context, identities: Iterable[str]) -> list[threading.RLock] | None:
     """The catch-up locks of ``identities`` if all are free now (the caller releases them), else None."""
     got: list[threading.RLock] = []
