@@ -36,7 +36,7 @@ def split(results: list[WalkEntry | SkippedFile]) -> tuple[list[str], dict[str, 
 
 def docs(ws: Any, index: str) -> list[str]:
     out = ok(ws.document_index("LIST_DOCUMENTS", index_name=index, count=50, show_files_only=True))
-    return sorted(out["Documents"])
+    return sorted(d["path"] for d in out["Documents"])
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ def test_list_documents_paging(ws: Workspace) -> None:
     last = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", start=140, count=50))
     assert last["count"] == 50 and last["actual_count"] == 2 and not last["has_more"]
     files = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True, path_filter="notes/n00*"))
-    assert files["Documents"] == [f"notes/n00{i}.txt" for i in range(10)]
+    assert [d["path"] for d in files["Documents"]] == [f"notes/n00{i}.txt" for i in range(10)]
 
 
 def test_get_document_modes(ws: Workspace) -> None:
@@ -246,3 +246,43 @@ def test_parallel_chunking_gives_the_same_chunks(ws: Workspace, kb_copy: Path, m
         return [tuple(x) for x in rows]
 
     assert spans("parallel") == spans("serial") and spans("serial")
+
+
+def test_list_documents_filters(ws: Workspace) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    docs = {
+        "ops/runbooks/rotate-keys.md": "# Rotating keys\n\nRotate the signing keys every 90 days.\n\n## Pager\n\nPage the on-call engineer.",
+        "ops/runbooks/restart.md": "# Restart\n\nRestart the web service after a deploy.",
+        "policies/laptops.md": "# Laptops\n\nEncrypt every laptop disk. Keys live in the vault.",
+        "notes/misc.txt": "Nothing about rotation here, only lunch menus.",
+    }
+    for path, text in docs.items():
+        ok(ws.document_index("ADD_TEXT", index_name="kb", text=text, filepath=path))
+
+    def paths(**kw: Any) -> list[str]:
+        r = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", **kw))
+        assert r["TotalCount"] == len(r["Documents"])
+        return [d["path"] for d in r["Documents"]]
+
+    # path_filter: any part of the path; globs over the whole path still work
+    assert paths(path_filter="runbooks") == ["ops/runbooks/restart.md", "ops/runbooks/rotate-keys.md"]
+    assert paths(path_filter="keys") == ["ops/runbooks/rotate-keys.md"]
+    assert paths(path_filter="ops/") == ["ops/runbooks/restart.md", "ops/runbooks/rotate-keys.md"]
+    assert paths(path_filter="*.txt") == ["notes/misc.txt"]
+    assert paths(path_filter="ops/*/r*.md") == ["ops/runbooks/restart.md", "ops/runbooks/rotate-keys.md"]
+    # query: every word in the content (any chunk, title or heading), from the keyword index
+    assert paths(query="signing keys") == ["ops/runbooks/rotate-keys.md"]
+    assert paths(query="keys") == ["ops/runbooks/rotate-keys.md", "policies/laptops.md"]
+    assert paths(query="signing pager") == ["ops/runbooks/rotate-keys.md"]  # words in different chunks
+    assert paths(query="keys lunch") == []
+    assert paths(query="vault", path_filter="ops/") == [] and paths(query="vault", path_filter="ops") == ["policies/laptops.md"]
+    assert paths(query="restart") == ["ops/runbooks/restart.md"]  # not matched by path: by content
+    assert paths(query="misc") == []  # a path word is not content
+    fails(ws.document_index("LIST_DOCUMENTS", index_name="kb", query="the and of"), "invalid_argument")
+    # show_files_only: the same entries, without chunk details
+    full = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", path_filter="rotate"))["Documents"][0]
+    files = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", path_filter="rotate", show_files_only=True))["Documents"][0]
+    assert full["chunk_count"] == files["chunk_count"] == len(full["chunks"]) >= 1
+    assert {k: v for k, v in full.items() if k != "chunks"} == files and "chunks" not in files
+    assert files["filepath"] == files["path"] == "ops/runbooks/rotate-keys.md"
+    assert set(full["chunks"][0]) == {"id", "ordinal", "line_start", "line_end", "heading_path"}

@@ -44,7 +44,8 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     added = ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs)))["added"]
     nochange = ok(ws.reindex())
-    assert nochange["added"] == [] and nochange["modified"] == [] and nochange["deleted"] == []
+    assert nochange["status"] == "completed"
+    assert (nochange["added"], nochange["modified"], nochange["deleted"]) == (0, 0, 0)
     assert nochange["unchanged"] == len(added) and nochange["full_rebuild"] is False
 
     ids_before = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
@@ -54,9 +55,10 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     (docs / "policies" / "new-policy.md").write_text("---\ntitle: Laptop policy\n---\n# Laptop policy\n\nEncrypt disks.\n")
     (docs / "onboarding" / "first-week.md").unlink()
     r = ok(ws.reindex())
-    assert r["modified"] == ["docs/runbooks/rotate-api-keys.md"]
-    assert r["added"] == ["docs/policies/new-policy.md"]
-    assert r["deleted"] == ["docs/onboarding/first-week.md"]
+    assert r["paths"]["modified"] == ["docs/runbooks/rotate-api-keys.md"]
+    assert r["paths"]["added"] == ["docs/policies/new-policy.md"]
+    assert r["paths"]["deleted"] == ["docs/onboarding/first-week.md"]
+    assert (r["added"], r["modified"], r["deleted"]) == (1, 1, 1)
     assert ok(ws.document_index("SEARCH", mode="keyword", query="webhook signing secret"))["Results"][0]["filepath"].endswith("rotate-api-keys.md")
     assert ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))["Results"] == [] or all(
         not x["filepath"].endswith("first-week.md")
@@ -66,8 +68,12 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     assert ids_after == ids_before  # untouched documents keep their chunk ids
 
     forced = ok(ws.reindex(force=True))
-    assert forced["full_rebuild"] is True and forced["modified"] == [] and forced["unchanged"] == 0
-    assert len(forced["added"]) == len(added)  # 8 - 1 deleted + 1 new
+    assert forced["full_rebuild"] is True and forced["modified"] == 0 and forced["unchanged"] == 0
+    assert forced["added"] == len(forced["paths"]["added"]) == len(added)  # 8 - 1 deleted + 1 new
+    # the per-index block says what the totals say (it said "modified 8" while the totals said "added 8")
+    assert {k: forced["indexes"]["kb"][k] for k in ("added", "modified", "unchanged", "deleted")} == {
+        "added": len(added), "modified": 0, "unchanged": 0, "deleted": 0,
+    }
     again = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
     assert again == ids_before  # a forced rebuild keeps stable ids too
     st = ok(ws.get_index_status())
@@ -83,5 +89,5 @@ def test_reindex_of_a_vanished_root_deletes_its_documents(ws: Workspace, tmp_pat
     (d / "a.md").unlink()
     d.rmdir()
     r = ok(ws.reindex(index_name="kb"))
-    assert r["deleted"] == ["gone/a.md"]
+    assert r["paths"]["deleted"] == ["gone/a.md"] and r["deleted"] == 1
     assert ws.reindex(index_name="nope")["code"] == "not_found"

@@ -123,7 +123,7 @@ def test_expired_documents_are_never_returned(expiring: Any) -> None:
     listed = ws.document_index("LIST_DOCUMENTS", index_name="kb")
     assert listed["TotalCount"] == 1 and [d["path"] for d in listed["Documents"]] == ["docs/durable.md"]
     files = ws.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True, path_filter="docs")
-    assert files["Documents"] == ["docs/durable.md"]
+    assert [d["path"] for d in files["Documents"]] == ["docs/durable.md"]
     by_id = ws.document_index("GET_DOCUMENT", index_name="kb", file_id=gone["file_id"])
     by_path = ws.document_index(
         "GET_DOCUMENT", index_name="kb", filepath="docs/ephemeral.md", pagination_mode="lines"

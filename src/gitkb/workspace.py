@@ -85,6 +85,15 @@ def _bound(sig: inspect.Signature, name: str, ws: Any, args: Any, kwargs: dict[s
     return out
 
 
+def _seq_range(value: Any) -> tuple[int, int]:
+    if (
+        not isinstance(value, list | tuple) or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise InvalidArgument(f"vectors_range must be [after_seq, upto_seq] as a write returned it, got {value!r}")
+    return int(value[0]), int(value[1])
+
+
 class Workspace:
     """One gitkb installation: catalog, keyword index, vectors, managed repos under ``home``."""
 
@@ -569,6 +578,15 @@ class Workspace:
         """Block until every chunk has its vector (``force``: re-embed everything); returns ``chunks_embedded``."""
         result = jobs.run_inline(self.ctx, "build_embeddings", {"force": bool(force)}, progress=progress)
         return {"Success": True, **result}
+
+    @tool
+    def wait_for_vectors(self, vectors_range: list[int], progress: Any = None) -> dict[str, Any]:
+        """Block until the chunks a write reported (its ``vectors_range``) have their vectors; returns
+        ``vectors: ready`` with how many were embedded and reused, whoever did the work."""
+        from gitkb.services import embeddings
+
+        after, upto = _seq_range(vectors_range)
+        return {"Success": True, **embeddings.wait_for_range(self.ctx, after, upto, progress=progress)}
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:

@@ -406,6 +406,14 @@ METHODS: tuple[Action, ...] = (
         agents=True,
     ),
     _m(
+        "wait_for_vectors",
+        "read",
+        (P("vectors_range", {"type": "array", "items": _int(0), "minItems": 2, "maxItems": 2}, required=True),
+         PROGRESS),
+        "wait until the chunks a write reported have their vectors; how many were embedded and reused",
+        "gitkb add (waits by default)",
+    ),
+    _m(
         "build_embeddings",
         "operate",
         (P("force", BOOL), PROGRESS),

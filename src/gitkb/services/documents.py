@@ -20,6 +20,7 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_PAGE = 50
 DEFAULT_COUNT = {"lines": 100, "chars": 10_000, "chunks": 20}
+CHUNKS_PER_ENTRY = 20  # chunk details per LIST_DOCUMENTS entry (GET_DOCUMENT pages the rest)
 
 
 def _int_param(name: str, value: Any, default: int) -> int:
@@ -60,26 +61,38 @@ def list_documents(
     start: Any = 0,
     count: Any = MAX_PAGE,
 ) -> dict[str, Any]:
+    """A page of an index's documents, by path.
+
+    ``path_filter``: a glob over the whole path (``docs/*.md``), else any part of the path
+    (``runbooks``, ``docs/``). ``query``: documents whose content (text, title or headings) holds
+    every word, answered from the keyword index. Each entry is the document's file-level fields
+    (``filepath`` is ``path`` under the name SEARCH and GET_DOCUMENT use) with ``chunk_count``; unless ``show_files_only``, also ``chunks`` (id, ordinal, lines, headings;
+    the first ``CHUNKS_PER_ENTRY``)."""
     row = get_index(ctx, index_name)
     page = page_of(start, count, default=MAX_PAGE, limit=MAX_PAGE)
     start_i, count_i = page.start, page.count
     if path_filter is not None and not isinstance(path_filter, str):
-        raise InvalidArgument("path_filter must be a string (a folder prefix or a glob such as 'docs/*.md')")
+        raise InvalidArgument("path_filter must be a string (part of a path such as 'runbooks/', or a glob such as 'docs/*.md')")
     if query is not None and not isinstance(query, str):
         raise InvalidArgument("query must be a string")
-    pf = path_filter.strip().strip("/") if path_filter else None
+    if show_files_only is not None and not isinstance(show_files_only, bool):
+        raise InvalidArgument(f"show_files_only must be true or false, got {show_files_only!r}")
+    pf = path_filter.strip() if path_filter else None
+    if pf and not any(ch in pf for ch in "*?["):
+        pf = pf.lstrip("/") or None  # stored paths have no leading slash; a trailing one means a folder
     now = time.time()
+    rowids = _content_matches(ctx, row, query) if query and query.strip() else None
     with ctx.catalog.read() as conn:
-        total = doc_rows.count(conn, row.id, path_prefix=pf, query=query or None, live_at=now)
-        docs = doc_rows.page(
-            conn, row.id, start=start_i, count=count_i, path_prefix=pf, query=query or None, live_at=now
-        )
+        total = doc_rows.count(conn, row.id, path_filter=pf, rowids=rowids, live_at=now)
+        docs = doc_rows.page(conn, row.id, start=start_i, count=count_i, path_filter=pf, rowids=rowids, live_at=now)
+        counts = doc_rows.chunk_counts(conn, [d.rowid for d in docs])
+        outline = {} if show_files_only else doc_rows.chunk_outline(conn, [d.rowid for d in docs], CHUNKS_PER_ENTRY)
     actual = len(docs)
     fields = page_fields(page, total, actual)
     has_more = fields["has_more"]
     remaining = max(total - start_i - actual, 0)
     if total == 0:
-        msg = "No documents match." if (pf or query) else "The index has no documents."
+        msg = "No documents match." if (pf or rowids is not None) else "The index has no documents."
     elif start_i == 0:
         msg = f"Showing first {actual} of {total} items." + (f" {remaining} more items exist." if has_more else "")
     else:
@@ -92,8 +105,38 @@ def list_documents(
         **fields,
         "Message": msg,
     }
-    out["Documents"] = [d.path for d in docs] if show_files_only else [doc_summary(d) for d in docs]
+    entries = []
+    for d in docs:
+        e = {**doc_summary(d), "filepath": d.path, "chunk_count": counts.get(d.rowid, 0)}
+        if not show_files_only:
+            e["chunks"] = [
+                {"id": c.id, "ordinal": c.ordinal, "line_start": c.line_start, "line_end": c.line_end,
+                 "heading_path": list(c.heading_path)}
+                for c in outline.get(d.rowid, [])
+            ]  # fmt: skip
+        entries.append(e)
+    out["Documents"] = entries
     return out
+
+
+def _content_matches(ctx: Context, row: IndexRow, query: str) -> set[int]:
+    """Rowids of the documents of ``row`` that hold every word of ``query`` (in any of their chunks)."""
+    from gitkb.stores.keywords import analyze
+
+    terms = list(dict.fromkeys(analyze(query)))
+    if not terms:
+        raise InvalidArgument(
+            f"query {query!r} has no searchable words (only stop words or punctuation)",
+            next_steps=["give content words, or use path_filter to match paths"],
+        )
+    found: set[int] | None = None
+    conn = ctx.catalog.conn
+    for term in terms:
+        docs = doc_rows.document_rowids_of_chunks(conn, ctx.keywords.cids_with_term(term, [row.id]))
+        found = docs if found is None else found & docs
+        if not found:
+            return set()
+    return found or set()
 
 
 def resolve_document(ctx: Context, row: IndexRow, file_id: Any, filepath: Any) -> DocumentRow:
@@ -179,6 +222,12 @@ def get_document(
             out["line_start"] = start_i + 1 if sel else None
             out["line_end"] = start_i + actual if sel else None
         out["Content"] = piece
+    if start_i > 0 and start_i >= total:
+        unit = {"lines": "lines", "chars": "characters", "chunks": "chunks"}[mode]
+        raise InvalidArgument(
+            f"start {start_i} is past the end ({total} {unit})",
+            next_steps=[f"give a start below {total}" if total else "the document is empty: use start 0"],
+        )
     out["total"] = total
     out["actual_count"] = actual
     out["has_more"] = start_i + actual < total
@@ -193,6 +242,8 @@ def delete_document(ctx: Context, index_name: Any, *, file_id: Any = None, filep
         doc = resolve_document(ctx, row, file_id, filepath)
         with ctx.catalog.write() as conn:
             doc_rows.delete(conn, doc.rowid)
+            if doc.origin == "file" and doc.origin_path:  # reindex must not bring the file back
+                doc_rows.set_override(conn, row.id, doc.origin_path, None)
         catch_up_keywords(ctx)
     return {"Message": f"Document {doc.path!r} deleted", "index_name": row.name, "filepath": doc.path, "file_id": doc.id}
 
@@ -211,6 +262,8 @@ def rename_document(ctx: Context, index_name: Any, *, filepath: Any, new_filenam
             if doc_rows.get_by_path(conn, row.id, new_path) is not None:
                 raise Conflict(f"cannot rename to {new_path!r}: a document with that path exists in {row.name!r}")
             doc_rows.rename(conn, doc.rowid, new_path)
+            if doc.origin == "file" and doc.origin_path:  # reindex keeps the new name
+                doc_rows.set_override(conn, row.id, doc.origin_path, new_path)
     return {
         "Message": f"Document renamed from {doc.path!r} to {new_path!r}",
         "index_name": row.name,

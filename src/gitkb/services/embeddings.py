@@ -8,6 +8,7 @@ Long operations (``build_embeddings``, ``reembed``) are plain functions
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from gitkb.core.embedders import fingerprint, split_identity
@@ -17,16 +18,20 @@ from gitkb.services.identity import active_identity, effective_identity, embedde
 from gitkb.services.vectors_catchup import (
     CatchupStats,
     Progress,
+    asks_in_range,
     catch_up_identity,
     clipped_count,
     identity_locks,
     live_bindings,
     pending_chunks,
+    running_builds,
+    try_identity_locks,
     wanted_identities,
     watermark_name,
 )
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.indexes import IndexRow
 
@@ -178,31 +183,158 @@ def _bind_unbound(ctx: Context) -> None:
 
 
 def build_embeddings(ctx: Context, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
-    """Block until every chunk of every embedding index has its vector; ``force`` re-embeds from scratch."""
+    """Block until every chunk of every embedding index has its vector; ``force`` re-embeds from scratch.
+
+    The counts are those of the chunks that were waiting when the call started (plus, with
+    ``force``, every chunk), whoever embedded them: the background embedder may be doing that
+    work while this call waits for it, and its work is counted here too (``vector_outcomes``).
+    A background run already going when the call starts (opening the workspace starts one) is
+    counted from its own start; work finished before that (a redo's first run) is not."""
+    t0 = time.time()
     identity = active_identity(ctx, save=True)
     _bind_unbound(ctx)
     binds = live_bindings(ctx)
-    # Holding the catch-up locks keeps the background thread out: this call does (and counts) the work.
-    with identity_locks(ctx, [b.identity for b in binds.values()]):
+    idents = sorted({b.identity for b in binds.values()})
+    conn = ctx.catalog.conn
+    running = {b.identity: b for b in running_builds(ctx)}
+    start = {i: running[i].from_seq if i in running else changes.watermark(conn, watermark_name(i)) for i in idents}
+    since = {i: min(running[i].started_at, t0) if i in running else t0 for i in idents}
+    report = _range_reporter(ctx, start, progress, since=since)
+    # Holding the catch-up locks keeps the background thread out once it finishes its batch.
+    held = _locks_reporting(ctx, idents, report)
+    try:
         if force:
-            for ident in {b.identity for b in binds.values()}:
+            for ident in idents:
                 ctx.vectors.drop_collection(ident)
             with ctx.catalog.write() as w:
                 for b in binds.values():
                     vs.bind(w, b.index_id, b.identity, vs.log_reembed(w, b.index_id))
-        stats = catch_up_all(ctx, progress=progress)
+        report.refresh_total()
+        stats = catch_up_all(ctx, progress=lambda _d, _t: report())
+    finally:
+        for lock in reversed(held):
+            lock.release()
+    report()
+    upto = changes.head(conn)
+    got = outcomes.RangeCounts()
+    for i in idents:
+        c = outcomes.counts(conn, [i], start[i], upto, since=since[i])
+        for f in ("embedded", "reused", "had", "gone", "texts", "tokens", "seconds"):
+            setattr(got, f, getattr(got, f) + getattr(c, f))
     stranded = [r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
     out: dict[str, Any] = {
         "identity": identity,
-        "chunks_embedded": stats.embedded,
-        "chunks_reused": stats.reused,
+        **counts_answer(got),
         "chunks_clipped": stats.clipped,
-        "cost": stats.cost(),
-        "Message": f"{stats.embedded} chunk(s) embedded, {stats.reused} reused",
+        "Message": f"{got.embedded} chunk(s) embedded, {got.reused} reused"
+        + (f", {got.had} already had a vector" if got.had else ""),
     }
     if stranded:
         out["Warnings"] = [f"index(es) {', '.join(stranded)} need re-embedding after the model change: " + REEMBED_HINT.format(name=stranded[0])]
     return out
+
+
+def counts_answer(got: outcomes.RangeCounts) -> dict[str, Any]:
+    """``vectors: ready`` with the true counts of a range of chunks."""
+    out: dict[str, Any] = {
+        "vectors": "ready",
+        "chunks_embedded": got.embedded,
+        "chunks_reused": got.reused,
+        "chunks_had_vector": got.had,
+        "cost": {"texts": got.texts, "tokens": got.tokens, "seconds": round(got.seconds, 3)},
+    }
+    if got.gone:
+        out["chunks_gone"] = got.gone  # deleted before they got a vector
+    return out
+
+
+class _range_reporter:  # noqa: N801 - used like a function
+    """progress(done, total) for the chunks after each identity's start watermark, read from
+    ``vector_outcomes`` so the background embedder's work shows as well; throttled."""
+
+    def __init__(
+        self, ctx: Context, start: dict[str, int], progress: Progress | None, since: dict[str, float] | None = None
+    ) -> None:
+        self.ctx, self.start, self.progress, self.since = ctx, start, progress, since or {}
+        self.total = 0
+        self.at = 0.0
+        if progress is not None:
+            self.refresh_total()
+
+    def refresh_total(self) -> None:
+        if self.progress is None:
+            return
+        head = changes.head(self.ctx.catalog.conn)
+        self.total = sum(asks_in_range(self.ctx, a, head).get(i, 0) for i, a in self.start.items())
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.progress is None or now - self.at < 0.1:
+            return
+        self.at = now
+        conn = self.ctx.catalog.conn
+        head = changes.head(conn)
+        done = sum(
+            outcomes.counts(conn, [i], a, head, since=self.since.get(i, 0.0)).done for i, a in self.start.items()
+        )
+        self.progress(min(done, max(self.total, done)), max(self.total, done))
+
+
+def _locks_reporting(ctx: Context, identities: list[str], report: Any) -> list[threading.RLock]:
+    """Wait for the catch-up locks (the background embedder may hold one for a batch), reporting progress."""
+    while True:
+        held = try_identity_locks(ctx, identities)
+        if held is not None:
+            return held
+        report()
+        time.sleep(0.05)
+
+
+def range_vectors(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, Any]:
+    """The vectors of the chunks written by change-log entries ``after_seq < seq <= upto_seq``:
+    ``{}`` when none needs one, ``vectors: ready`` with the true counts once all are stored,
+    else ``vectors: pending`` with how many are still waiting and the range to wait for."""
+    asks = asks_in_range(ctx, after_seq, upto_seq)
+    if not asks:
+        return {}
+    conn = ctx.catalog.conn
+    got = outcomes.counts(conn, asks, after_seq, upto_seq)
+    if all(changes.watermark(conn, watermark_name(i)) >= upto_seq for i in asks):
+        return counts_answer(got)
+    total = sum(asks.values())
+    return {
+        "vectors": "pending",
+        "vectors_pending": max(total - got.done, 0),
+        "vectors_total": total,
+        "vectors_range": [after_seq, upto_seq],
+    }
+
+
+def wait_for_range(
+    ctx: Context, after_seq: int, upto_seq: int, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Block until the chunks of that range have their vectors (this thread does what the background
+    embedder has not done yet); returns ``range_vectors``'s answer."""
+    asks = asks_in_range(ctx, after_seq, upto_seq)
+    if not asks:
+        return {}
+    report = _range_reporter(ctx, dict.fromkeys(asks, after_seq), progress)
+    report.total = sum(asks.values())
+    if ctx.is_writer:
+        held = _locks_reporting(ctx, list(asks), report)
+        try:
+            for ident in sorted(asks):
+                catch_up_identity(ctx, ident, progress=lambda _d, _t: report())
+        finally:
+            for lock in reversed(held):
+                lock.release()
+    else:  # the lease holder embeds: ask it to finish, as build_embeddings does
+        from gitkb.services import jobs
+
+        jobs.run_inline(ctx, "build_embeddings", {})
+    report.at = 0.0
+    report()
+    return range_vectors(ctx, after_seq, upto_seq)
 
 
 def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = None) -> dict[str, Any]:

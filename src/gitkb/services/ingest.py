@@ -127,6 +127,7 @@ def add_documents(
         ingest_entries(ctx, row, entries, cfg, place, report, progress=progress)
         with ctx.catalog.write() as conn:
             remember_root(conn, row.id, target.absolute(), base)
+            doc_rows.clear_overrides(conn, row.id, [str(e.abs_path) for e in entries if isinstance(e, WalkEntry)])
         catch_up_keywords(ctx)
     out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
     if report.warnings:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitkb.services import actions, reindex
+from gitkb.services import actions, preflight, reindex
 from gitkb.services import sources as _sources  # noqa: F401 - registers the source_sync job kind
 from gitkb.services.context import Context
 from gitkb.services.jobs import Progress, register_kind
@@ -27,8 +27,8 @@ def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[s
 
 # ADD_TEXT's text waits in job_staged, not in jobs.params: the job table keeps no copy of every
 # text, and a queued ADD_TEXT still resumes after a restart (the staged row is in the catalog).
-register_kind("action", _action, resumable=True, staged=("params.text",))
-register_kind("reindex", _reindex, resumable=True)
+register_kind("action", _action, resumable=True, staged=("params.text",), check=preflight.check_action)
+register_kind("reindex", _reindex, resumable=True, check=preflight.check_reindex)
 
 
 def _build_embeddings(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -50,5 +50,5 @@ def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> 
 
 
 register_kind("build_embeddings", _build_embeddings, resumable=True)
-register_kind("reembed", _reembed, resumable=True)
+register_kind("reembed", _reembed, resumable=True, check=preflight.check_reembed)
 register_kind("purge_expired", _purge_expired, resumable=True)

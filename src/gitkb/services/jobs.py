@@ -26,6 +26,7 @@ from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
+from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.jobs import JobRow
 
@@ -38,18 +39,24 @@ PROGRESS_EVERY_SECONDS = 0.2
 DEFAULT_CALLER_LIMIT = 4
 
 
+Check = Callable[[Context, dict[str, Any]], None]
+
+
 @dataclass(frozen=True)
 class JobKind:
     fn: JobFn
     resumable: bool = True  # safe to run again after a crash mid-way
     staged: tuple[str, ...] = ()  # dotted params keys kept out of jobs.params (see stores.catalog.jobs)
+    check: Check | None = None  # raises before a job row exists: a refused call leaves no failed job
 
 
 JOB_KINDS: dict[str, JobKind] = {}
 
 
-def register_kind(name: str, fn: JobFn, *, resumable: bool = True, staged: tuple[str, ...] = ()) -> None:
-    JOB_KINDS[name] = JobKind(fn, resumable, staged)
+def register_kind(
+    name: str, fn: JobFn, *, resumable: bool = True, staged: tuple[str, ...] = (), check: Check | None = None
+) -> None:
+    JOB_KINDS[name] = JobKind(fn, resumable, staged, check)
 
 
 def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -73,6 +80,15 @@ def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], di
         if isinstance(holder, dict) and isinstance(holder.get(leaf), str):
             staged[key] = holder.pop(leaf)
     return kept, staged
+
+
+def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
+    """Refuse a job its kind's check refuses, before anything is recorded."""
+    spec = JOB_KINDS.get(kind)
+    if spec is None:
+        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
+    if spec.check is not None:
+        spec.check(ctx, params)
 
 
 class Cancelled(Exception):
@@ -122,7 +138,9 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
             raise errors.InvalidArgument(f"unknown job kind {job.kind!r}")
         params = job_rows.params_for_run(ctx.catalog.conn, job)
         with ctx.write_lock:
+            seq0 = changes.head(ctx.catalog.conn)
             result = spec.fn(ctx, params, progress)
+            result = _with_vectors(ctx, result, seq0)
     except Cancelled:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
@@ -144,6 +162,21 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
     return done
 
 
+def _with_vectors(ctx: Context, result: dict[str, Any], seq0: int) -> dict[str, Any]:
+    """A job that wrote chunks says what became of their vectors: ``vectors: pending`` with how
+    many (and ``vectors_range`` to wait for), or ``ready`` with true counts; never a bare 0."""
+    if not isinstance(result, dict) or "vectors" in result or "chunks_embedded" in result:
+        return result
+    from gitkb.services.embeddings import range_vectors
+
+    try:
+        extra = range_vectors(ctx, seq0, changes.head(ctx.catalog.conn))
+    except GitkbError as exc:  # the write happened; only the vector summary is missing
+        log.warning("could not summarise vectors: %s", exc.message)
+        return result
+    return {**result, **extra}
+
+
 def run_inline(
     ctx: Context, kind: str, params: dict[str, Any], *, progress: Progress | None = None, caller: str | None = None
 ) -> dict[str, Any]:
@@ -153,6 +186,7 @@ def run_inline(
 
         kept, staged = _split_staged(kind, params)
         with ctx.write_lock:  # in order with the writer thread
+            preflight(ctx, kind, params)
             with ctx.catalog.write() as conn:
                 job = job_rows.insert(
                     conn, kind, kept, caller=caller, state="running", runner=runner_name(), staged=staged
@@ -177,9 +211,9 @@ def submit(
     dedupe_key: str | None = None,
     check_limit: bool = True,
 ) -> JobRow:
-    """Queue a job (or return the active one with the same dedupe key)."""
-    if kind not in JOB_KINDS:
-        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
+    """Queue a job (or return the active one with the same dedupe key); refused parameters raise
+    before anything is queued."""
+    preflight(ctx, kind, params)
     limit = int(ctx.settings.section("jobs").get("per_caller_limit", DEFAULT_CALLER_LIMIT))
     with ctx.catalog.write() as conn:
         if dedupe_key:

@@ -22,6 +22,7 @@ tokens, seconds) in the catalog ``events`` table.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -39,6 +40,7 @@ from gitkb.services.context import Context
 from gitkb.services.identity import embedder_for, identity_state
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.vector_state import VectorSource
 
@@ -156,6 +158,64 @@ def pending_chunks(ctx: Context, identity: str) -> int:
     return total
 
 
+def asks_in_range(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, int]:
+    """identity -> how many chunk vectors the entries ``after_seq < seq <= upto_seq`` ask for
+    (adds of live-bound indexes; a re-embed entry asks for every chunk of its index)."""
+    conn = ctx.catalog.conn
+    out: dict[str, int] = {}
+    for b in live_bindings(ctx).values():
+        lo = max(after_seq, b.since_seq - 1)
+        if lo >= upto_seq:
+            continue
+        n = int(
+            conn.execute(
+                "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = 'add'",
+                (lo, upto_seq, b.index_id),
+            ).fetchone()[0]
+        )
+        reembeds = int(
+            conn.execute(
+                "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = ?",
+                (lo, upto_seq, b.index_id, vs.REEMBED_OP),
+            ).fetchone()[0]
+        )
+        if reembeds:
+            n += reembeds * int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (b.index_id,)).fetchone()[0])
+        if n:
+            out[b.identity] = out.get(b.identity, 0) + n
+    return out
+
+
+def running_builds(ctx: Context) -> list[outcomes.Build]:
+    """Catch-up runs going on now (their process is alive): one per identity at most."""
+    return [b for b in outcomes.builds(ctx.catalog.conn) if _alive(b.pid)]
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def try_identity_locks(ctx: Context, identities: Iterable[str]) -> list[threading.RLock] | None:
+    """The catch-up locks of ``identities`` if all are free now (the caller releases them), else None."""
+    got: list[threading.RLock] = []
+    for identity in sorted(set(identities)):
+        lock = _identity_lock(ctx, identity)
+        if not lock.acquire(blocking=False):
+            for held in reversed(got):
+                held.release()
+            return None
+        got.append(lock)
+    return got
+
+
 def catch_up_identity(
     ctx: Context,
     identity: str,
@@ -164,70 +224,104 @@ def catch_up_identity(
     stop: threading.Event | None = None,
 ) -> CatchupStats:
     """Apply every pending change-log entry to ``identity``'s collection. Blocks; thread-safe."""
+    with _identity_lock(ctx, identity):
+        conn = ctx.catalog.conn
+        wm0 = changes.watermark(conn, watermark_name(identity))
+        if wm0 >= changes.head(conn):
+            return CatchupStats()
+        with ctx.catalog.write() as w:  # status names this build and its progress while it runs
+            outcomes.start_build(w, identity, wm0, os.getpid())
+        try:
+            return _catch_up_locked(ctx, identity, progress=progress, stop=stop)
+        finally:
+            with ctx.catalog.write() as w:
+                outcomes.end_build(w, identity)
+
+
+def _catch_up_locked(
+    ctx: Context, identity: str, *, progress: Progress | None, stop: threading.Event | None
+) -> CatchupStats:
     stats = CatchupStats()
     name = watermark_name(identity)
-    with _identity_lock(ctx, identity):
-        total = pending_chunks(ctx, identity) if progress else 0
-        done = [0]
+    total = pending_chunks(ctx, identity) if progress else 0
+    done = [0]
 
-        def step(n: int) -> None:
-            done[0] += n
-            if progress:
-                progress(min(done[0], max(total, done[0])), max(total, done[0]))
+    def step(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(min(done[0], max(total, done[0])), max(total, done[0]))
 
-        while stop is None or not stop.is_set():
-            conn = ctx.catalog.conn
-            wm = changes.watermark(conn, name)
-            batch = changes.since(conn, wm, LOG_BATCH)
-            if not batch:
-                break
-            bound = {k: b for k, b in live_bindings(ctx).items() if b.identity == identity}
-            adds: list[int] = []
-            removes: list[str] = []
-            drops: list[str] = []
-            for c in batch:
-                b = bound.get(c.index_id or "")
-                if c.op == "add" and c.cid is not None and b is not None and c.seq >= b.since_seq:
-                    adds.append(c.cid)
-                elif c.op == vs.REEMBED_OP and b is not None and c.seq >= b.since_seq:
-                    adds.extend(vs.chunk_cids_of_index(conn, b.index_id))
-                elif c.op == "remove" and c.cid is not None:
-                    removes.append(str(c.cid))
-                elif c.op == "drop_index" and c.index_id:
-                    drops.append(c.index_id)
-            if not _apply_adds(ctx, identity, list(dict.fromkeys(adds)), stats, step, stop):
-                break  # stopped mid-way: the watermark stays, redoing skips what is stored
-            if removes or drops:
-                vectors = ctx.vectors
-                vectors.delete(identity, removes)
-                for ix in dict.fromkeys(drops):
-                    vectors.delete_where(identity, {"index_id": ix})
-                stats.removed += len(removes)
-            with ctx.catalog.write() as w:
-                changes.set_watermark(w, name, batch[-1].seq)
-        if stats.embedded or stats.reused:
-            with ctx.catalog.write() as w:
-                vs.add_event(w, "embedding", {"identity": identity, **stats.as_dict()})
+    while stop is None or not stop.is_set():
+        conn = ctx.catalog.conn
+        wm = changes.watermark(conn, name)
+        batch = changes.since(conn, wm, LOG_BATCH)
+        if not batch:
+            break
+        bound = {k: b for k, b in live_bindings(ctx).items() if b.identity == identity}
+        asks: list[tuple[int, int]] = []  # (seq, cid): the entry that asked for the chunk's vector
+        removes: list[str] = []
+        drops: list[str] = []
+        for c in batch:
+            b = bound.get(c.index_id or "")
+            if c.op == "add" and c.cid is not None and b is not None and c.seq >= b.since_seq:
+                asks.append((c.seq, c.cid))
+            elif c.op == vs.REEMBED_OP and b is not None and c.seq >= b.since_seq:
+                asks.extend((c.seq, cid) for cid in vs.chunk_cids_of_index(conn, b.index_id))
+            elif c.op == "remove" and c.cid is not None:
+                removes.append(str(c.cid))
+            elif c.op == "drop_index" and c.index_id:
+                drops.append(c.index_id)
+        seq_of: dict[int, int] = {}
+        repeats: list[outcomes.Row] = []  # a chunk asked for twice in one batch is done once
+        for seq, cid in asks:
+            if cid in seq_of:
+                repeats.append((seq, cid, outcomes.HAD, 0, 0, 0.0))
+            else:
+                seq_of[cid] = seq
+        if not _apply_adds(ctx, identity, seq_of, stats, step, stop):
+            break  # stopped mid-way: the watermark stays, redoing skips what is stored
+        if removes or drops:
+            vectors = ctx.vectors
+            vectors.delete(identity, removes)
+            for ix in dict.fromkeys(drops):
+                vectors.delete_where(identity, {"index_id": ix})
+            stats.removed += len(removes)
+        with ctx.catalog.write() as w:
+            outcomes.record(w, identity, repeats)
+            changes.set_watermark(w, name, batch[-1].seq)
+    if stats.embedded or stats.reused:
+        with ctx.catalog.write() as w:
+            vs.add_event(w, "embedding", {"identity": identity, **stats.as_dict()})
+            outcomes.prune(w)
     return stats
 
 
 def _apply_adds(
     ctx: Context,
     identity: str,
-    cids: list[int],
+    seq_of: dict[int, int],
     stats: CatchupStats,
     step: Callable[[int], None],
     stop: threading.Event | None,
 ) -> bool:
-    """Give every live chunk in ``cids`` a vector; False when ``stop`` interrupted."""
-    if not cids:
+    """Give every live chunk in ``seq_of`` (cid -> the entry asking) a vector, recording how
+    each got it (``vector_outcomes``) as soon as it is stored; False when ``stop`` interrupted."""
+    if not seq_of:
         return True
+    cids = list(seq_of)
     vectors = ctx.vectors
     emb: Embedder | None = None
+
+    def record(rows: list[outcomes.Row]) -> None:
+        if rows:
+            with ctx.catalog.write() as w:
+                outcomes.record(w, identity, rows)
+
     for start in range(0, len(cids), READ_BATCH):
         if stop is not None and stop.is_set():
             return False
-        sources = vs.vector_sources(ctx.catalog.conn, cids[start : start + READ_BATCH])
+        part = cids[start : start + READ_BATCH]
+        sources = vs.vector_sources(ctx.catalog.conn, part)
         have = vectors.get_metadata(identity, [str(s.cid) for s in sources]) if sources else {}
         _relabel(
             ctx,
@@ -236,6 +330,11 @@ def _apply_adds(
             have,
         )
         todo = [s for s in sources if str(s.cid) not in have]
+        live = {s.cid for s in sources}
+        record(
+            [(seq_of[c], c, outcomes.GONE, 0, 0, 0.0) for c in part if c not in live]
+            + [(seq_of[s.cid], s.cid, outcomes.HAD, 0, 0, 0.0) for s in sources if str(s.cid) in have]
+        )
         stats.skipped += len(sources) - len(todo)
         step(len(sources) - len(todo))
         if not todo:
@@ -248,6 +347,7 @@ def _apply_adds(
         reused = [s for s in todo if keys[s.cid] in reuse]
         if reused:
             _upsert(ctx, identity, fp, reused, [reuse[keys[s.cid]] for s in reused], keys)
+            record([(seq_of[s.cid], s.cid, outcomes.REUSED, 0, 0, 0.0) for s in reused])
             stats.reused += len(reused)
             step(len(reused))
         fresh = [s for s in todo if keys[s.cid] not in reuse]
@@ -258,14 +358,40 @@ def _apply_adds(
         for g0 in range(0, len(groups), EMBED_BATCH):
             if stop is not None and stop.is_set():
                 return False
-            part = groups[g0 : g0 + EMBED_BATCH]
-            vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part], stats)
-            flat = [(s, v) for g, v in zip(part, vecs, strict=True) for s in g]
+            part_groups = groups[g0 : g0 + EMBED_BATCH]
+            cost0 = (stats.tokens, stats.seconds)
+            vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
+            flat = [(s, v) for g, v in zip(part_groups, vecs, strict=True) for s in g]
             _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat], keys)
+            record(_embedded_rows(part_groups, inputs, seq_of, stats.tokens - cost0[0], stats.seconds - cost0[1]))
             stats.embedded += len(flat)
             crash_point("vectors.after_upsert")
             step(len(flat))
     return True
+
+
+def _embedded_rows(
+    groups: list[list[VectorSource]], inputs: dict[int, list[str]], seq_of: dict[int, int], tokens: int, seconds: float
+) -> list[outcomes.Row]:
+    """EMBEDDED rows for one model call: each group's first chunk carries its texts and a share
+    of the call's tokens and seconds (the shares add up to the call's cost exactly)."""
+    rows: list[outcomes.Row] = []
+    n = len(groups)
+    for i, g in enumerate(groups):
+        share_tokens = tokens // n + (1 if i < tokens % n else 0)
+        for j, s in enumerate(g):
+            first = j == 0
+            rows.append(
+                (
+                    seq_of[s.cid],
+                    s.cid,
+                    outcomes.EMBEDDED,
+                    len(inputs[g[0].cid]) if first else 0,
+                    share_tokens if first else 0,
+                    seconds / n if first else 0.0,
+                )
+            )
+    return rows
 
 
 def _placed(meta: dict[str, Any], s: VectorSource) -> bool:

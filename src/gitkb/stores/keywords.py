@@ -164,6 +164,22 @@ class KeywordIndex:
             tantivy.Query.term_set_query(self.schema, field, list(values)), 0.0
         )
 
+    def cids_with_term(self, term: str, index_ids: Sequence[str]) -> set[int]:
+        """Every chunk (any tenant) of these indexes whose text or title holds ``term`` (an analysed
+        term, see ``analyze``): LIST_DOCUMENTS' content filter."""
+        self.index.reload()
+        searcher = self.index.searcher()
+        words = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term)) for f in ("text", "title")]
+        )
+        q = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, words), (tantivy.Occur.Must, self._filter_query("index_id", index_ids))]
+        )
+        n = int(searcher.search(q, limit=1, count=True).count)  # type: ignore[attr-defined]
+        if n == 0:
+            return set()
+        return {int(searcher.doc(addr)["cid"][0]) for _score, addr in searcher.search(q, limit=n, count=False).hits}
+
     def search(
         self,
         query: str,

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.commands.embeddings import wait_for_vectors
+from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
 from gitkb.cli.main import run
 from gitkb.cli.output import is_tty
 
@@ -28,6 +28,8 @@ def _render_add(data: dict[str, Any]) -> None:
     for s in data.get("skipped", []):
         if s.get("category") != "excluded":
             click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
+    if vectors_line(data):
+        click.echo(vectors_line(data))
 
 
 @click.command("add")
@@ -86,7 +88,7 @@ def add_text(index: str, text: str, metadata: str | None, filepath: str | None, 
         )
         return data if no_wait else wait_for_vectors(ws, data)
 
-    run(call)
+    run(call, _render_add)
 
 
 def register(group: click.Group) -> None:

@@ -18,18 +18,21 @@ def docs_group() -> None:
 
 def _render_list(data: dict[str, Any]) -> None:
     docs = data.get("Documents", [])
-    if docs and isinstance(docs[0], str):
-        click.echo("\n".join(docs))
-    elif docs:
-        click.echo(table([(d["path"], d["size"], d["title"], d["file_id"]) for d in docs], ["path", "size", "title", "file_id"]))
+    if docs:
+        click.echo(
+            table(
+                [(d["path"], d["size"], d.get("chunk_count"), d["title"], d["file_id"]) for d in docs],
+                ["path", "size", "chunks", "title", "file_id"],
+            )
+        )
     click.echo(data.get("Message", ""))
 
 
 @docs_group.command("list")
 @click.argument("index")
-@click.option("--path-filter", help="Folder prefix or glob (docs/*.md).")
-@click.option("--query", help="Match in path or title.")
-@click.option("--files-only", is_flag=True)
+@click.option("--path-filter", help="Part of the path (runbooks/) or a glob over the whole path (docs/*.md).")
+@click.option("--query", help="Documents whose content holds every word (keyword index).")
+@click.option("--files-only", is_flag=True, help="File-level entries only, without their chunks.")
 @page_options
 def list_(
     index: str, path_filter: str | None, query: str | None, files_only: bool, start: int | None, count: int | None

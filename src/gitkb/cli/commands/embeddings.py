@@ -35,12 +35,13 @@ class _Bar:
 
 
 def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:
-    """After a write: block until its vectors are stored, with a progress bar; fold warnings into ``data``."""
-    if not data.get("Success"):
-        return data
+    """After a write: block until the vectors of the chunks it wrote are stored, with a progress
+    bar; put their true counts under ``embeddings``, fold warnings into ``data``."""
+    if not data.get("Success") or data.get("vectors") != "pending":
+        return data  # nothing to wait for (keyword-only, unchanged, or already stored)
     bar = _Bar("embedding")
     try:
-        built = ws.build_embeddings(progress=bar)
+        built = ws.wait_for_vectors(data["vectors_range"], progress=bar)
     finally:
         bar.close()
     if not built.get("Success"):
@@ -48,11 +49,30 @@ def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:
             f"vectors not built ({built.get('Error')}); keyword search works, retry with `gitkb embeddings build`"
         )
     else:
-        data["embeddings"] = {k: built.get(k) for k in ("chunks_embedded", "chunks_reused", "cost")}
+        data["embeddings"] = {
+            k: built.get(k) for k in ("vectors", "chunks_embedded", "chunks_reused", "chunks_had_vector", "cost")
+        }
+        data["vectors"] = built.get("vectors", data["vectors"])
+        for k in ("vectors_pending", "vectors_total"):
+            data.pop(k, None)
         data.setdefault("Warnings", []).extend(built.get("Warnings") or [])
     if not data["Warnings"]:
         del data["Warnings"]
     return data
+
+
+def vectors_line(data: dict[str, Any]) -> str:
+    """One line on what became of a write's vectors ("" when it wrote none that need one)."""
+    emb = data.get("embeddings") or (data if data.get("vectors") == "ready" else None)
+    if emb:
+        line = f"vectors: {emb.get('chunks_embedded', 0)} chunk(s) embedded, {emb.get('chunks_reused', 0)} reused"
+        return line + (f", {emb['chunks_had_vector']} already had one" if emb.get("chunks_had_vector") else "")
+    if data.get("vectors") == "pending":
+        return (
+            f"vectors: pending for {data.get('vectors_pending')} chunk(s); they follow in the background"
+            " (`gitkb status` shows the progress)"
+        )
+    return ""
 
 
 @click.group("embeddings")
@@ -83,7 +103,10 @@ def status() -> None:
 
 def _render_build(data: dict[str, Any]) -> None:
     cost = data.get("cost") or {}
-    click.echo(f"{data.get('Message')} ({cost.get('texts', 0)} texts, {cost.get('tokens', 0)} tokens, {cost.get('seconds', 0)} s)")
+    click.echo(
+        f"{data.get('Message')} ({cost.get('texts', 0)} texts, {cost.get('tokens', 0)} tokens, "
+        f"{cost.get('seconds', 0)} s of model time)"
+    )
 
 
 @embeddings_group.command("build")

@@ -113,11 +113,10 @@ def stats() -> None:
 
 def _render_rechunk(data: dict[str, Any]) -> None:
     click.echo(data.get("Message", ""))
-    emb = data.get("embeddings")
-    if emb:
-        click.echo(
-            f"vectors: {emb.get('chunks_embedded')} chunk(s) embedded, {emb.get('chunks_reused')} reused"
-        )
+    from gitkb.cli.commands.embeddings import vectors_line
+
+    if vectors_line(data):
+        click.echo(vectors_line(data))
 
 
 @index_group.command("rechunk")

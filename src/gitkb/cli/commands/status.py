@@ -17,7 +17,11 @@ def _render_status(d: dict[str, Any]) -> None:
     job = d.get("in_flight_job")
     if job:
         p = job.get("progress") or {}
-        click.echo(f"in flight:         {d['in_flight']} {job['job_id']} ({p.get('done')}/{p.get('total')})")
+        total = p.get("total")
+        click.echo(
+            f"in flight:         {d['in_flight']} {job.get('job_id') or '(background)'} "
+            f"({p.get('done') or 0}/{'?' if total is None else total})" + (f" {p['note']}" if p.get("note") else "")
+        )
     else:
         click.echo("in flight:         -")
     click.echo(f"dirty paths:       {d['dirty_paths']}")
@@ -41,8 +45,16 @@ def status() -> None:
 
 def _render_reindex(d: dict[str, Any]) -> None:
     click.echo(d.get("Message", ""))
-    for path in d.get("deleted", [])[:20]:
-        click.echo(f"  deleted {path}")
+    paths = d.get("paths") or {}
+    for key in ("deleted", "left_out"):
+        shown = paths.get(key) or []
+        for path in shown[:20]:
+            click.echo(f"  {key.replace('_', ' ')} {path}")
+        if len(shown) > 20:
+            click.echo(f"  ... and {len(shown) - 20} more {key.replace('_', ' ')}")
+    for s in paths.get("skipped") or []:
+        if s.get("category") != "excluded":
+            click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
 
 
 @click.command("reindex")

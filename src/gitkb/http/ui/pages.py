@@ -31,7 +31,7 @@ CONTEXT_LINES = 30
 PAGE_LINES = 200
 STATUS_KEYS = (
     "status", "error", "queue_depth", "in_flight", "in_flight_job", "dirty_paths", "dirty_embeddings",
-    "documents_indexed", "skipped_files", "caught_up", "Message",
+    "documents_indexed", "skipped_files", "caught_up", "vector_build", "Message",
 )  # fmt: skip
 
 

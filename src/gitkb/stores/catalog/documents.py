@@ -258,15 +258,43 @@ def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: 
         )
 
 
+# -- what a user deleted or renamed through gitkb (reindex keeps it) ------------------------------
+
+
+def set_override(conn: sqlite3.Connection, index_id: str, origin_path: str, new_path: str | None) -> None:
+    """The file ``origin_path`` stays out of the index (``new_path`` None) or is stored as ``new_path``."""
+    conn.execute(
+        "INSERT INTO document_overrides(index_id, origin_path, new_path, at) VALUES (?,?,?,?)"
+        " ON CONFLICT(index_id, origin_path) DO UPDATE SET new_path=excluded.new_path, at=excluded.at",
+        (index_id, origin_path, new_path, time.time()),
+    )
+
+
+def overrides(conn: sqlite3.Connection, index_id: str) -> dict[str, str | None]:
+    """origin_path -> the stored path it was renamed to, or None when it was deleted."""
+    return {
+        r[0]: r[1]
+        for r in conn.execute("SELECT origin_path, new_path FROM document_overrides WHERE index_id = ?", (index_id,))
+    }
+
+
+def clear_overrides(conn: sqlite3.Connection, index_id: str, origin_paths: Sequence[str]) -> None:
+    """ADD_DOCUMENTS named these files again: they follow the disk once more."""
+    conn.executemany(
+        "DELETE FROM document_overrides WHERE index_id = ? AND origin_path = ?",
+        [(index_id, p) for p in origin_paths],
+    )
+
+
 def count(
     conn: sqlite3.Connection,
     index_id: str,
     *,
-    path_prefix: str | None = None,
-    query: str | None = None,
+    path_filter: str | None = None,
+    rowids: set[int] | None = None,
     live_at: float | None = None,
 ) -> int:
-    where, args = _filters(index_id, path_prefix, query, live_at)
+    where, args = _filters(index_id, path_filter, rowids, live_at)
     return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}", args).fetchone()[0])
 
 
@@ -276,11 +304,11 @@ def page(
     *,
     start: int,
     count: int,
-    path_prefix: str | None = None,
-    query: str | None = None,
+    path_filter: str | None = None,
+    rowids: set[int] | None = None,
     live_at: float | None = None,
 ) -> list[DocumentRow]:
-    where, args = _filters(index_id, path_prefix, query, live_at)
+    where, args = _filters(index_id, path_filter, rowids, live_at)
     rows = conn.execute(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE {where} ORDER BY path LIMIT ? OFFSET ?",
         (*args, count, start),
@@ -289,8 +317,10 @@ def page(
 
 
 def _filters(
-    index_id: str, path_filter: str | None, query: str | None, live_at: float | None = None
+    index_id: str, path_filter: str | None, rowids: set[int] | None, live_at: float | None = None
 ) -> tuple[str, tuple[Any, ...]]:
+    """``path_filter``: a glob (``*?[``) over the whole path, else a substring of it.
+    ``rowids``: only these documents (the content filter's answer)."""
     where = ["index_id = ?"]
     args: list[Any] = [index_id]
     if live_at is not None:  # documents past their TTL are invisible
@@ -301,17 +331,52 @@ def _filters(
             where.append("path GLOB ?")
             args.append(path_filter)
         else:
-            where.append("(path = ? OR path LIKE ? ESCAPE '\\')")
-            args.extend([path_filter, _like_escape(path_filter.rstrip("/")) + "/%"])
-    if query:
-        where.append("(path LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')")
-        q = "%" + _like_escape(query) + "%"
-        args.extend([q, q])
+            where.append("instr(path, ?) > 0")
+            args.append(path_filter)
+    if rowids is not None:
+        where.append("rowid IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(sorted(rowids)))
     return " AND ".join(where), tuple(args)
 
 
-def _like_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def document_rowids_of_chunks(conn: sqlite3.Connection, cids: set[int]) -> set[int]:
+    """The documents these chunks belong to."""
+    if not cids:
+        return set()
+    return {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT document_rowid FROM chunks WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(cids)),),
+        )
+    }
+
+
+def chunk_outline(conn: sqlite3.Connection, document_rowids: Sequence[int], limit: int) -> dict[int, list[ChunkRow]]:
+    """The first ``limit`` chunks of each document (LIST_DOCUMENTS' chunk details)."""
+    out: dict[int, list[ChunkRow]] = {d: [] for d in document_rowids}
+    if not document_rowids:
+        return out
+    for r in conn.execute(
+        f"SELECT {CHUNK_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY document_rowid ORDER BY ordinal) AS n"
+        " FROM chunks WHERE document_rowid IN (SELECT value FROM json_each(?))) WHERE n <= ? ORDER BY document_rowid, ordinal",
+        (json.dumps(list(document_rowids)), limit),
+    ):
+        out[int(r["document_rowid"])].append(chunk_from_row(r))
+    return out
+
+
+def chunk_counts(conn: sqlite3.Connection, document_rowids: Sequence[int]) -> dict[int, int]:
+    if not document_rowids:
+        return {}
+    return {
+        int(r[0]): int(r[1])
+        for r in conn.execute(
+            "SELECT document_rowid, COUNT(*) FROM chunks WHERE document_rowid IN (SELECT value FROM json_each(?))"
+            " GROUP BY document_rowid",
+            (json.dumps(list(document_rowids)),),
+        )
+    }
 
 
 @dataclass(frozen=True)

@@ -376,6 +376,28 @@ def m008_binding_modes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m014_vector_outcomes(conn: sqlite3.Connection) -> None:
+    """How each chunk a change-log entry asked for got its vector (see stores/catalog/vector_outcomes.py):
+    written as the work is done, so a caller counts the work on its chunks whoever did it."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE vector_outcomes (
+            identity TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            cid INTEGER NOT NULL,
+            how INTEGER NOT NULL,
+            texts INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            seconds REAL NOT NULL DEFAULT 0,
+            at REAL NOT NULL,
+            PRIMARY KEY (identity, seq, cid)
+        ) WITHOUT ROWID;
+        CREATE INDEX vector_outcomes_at ON vector_outcomes(at)
+        """,
+    )
+
+
 def m009_reviews_overwrites(conn: sqlite3.Connection) -> None:
     """What approving a review overwrites on the remote branch (commits others pushed), and the push in flight.
 
@@ -409,6 +431,22 @@ def m010_ui_sessions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m014_document_overrides(conn: sqlite3.Connection) -> None:
+    """Files on disk a user deleted (new_path NULL) or renamed through gitkb: reindex keeps that."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE document_overrides (
+            index_id TEXT NOT NULL REFERENCES indexes(id) ON DELETE CASCADE,
+            origin_path TEXT NOT NULL,
+            new_path TEXT,
+            at REAL NOT NULL,
+            PRIMARY KEY (index_id, origin_path)
+        )
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
     """Bulky job parameters (ADD_TEXT's text) live here while the job is queued or running,
@@ -438,6 +476,8 @@ MIGRATIONS: list[Migration] = [
     m009_reviews_overwrites,
     m010_ui_sessions,
     m012_job_staged_texts,
+    m014_vector_outcomes,
+    m014_document_overrides,
 ]
 
 

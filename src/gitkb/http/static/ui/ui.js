@@ -57,8 +57,8 @@
     var bar = panel.querySelector('[data-field="progress"]');
     if (job) {
       var p = job.progress || {};
-      setText(panel, "in_flight_text", job.kind + " · " + job.job_id);
-      setText(panel, "progress_text", (p.done || 0) + " / " + (p.total || "?") + (p.note ? " · " + p.note : ""));
+      setText(panel, "in_flight_text", job.kind + " · " + (job.job_id || "background"));
+      setText(panel, "progress_text", (p.done || 0) + " / " + (p.total == null ? "?" : p.total) + (p.note ? " · " + p.note : ""));
       if (bar) {
         if (s.progress_percent == null) bar.removeAttribute("value");
         else bar.value = s.progress_percent;
