@@ -89,3 +89,34 @@ def test_gitkb_actions_prints_the_table() -> None:
     assert listed["source_add"] == "admin" and listed["propose_kb_edit"] == "propose"
     r = CliRunner().invoke(cli, ["actions"])
     assert r.exit_code == 0 and "RECHUNK" in r.output and "operate" in r.output
+
+
+def test_limits_are_the_same_on_every_interface(tmp_path: Path) -> None:
+    """top_n over 100 and a LIST_DOCUMENTS page over 50 are refused (never cut) by the library, the
+    CLI and HTTP alike, with the same message."""
+    from fastapi.testclient import TestClient
+
+    from gitkb.http import create_app
+
+    home = tmp_path / "ws"
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as ws:
+        assert ws.document_index("CREATE_INDEX", index_name="kb")["Success"]
+        lib = [
+            ws.document_index("SEARCH", query="x", top_n=101),
+            ws.document_index("LIST_DOCUMENTS", index_name="kb", count=51),
+        ]
+        with TestClient(create_app(ws.settings, workspace=ws), client=("127.0.0.1", 1)) as c:
+            http = [
+                c.post("/search", json={"query": "x", "top_n": 101}).json(),
+                c.get("/indexes/kb/documents", params={"count": 51}).json(),
+            ]
+    runner = CliRunner()
+    cli_out = [
+        runner.invoke(cli, ["--home", str(home), "--json", "search", "x", "--top-n", "101"]),
+        runner.invoke(cli, ["--home", str(home), "--json", "docs", "list", "kb", "--count", "51"]),
+    ]
+    for i, want in enumerate(("top_n must be from 1 to 100", "count must be from 1 to 50")):
+        assert lib[i]["code"] == http[i]["code"] == "invalid_argument", (lib[i], http[i])
+        assert want in lib[i]["Error"] and want in http[i]["Error"], (lib[i], http[i])
+        assert cli_out[i].exit_code == 1, cli_out[i].output
+        assert want in json.loads(cli_out[i].stdout)["Error"]

@@ -344,6 +344,9 @@ HTTP_REFUSED: list[tuple[str, str, str, str, dict[str, Any] | None]] = [
      {"action": "SEARCH", "query": "failover", "top_n": 101}),
     ("count_over_the_table", "writer", "POST", "/actions/document_index",
      {"action": "LIST_DOCUMENTS", "index_name": "notes", "count": 51}),
+    ("unknown_body_field", "writer", "POST", "/indexes/notes/texts", {"text": "x", "agent_id": "alice"}),
+    ("unknown_query_param", "reader", "GET", "/jobs?as_agent=alice", None),
+    ("top_n_over_the_table_search_route", "reader", "POST", "/search", {"query": "failover", "top_n": 101}),
 ]  # fmt: skip
 
 

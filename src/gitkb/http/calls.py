@@ -63,6 +63,23 @@ def principal_name(request: Request) -> str | None:
     return getattr(p, "name", None)
 
 
+def refuse_unknown_query(request: Request) -> None:
+    """A query parameter the route does not declare is refused (``invalid_argument``), not ignored."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    declared = {getattr(p, "alias", None) or p.name for p in dependant.query_params}
+    for dep in getattr(dependant, "dependencies", ()):
+        declared |= {getattr(p, "alias", None) or p.name for p in dep.query_params}
+    unknown = sorted(set(request.query_params) - declared)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown query parameter(s) {', '.join(unknown)}; this route takes: {', '.join(sorted(declared)) or 'none'}",
+            details={"unknown_params": unknown},
+        )
+
+
 def caller_view(request: Request) -> Workspace:
     """The Workspace as the authenticated caller (the policy checks every call it makes)."""
     ws = get_state(request).workspace
@@ -84,6 +101,7 @@ async def call(
 ) -> JSONResponse:
     """``Workspace.<method>(*args, **params)`` (None values dropped) → the HTTP answer."""
     state = get_state(request)
+    refuse_unknown_query(request)
     ws = caller_view(request)
     if not has(method):
         raise NotImplementedYet(f"{method} is not available in this version of gitkb")

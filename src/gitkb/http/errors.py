@@ -191,6 +191,14 @@ def install_handlers(app: FastAPI, home: Path | None) -> None:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
         ]
+        unknown = [str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden" and e["loc"]]
+        if unknown and len(unknown) == len(errors):  # unknown parameters: as on every interface
+            return error_response(
+                "invalid_argument",
+                f"unknown parameter(s) {', '.join(unknown)}; see /docs or /openapi.json for what this route takes",
+                details={"unknown_params": unknown, "errors": errors},
+                next_steps=["send only the parameters the route takes"],
+            )
         return error_response(
             "validation",
             _validation_message(errors),

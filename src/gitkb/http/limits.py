@@ -136,9 +136,10 @@ async def run_blocking(
         raise RequestTimeout(f"the call took longer than {seconds:g} s", next_steps=steps) from None
 
 
-def cap(name: str, value: Any, limit: int) -> None:
-    """Refuse an integer parameter over this server's limit (type checks stay with the service)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+def cap(name: str, value: Any, limit: int | None) -> None:
+    """Refuse an integer parameter over this server's own lower limit, when one is set (the action
+    table's limits apply on every interface; type checks stay with the service)."""
+    if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
         raise InvalidArgument(
             f"{name} is {value}; this server's limit is {limit}", next_steps=[f"ask for {name} <= {limit}"]
         )

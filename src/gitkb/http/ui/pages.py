@@ -199,7 +199,7 @@ async def document(
 ) -> Response:
     """A document at the cited lines: a window of lines around them, numbered and highlighted."""
     require_page(request)
-    cap = get_state(request).cfg.max_count
+    cap = get_state(request).cfg.max_count or 500
     if start is not None and end is not None and end < start:
         start, end = end, start
     if page_from is not None:
