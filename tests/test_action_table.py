@@ -120,3 +120,16 @@ def test_limits_are_the_same_on_every_interface(tmp_path: Path) -> None:
         assert want in lib[i]["Error"] and want in http[i]["Error"], (lib[i], http[i])
         assert cli_out[i].exit_code == 1, cli_out[i].output
         assert want in json.loads(cli_out[i].stdout)["Error"]
+
+
+def test_every_cli_name_in_the_table_is_a_command() -> None:
+    import click
+
+    for spec in table.ACTIONS.values():
+        if not spec.cli:
+            continue
+        words = [w for w in spec.cli.split()[1:] if not w.startswith("-")]
+        group: Any = cli
+        for w in words:
+            assert isinstance(group, click.Group) and w in group.commands, (spec.name, spec.cli)
+            group = group.commands[w]

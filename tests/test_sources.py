@@ -320,7 +320,7 @@ def test_a_caller_cannot_name_where_a_secret_is(ws: Any, upstream: Upstream, tmp
         out = ws.source_add(SOURCE, str(upstream.remote), auth=auth)
         assert out["Success"] is False and out["code"] == "invalid_argument", out
         assert "[[credentials]]" in out["Error"] and "glpat-AAAA" not in json.dumps(out)
-    assert ws.source_list()["count"] == 0
+    assert ws.source_list()["total_count"] == 0
 
 
 def test_remove_source_drops_its_documents_and_clone(source_ws: Any) -> None:

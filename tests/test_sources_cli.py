@@ -62,7 +62,7 @@ def test_source_and_proposal_commands(tmp_path: Path, upstream: Upstream) -> Non
     assert res.exit_code == 0 and res.output.startswith("current:"), res.output
 
     guard = gitkb(home, "docs", "rm", "handbook", "docs/runbooks/rotate-api-keys.md")
-    assert guard.exit_code == 1 and "propose_kb_edit" in guard.stderr
+    assert guard.exit_code == 1 and "gitkb propose" in guard.stderr  # the hint in CLI words
 
     assert gitkb(home, "source", "remove", "handbook").exit_code == 0
     assert "No sources yet" in gitkb(home, "source", "list").output

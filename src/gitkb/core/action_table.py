@@ -392,7 +392,7 @@ METHODS: tuple[Action, ...] = (
         "operate",
         (),
         "delete documents past their TTL",
-        "gitkb purge-expired",
+        "",
         promotable=True,
         resumable=True,
     ),
@@ -411,7 +411,7 @@ METHODS: tuple[Action, ...] = (
         (P("vectors_range", {"type": "array", "items": _int(0), "minItems": 2, "maxItems": 2}, required=True),
          PROGRESS),
         "wait until the chunks a write reported have their vectors; how many were embedded and reused",
-        "gitkb add (waits by default)",
+        "",
     ),
     _m(
         "build_embeddings",
@@ -621,7 +621,7 @@ METHODS: tuple[Action, ...] = (
         "admin",
         (P("target", STRING), P("limit", _int(1, MAX_LIST), "older name of count"), *PAGE),
         "the audit log",
-        "gitkb audit",
+        "",
     ),
     # knowledge bases and agents
     _m(
