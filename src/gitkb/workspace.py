@@ -8,6 +8,7 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import traceback
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +84,21 @@ def _start_resume(home: Path, overrides: dict[str, Any]) -> None:
     _resumers[:] = [p for p in _resumers if p.poll() is None] + [proc]
 
 
+_open_workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """A script that never calls ``close()`` still exits cleanly: its background threads are stopped and
+    joined here, before the interpreter tears down (the embedder's native thread pool aborts the process,
+    exit 134, when it is still computing then)."""
+    for ws in list(_open_workspaces):
+        try:
+            ws.close()
+        except Exception as exc:  # noqa: BLE001 - exiting anyway; the next opener recovers
+            log.warning("closing a workspace at exit failed: %s", exc)
+
+
 class Workspace:
     """One gitkb installation: catalog, keyword index, vectors, managed repos under ``home``."""
 
@@ -104,6 +121,8 @@ class Workspace:
         if self.ctx.is_writer:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()
         self._resume_in_background = resume_in_background
+        self._closed = False
+        _open_workspaces.add(self)
 
     @property
     def home(self) -> Path:
@@ -117,6 +136,10 @@ class Workspace:
         """
         from gitkb.services.writer import work_left
 
+        if self._closed:
+            return
+        self._closed = True
+        _open_workspaces.discard(self)
         hand_off = self._resume_in_background and self._resumed and self.ctx.is_writer and work_left(self.ctx)
         self.ctx.close()
         if hand_off:
