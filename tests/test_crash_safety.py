@@ -136,7 +136,7 @@ def test_status_after_a_crash_answers_while_the_vectors_catch_up_in_the_backgrou
     assert state == "completed" and runner.split(":")[1] != str(status.pid), (state, runner)
     for p in _resumers(home):  # the background process exits once caught up
         p.wait(timeout=60)
-    with Workspace(home, embedding_provider="hashing", resume_in_background=False) as ws:
+    with Workspace(home, embedding_provider="hashing") as ws:
         st = ws.get_index_status()
         assert st["dirty_embeddings"] == 0 and st["dirty_paths"] == 0 and st["queue_depth"] == 0, st
         chunk_count = ws.ctx.catalog.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]

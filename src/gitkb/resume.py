@@ -3,7 +3,9 @@
 A process that opened a workspace after a crash (jobs requeued, vectors behind
 the change log) resumes that work in the background; when it closes first (a
 ``gitkb status`` answers at once), ``Workspace.close`` starts this detached
-process so the vectors catch up without waiting for some later command. It
+process (CLI commands open with ``resume_in_background=True``; a library or
+server caller resumes on its next open) so the vectors catch up without
+waiting for some later command. It
 takes the writer lease when it is free (or leaves the work to whoever holds
 it), runs queued jobs and the embedding catch-up, and exits when nothing is
 left. Its log goes to ``<home>/logs/resume.log``.
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     overrides = json.loads(args[1]) if len(args) > 1 else {}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(message)s")
-    ws = Workspace(args[0], resume_in_background=False, **overrides)
+    ws = Workspace(args[0], **overrides)
     try:
         log.info("resume: %s", finish_left_work(ws.ctx))
     finally:

@@ -107,7 +107,7 @@ class Workspace:
         home: str | os.PathLike[str] | None = None,
         *,
         settings: Settings | None = None,
-        resume_in_background: bool = True,
+        resume_in_background: bool = False,
         **overrides: Any,
     ) -> None:
         self.settings = settings or load_settings(home, **overrides)
@@ -131,8 +131,9 @@ class Workspace:
     def close(self) -> None:
         """Stop the background threads (a job they run goes back to the queue) and close the stores.
 
-        When this process resumed a crash's work and closes before finishing it, a detached
-        ``gitkb.resume`` process finishes it (``resume_in_background=False`` leaves it for the next opener).
+        When this process resumed a crash's work and closes before finishing it, the next opener
+        resumes it; with ``resume_in_background=True`` (the CLI) a detached ``gitkb.resume`` process
+        finishes it now.
         """
         from gitkb.services.writer import work_left
 

@@ -8,11 +8,12 @@ that doesn't hold it enqueues its writes and waits for the holder to run them.
 On taking the lease the writer first recovers: jobs left ``running`` by a
 process that died are requeued when they are safe to run again (every job
 kind is idempotent unless registered otherwise) or marked failed with the
-reason; then the derived indexes catch up from their watermarks, on the writer
-thread (keywords, before its first job) and the embedding worker (vectors), so
-taking the lease never makes the caller wait for derived work. ``stop`` hands a
-job it interrupts back to the queue; a process that recovered work and closes
-before finishing it leaves it to a detached ``gitkb.resume`` process.
+reason; then the derived indexes catch up from their watermarks: keywords at
+once when only a short backlog waits (another process's last write), else on
+the writer thread before its first job; vectors on the embedding worker. Taking
+the lease never makes the caller wait for a crash's derived work. ``stop``
+hands a job it interrupts back to the queue; a CLI process that recovered work
+and closes before finishing it leaves it to a detached ``gitkb.resume``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import IO, Any
 log = logging.getLogger("gitkb.writer")
 
 IDLE_POLL_SECONDS = 0.5
+SYNC_KEYWORD_BACKLOG = 2000  # change-log entries the keyword index catches up with before the lease returns
 
 
 class WriterLease:
@@ -131,7 +133,8 @@ class WriterThread:
 def become_writer(ctx: Any) -> bool:
     """Take the lease if it is free; then recover, catch up and start the writer thread."""
     from gitkb.services import jobs
-    from gitkb.services.catchup import catch_up_keywords
+    from gitkb.services.catchup import KEYWORDS, catch_up_keywords
+    from gitkb.stores.catalog import changes
 
     if ctx.lease.held:
         return True
@@ -147,7 +150,14 @@ def become_writer(ctx: Any) -> bool:
         with ctx.write_lock:  # as every catch-up: never between an ingest's fed and committed batches
             catch_up_keywords(ctx)
 
-    ctx.writer = WriterThread(lambda stop: jobs.run_next(ctx, stop), first=catch_up, recovered=outcome)
+    # A short keyword backlog (another process's last write) is caught up here, so the caller's first
+    # search sees it; a crash's long one on the writer thread, so opening never waits for it.
+    small = changes.pending(ctx.catalog.conn, KEYWORDS) <= SYNC_KEYWORD_BACKLOG
+    if small:
+        catch_up()
+    ctx.writer = WriterThread(
+        lambda stop: jobs.run_next(ctx, stop), first=None if small else catch_up, recovered=outcome
+    )
     ctx.writer.start()
     return True
 
