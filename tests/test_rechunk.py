@@ -256,7 +256,8 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
         ws.close()
 
 
-def test_a_search_never_comes_back_empty_during_a_rechunk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_search_never_comes_back_empty_during_a_rechunk(tmp_path: Path, mode: str) -> None:
     """A reader loop during a RECHUNK of a few hundred documents: a query that matches before and after
     matches all along (the keyword index switches generations in one commit, before the catalog swap)."""
     docs = tmp_path / "many"
@@ -267,7 +268,7 @@ def test_a_search_never_comes_back_empty_during_a_rechunk(tmp_path: Path) -> Non
     with Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1") as ws:
         ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
         ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs)))
-        query = {"query": "promote the replica", "index_name": "kb", "mode": "keyword"}
+        query = {"query": "promote the replica", "index_name": "kb", "mode": mode}
         assert ok(ws.document_index("SEARCH", **query))["count"] > 0
         done = threading.Event()
         out: dict[str, Any] = {}
