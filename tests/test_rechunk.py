@@ -215,12 +215,19 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.timeout(120)
-def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "point",
+    [
+        "rechunk.batch:2",  # SIGKILL after the second batch of re-chunked documents
+        "rechunk.after_keywords",  # after the keyword index switched to the new chunks, before the swap
+    ],
+)
+def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path: Path, point: str) -> None:
     home = tmp_path / "ws"
     before = chunk_rows(home, "kb")
     w.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
-    env["GITKB_CRASH_AT"] = "rechunk.batch:2"  # SIGKILL after the second batch of re-chunked documents
+    env["GITKB_CRASH_AT"] = point
     proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], env=env, capture_output=True, text=True, timeout=90, cwd=REPO)
     assert proc.returncode == -9, proc.stderr
     assert "finished" not in proc.stdout

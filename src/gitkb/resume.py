@@ -3,12 +3,12 @@
 A process that opened a workspace after a crash (jobs requeued, vectors behind
 the change log) resumes that work in the background; when it closes first (a
 ``gitkb status`` answers at once), ``Workspace.close`` starts this detached
-process (CLI commands open with ``resume_in_background=True``; a library or
-server caller resumes on its next open) so the vectors catch up without
-waiting for some later command. It
-takes the writer lease when it is free (or leaves the work to whoever holds
-it), runs queued jobs and the embedding catch-up, and exits when nothing is
-left. Its log goes to ``<home>/logs/resume.log``.
+process, so the vectors catch up without waiting for some later command. CLI
+commands open with ``resume_in_background=True``; a library or server caller
+resumes on its next open instead. The process takes the writer lease when it
+is free (or leaves the work to whoever holds it), runs queued jobs and the
+embedding catch-up, and exits when nothing is left. Its log goes to
+``<home>/logs/resume.log``.
 """
 
 from __future__ import annotations
