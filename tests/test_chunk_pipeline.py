@@ -4,12 +4,15 @@ cannot start, chunking goes on in-process with the same result. A real spawned p
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gitkb.core.chunking import chunk_many
@@ -58,3 +61,54 @@ def test_when_the_worker_cannot_start_chunking_goes_on_in_process(monkeypatch: p
     with ChunkPipeline(parallel=True) as pipe:
         assert pipe.submit(ITEMS)() == chunk_many(list(ITEMS))
         assert pipe.submit(ITEMS[:2])() == chunk_many(list(ITEMS[:2]))  # and stays in-process
+
+
+def _big_corpus(root: Path, n: int) -> Path:
+    d = root / "corpus"
+    for i in range(n):
+        sub = d / f"s{i % 9}"
+        sub.mkdir(parents=True, exist_ok=True)
+        body = " ".join(f"Sentence {j} of page {i} is about topic{i % 17} and its failover runbook." for j in range(120))
+        (sub / f"p{i:04}.md").write_text(f"# Page {i}\n\n{body}\n")
+    return d
+
+
+def _spawned_workers(parent: psutil.Process) -> list[psutil.Process]:
+    out = []
+    for p in parent.children(recursive=True):
+        try:
+            if "multiprocessing" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_the_chunk_worker_dies_with_a_killed_gitkb_add(tmp_path: Path) -> None:
+    """kill -9 of `gitkb add` while its worker chunks: no process it started is left (3 runs)."""
+    corpus = _big_corpus(tmp_path, PARALLEL_MIN_FILES * 3)
+    gitkb = str(Path(sys.executable).parent / "gitkb")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}, "GITKB_EMBEDDING_PROVIDER": "hashing"}
+    left = []
+    for run in range(3):
+        home = str(tmp_path / f"ws{run}")
+        subprocess.run([gitkb, "--home", home, "index", "create", "kb"], env=env, check=True, capture_output=True)
+        proc = subprocess.Popen([gitkb, "--home", home, "add", "kb", str(corpus), "--no-wait"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        kids: list[psutil.Process] = []
+        while not kids and time.monotonic() < deadline and proc.poll() is None:
+            kids = _spawned_workers(parent)
+            time.sleep(0.05)
+        assert kids, "the ingest never started its chunking worker"
+        time.sleep(0.5)  # chunking now
+        kids = parent.children(recursive=True)  # the worker and multiprocessing's resource tracker
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _, alive = psutil.wait_procs(kids, timeout=10)
+        left += [k for k in alive if k.status() != psutil.STATUS_ZOMBIE]
+        for k in alive:
+            k.kill()
+    assert left == [], f"{len(left)} orphan(s) after 3 kills"

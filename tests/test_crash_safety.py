@@ -8,13 +8,16 @@ The crash points are ``gitkb.core.faults.crash_point`` calls, armed only by
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from gitkb import Workspace
@@ -87,3 +90,54 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, point: str) -> None
         assert res
         live = {r[0] for r in conn.execute("SELECT id FROM chunks")}
         assert all(r["id"] in live for r in res)
+
+
+def _resumers(home: Path) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "gitkb.resume" in cmd and str(home) in cmd:
+            out.append(p)
+    return out
+
+
+@pytest.mark.slow
+def test_status_after_a_crash_answers_while_the_vectors_catch_up_in_the_background(tmp_path: Path) -> None:
+    """A `gitkb add` killed while embedding: `gitkb status` answers with the work still pending (it does not
+    finish the resumed build first), and the vectors then catch up with no further command."""
+    corpus = make_corpus(tmp_path, 1500)
+    home = tmp_path / "ws"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(home), str(corpus)], env={**base, "GITKB_CRASH_AT": "vectors.after_upsert:3"},
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert child.returncode == -9, child.stderr.decode()[-2000:]
+
+    gitkb = str(Path(sys.executable).parent / "gitkb")
+    status = subprocess.Popen([gitkb, "--home", str(home), "--json", "status"], env={**base, "GITKB_EMBEDDING_PROVIDER": "hashing"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    out, err = status.communicate(timeout=120)
+    assert status.returncode == 0, err.decode()[-2000:]
+    answer = json.loads(out)
+    assert answer["dirty_embeddings"] > 0, answer  # it answered with the resumed work still to do
+
+    def build_job() -> tuple[str, str]:
+        con = sqlite3.connect(home / "catalog.sqlite3")
+        try:
+            return con.execute("SELECT state, runner FROM jobs WHERE kind = 'build_embeddings'").fetchone()
+        finally:
+            con.close()
+
+    deadline = time.monotonic() + 240
+    while build_job()[0] != "completed" and time.monotonic() < deadline:  # no gitkb command runs meanwhile
+        time.sleep(0.2)
+    state, runner = build_job()
+    assert state == "completed" and runner.split(":")[1] != str(status.pid), (state, runner)
+    for p in _resumers(home):  # the background process exits once caught up
+        p.wait(timeout=60)
+    with Workspace(home, embedding_provider="hashing") as ws:
+        st = ws.get_index_status()
+        assert st["dirty_embeddings"] == 0 and st["dirty_paths"] == 0 and st["queue_depth"] == 0, st
+        chunk_count = ws.ctx.catalog.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        assert ws.ctx.vectors.count(ws.embeddings_status()["identity"]) == chunk_count

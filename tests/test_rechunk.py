@@ -179,6 +179,29 @@ def test_failed_rebuild_leaves_index_untouched(w: Workspace, tmp_path: Path, mon
     ok(w.document_index("ADD_TEXT", index_name="kb", text="still writable", filepath="w.txt"))
 
 
+def test_a_swap_failing_after_the_keyword_switch_gives_the_index_its_keywords_back(
+    w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitkb.core.errors import StoreUnavailable
+    from gitkb.services import rechunk
+
+    home = tmp_path / "ws"
+    before = chunk_rows(home, "kb")
+    query = {"query": "promote the replica step 39", "mode": "keyword"}
+    hit = ok(w.document_index("SEARCH", **query))["Results"][0]
+
+    def broken(*_a: Any) -> None:
+        raise StoreUnavailable("disk went away")
+
+    monkeypatch.setattr(rechunk, "_swap", broken)  # after switch_keywords, before the catalog swap
+    fails(w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10), "store_unavailable")
+    assert chunk_rows(home, "kb") == before
+    index_id = ok(w.document_index("LIST_INDICES"))["IndexDetails"]["kb"]["index_id"]
+    assert w.ctx.keywords.count([index_id]) == len(before)  # the old chunks, and only they, are back
+    again = ok(w.document_index("SEARCH", **query))["Results"][0]
+    assert (again["id"], again["filepath"]) == (hit["id"], hit["filepath"])
+
+
 CHILD = textwrap.dedent(
     """
     import sys
@@ -194,12 +217,19 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.timeout(120)
-def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "point",
+    [
+        "rechunk.batch:2",  # SIGKILL after the second batch of re-chunked documents
+        "rechunk.after_keywords",  # after the keyword index switched to the new chunks, before the swap
+    ],
+)
+def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path: Path, point: str) -> None:
     home = tmp_path / "ws"
     before = chunk_rows(home, "kb")
     w.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
-    env["GITKB_CRASH_AT"] = "rechunk.batch:2"  # SIGKILL after the second batch of re-chunked documents
+    env["GITKB_CRASH_AT"] = point
     proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], env=env, capture_output=True, text=True, timeout=90, cwd=REPO)
     assert proc.returncode == -9, proc.stderr
     assert "finished" not in proc.stdout
@@ -233,3 +263,40 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
         assert again["docs_rechunked"] == 10
     finally:
         ws.close()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_search_never_comes_back_empty_during_a_rechunk(tmp_path: Path, mode: str) -> None:
+    """A reader loop during a RECHUNK of a few hundred documents: a query that matches before and after
+    matches all along (the keyword index switches generations in one commit, before the catalog swap)."""
+    docs = tmp_path / "many"
+    docs.mkdir()
+    for i in range(300):
+        body = " ".join(f"Step {j} of runbook {i} says to promote the replica and reload the pooler." for j in range(30))
+        (docs / f"r{i:03}.md").write_text(f"# Runbook {i}\n\n{body}\n")
+    with Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1") as ws:
+        ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
+        ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs)))
+        query = {"query": "promote the replica", "index_name": "kb", "mode": mode}
+        assert ok(ws.document_index("SEARCH", **query))["count"] > 0
+        done = threading.Event()
+        out: dict[str, Any] = {}
+
+        def rechunk() -> None:
+            try:
+                out["r"] = ws.document_index("RECHUNK", index_name="kb", chunk_size=80, chunk_overlap=10)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=rechunk)
+        t.start()
+        answers = []
+        while not done.is_set():
+            answers.append(ok(ws.document_index("SEARCH", **query))["count"])
+        t.join()
+        ok(out["r"])
+        assert out["r"]["chunks_after"] > out["r"]["chunks_before"]
+        assert ok(ws.document_index("SEARCH", **query))["count"] > 0
+        empty = answers.count(0)
+        print(f"{len(answers)} searches during RECHUNK, {empty} empty")
+        assert len(answers) > 10 and empty == 0, (len(answers), empty)

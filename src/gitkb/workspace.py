@@ -8,13 +8,18 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import functools
 import inspect
+import json
 import logging
 import os
+import subprocess
+import sys
 import traceback
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +99,44 @@ def _seq_range(value: Any) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
+_resumers: list[subprocess.Popen[bytes]] = []  # detached gitkb.resume processes (kept so none is reported lost)
+
+
+def _start_resume(home: Path, overrides: dict[str, Any]) -> None:
+    """Start ``python -m gitkb.resume`` detached (own session, no terminal); it exits when caught up."""
+    try:
+        args = json.dumps(overrides)
+    except (TypeError, ValueError):
+        args = "{}"
+    env = {k: v for k, v in os.environ.items() if k != "GITKB_CRASH_AT"}
+    try:
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        with open(home / "logs" / "resume.log", "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gitkb.resume", str(home), args],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True,
+            )  # fmt: skip
+    except OSError as exc:  # the next opener resumes instead
+        log.warning("could not start the background resume: %s", exc)
+        return
+    _resumers[:] = [p for p in _resumers if p.poll() is None] + [proc]
+
+
+_open_workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """A script that never calls ``close()`` still exits cleanly: its background threads are stopped and
+    joined here, before the interpreter tears down (the embedder's native thread pool aborts the process,
+    exit 134, when it is still computing then)."""
+    for ws in list(_open_workspaces):
+        try:
+            ws.close()
+        except Exception as exc:  # noqa: BLE001 - exiting anyway; the next opener recovers
+            log.warning("closing a workspace at exit failed: %s", exc)
+
+
 class Workspace:
     """One gitkb installation: catalog, keyword index, vectors, managed repos under ``home``."""
 
@@ -102,25 +145,46 @@ class Workspace:
         home: str | os.PathLike[str] | None = None,
         *,
         settings: Settings | None = None,
+        resume_in_background: bool = False,
         **overrides: Any,
     ) -> None:
         self.settings = settings or load_settings(home, **overrides)
         self.principal: Principal = principals.local()
         self._view = False
+        self._overrides = {} if settings is not None else overrides
         self.ctx = Context(self.settings)
         import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
 
+        # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
         become_writer(self.ctx)
+        self._resumed = False  # work a crash left (requeued jobs, vectors behind) resumes in this process
         if self.ctx.is_writer:
-            self._resume_embeddings()
+            self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()
+        self._resume_in_background = resume_in_background
+        self._closed = False
+        _open_workspaces.add(self)
 
     @property
     def home(self) -> Path:
         return self.settings.home
 
     def close(self) -> None:
-        if not self._view:
-            self.ctx.close()
+        """Stop the background threads (a job they run goes back to the queue) and close the stores.
+
+        When this process resumed a crash's work and closes before finishing it, the next opener
+        resumes it; with ``resume_in_background=True`` (the CLI) a detached ``gitkb.resume`` process
+        finishes it now.
+        """
+        from gitkb.services.writer import work_left
+
+        if self._view or self._closed:  # a principal's view closes nothing
+            return
+        self._closed = True
+        _open_workspaces.discard(self)
+        hand_off = self._resume_in_background and self._resumed and self.ctx.is_writer and work_left(self.ctx)
+        self.ctx.close()
+        if hand_off:
+            _start_resume(self.home, self._overrides)
 
     def as_principal(self, principal: Principal) -> Workspace:
         """The same workspace, every call checked for ``principal`` (a token, an agent...).
@@ -564,14 +628,15 @@ class Workspace:
 
     # -- embeddings ------------------------------------------------------------
 
-    def _resume_embeddings(self) -> None:
+    def _resume_embeddings(self) -> bool:
         """Vectors that lag behind the change log (a crash, another process) catch up in the background."""
         from gitkb.services import embeddings
 
         try:
-            embeddings.resume_if_pending(self.ctx)
+            return embeddings.resume_if_pending(self.ctx)
         except Exception as exc:  # noqa: BLE001 - opening a workspace never fails on the derived vectors
             log.warning("could not resume background embedding: %s", exc)
+            return False
 
     @tool
     def build_embeddings(self, force: bool = False, progress: Any = None) -> dict[str, Any]:

@@ -10,16 +10,25 @@ applied, not committed) while the next batch is being chunked, so the final
 catch-up only commits. Fed but uncommitted entries are invisible to searches and
 are lost by a crash like any uncommitted write: the watermark has not moved, so
 they are applied again.
+
+RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
+ones in one tantivy commit just before its catalog swap (``switch_keywords``):
+a search sees one generation or the other, never neither. Between that commit
+and the swap the new chunks still belong to the hidden temporary index in the
+catalog; ``rebuild_aliases`` lets a search count them as the index's own.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
+from dataclasses import replace
 
 from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.documents import keyword_rows
 from gitkb.stores.keywords import KeywordDoc
 
@@ -83,6 +92,26 @@ def catch_up_keywords(ctx: Context) -> int:
                 changes.set_watermark(w, KEYWORDS, wm)
             applied += len(batch)
     return applied
+
+
+def switch_keywords(ctx: Context, index_id: str, old_cids: list[int], new_cids: list[int]) -> None:
+    """In one keyword commit: ``old_cids`` go, ``new_cids`` come in filed under ``index_id`` (whatever index
+    the catalog holds them in now). Idempotent; the change log is applied again afterwards as usual."""
+    with ctx.keyword_lock:
+        adds = [replace(d, index_id=index_id) for d in _keyword_docs(ctx.catalog.conn, new_cids)]
+        ctx.keywords.apply(removes=old_cids, adds=adds)
+        ctx.keywords.commit()
+
+
+def rebuild_aliases(conn: sqlite3.Connection, index_ids: Iterable[str]) -> dict[str, str]:
+    """The temporary index of each of ``index_ids`` that RECHUNK is rebuilding: temp index id -> index id.
+    Read it before the keyword search, so a hit found there and not yet swapped still counts."""
+    out = {}
+    for ix in index_ids:
+        rb = vs.get_rebuild(conn, ix)
+        if rb is not None:
+            out[rb.temp_index_id] = ix
+    return out
 
 
 def rebuild_keywords(ctx: Context) -> int:

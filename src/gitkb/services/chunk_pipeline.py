@@ -9,13 +9,21 @@ The worker needs nothing from the caller's ``__main__``, so it is spawned with
 ``__main__`` hidden: a library script without an ``if __name__ == "__main__":``
 guard would otherwise be run again inside it. When the worker cannot start or
 dies, chunking goes on in-process: slower, never lost.
+
+The worker dies with its parent: a thread in it polls its parent pid and exits
+as soon as the parent is gone (a ``kill -9`` of ``gitkb add`` leaves no orphan
+behind; multiprocessing's resource tracker then sees its pipe close and exits
+too). Polling, not ``PR_SET_PDEATHSIG``: that signal follows the *thread* that
+spawned the worker, and a pool is spawned from whichever thread submits first.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -26,6 +34,7 @@ from gitkb.core.chunking import chunk_many
 from gitkb.core.models import ChunkConfig, ChunkSpan
 
 PARALLEL_MIN_FILES = 400
+PARENT_POLL_SECONDS = 0.2
 Items = Sequence[tuple[str, ChunkConfig, bool]]
 _MAIN_LOCK = threading.Lock()
 
@@ -44,11 +53,29 @@ def _main_hidden() -> Iterator[None]:
                 sys.modules["__main__"] = real
 
 
+def _watch_parent(parent_pid: int) -> None:
+    """In the worker: exit the moment the process that started it is gone."""
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)  # no clean-up owed: the worker holds nothing but its input
+
+
+def _worker_init(parent_pid: int) -> None:
+    if os.getppid() != parent_pid:  # the parent died while this worker started
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="gitkb-parent-watch", daemon=True).start()
+
+
 class ChunkPipeline:
     def __init__(self, parallel: bool) -> None:
         self._pool: ProcessPoolExecutor | None = None
         if parallel:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(os.getpid(),),
+            )
 
     def submit(self, items: Items) -> Callable[[], list[list[ChunkSpan]]]:
         """Start chunking ``items``; call the returned function for the result."""

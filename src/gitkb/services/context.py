@@ -73,6 +73,8 @@ class Context:
             return worker
 
     def close(self) -> None:
+        if self.writer is not None:  # first: a job it runs may hold the catch-up lock the embedder waits for
+            self.writer.request_stop()
         worker = self.extras.pop("embedding_worker", None)
         if worker is not None:  # before the stores it writes to
             worker.close()

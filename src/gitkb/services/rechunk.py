@@ -10,7 +10,9 @@
 3. Swap in one catalog transaction: the old documents go, the new ones move
    to the original index id (delete-then-rename), the change log gets the
    new chunks' adds before the old chunks' removes (so vectors are reused
-   before they are deleted), the temporary index is dropped.
+   before they are deleted), the temporary index is dropped. Just before, the
+   keyword index switches from the old chunks to the new ones in one commit,
+   so a search never finds the index empty (``catchup.switch_keywords``).
 
 Writes to the index during the rebuild get ``conflict``. On failure, or after
 a crash, the original index is untouched; the temporary index is dropped (now
@@ -34,7 +36,7 @@ from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.core.faults import crash_point
 from gitkb.services import embeddings
-from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.catchup import catch_up_keywords, switch_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index
 from gitkb.stores.catalog import changes
@@ -71,12 +73,18 @@ def _release(fh: IO[str] | None) -> None:
 
 
 def _drop_temp(ctx: Context, rb: vs.Rebuild) -> None:
-    """Remove the temporary index and the marker (the original index is untouched)."""
+    """Remove the temporary index and the marker (the original index is untouched).
+
+    The keyword index may already hold the rebuilt chunks in the original's place (a failure or a
+    crash after ``switch_keywords``): it gets the original's chunks back, in one commit."""
+    temp_cids = vs.chunk_cids_of_index(ctx.catalog.conn, rb.temp_index_id)
     with ctx.catalog.write() as w:
         if index_rows.get_by_id(w, rb.temp_index_id) is not None:
             changes.log_drop_index(w, rb.temp_index_id)
             index_rows.delete(w, rb.temp_index_id)
         vs.clear_rebuild(w, rb.index_id)
+    if temp_cids:
+        switch_keywords(ctx, rb.index_id, temp_cids, vs.chunk_cids_of_index(ctx.catalog.conn, rb.index_id))
     catch_up_keywords(ctx)
 
 
@@ -160,6 +168,10 @@ def rechunk(
         docs, tokens = _build(ctx, row, rb, cfg, progress)
         crash_point("rechunk.before_swap")
         with ctx.write_lock:
+            conn = ctx.catalog.conn
+            # Keywords first, in one commit: searches go from the old chunks to the new ones, never to none.
+            switch_keywords(ctx, row.id, vs.chunk_cids_of_index(conn, row.id), vs.chunk_cids_of_index(conn, rb.temp_index_id))
+            crash_point("rechunk.after_keywords")
             _swap(ctx, row, rb, cfg)
             catch_up_keywords(ctx)
     except BaseException as exc:

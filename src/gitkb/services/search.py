@@ -7,12 +7,13 @@ from a derived index is never returned) and comes back as a citation.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.snippets import make_snippet
 from gitkb.services import search_settings
-from gitkb.services.catchup import catch_up_keywords
+from gitkb.services.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.context import Context
 from gitkb.services.fusion import rrf, score_fusion
 from gitkb.services.indexes import get_index
@@ -108,6 +109,7 @@ def keyword_hits(
     ids = [r.id for r in rows]
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
+    rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
     raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
@@ -117,6 +119,9 @@ def keyword_hits(
         if hit is None:
             continue
         chunk, doc = hit
+        if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
+            own = rebuilt[chunk.index_id]
+            chunk, doc = replace(chunk, index_id=own), replace(doc, index_id=own)
         if doc.expires_at is not None and doc.expires_at <= now:
             continue
         if not tier_matches(doc, tiers):
