@@ -46,7 +46,7 @@ TOML = f"""
 [[server.tokens]]
 name = "alice"
 token = "{ALICE}"
-scopes = ["review", "write"]
+scopes = ["review", "write", "admin"]  # admin: the status test creates an index through the API
 """
 
 if CHROMIUM is None:
