@@ -29,7 +29,7 @@ from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import keyword_rows
+from gitkb.stores.catalog.documents import all_chunk_cids, keyword_rows
 from gitkb.stores.keywords import KeywordDoc
 
 KEYWORDS = "keywords"
@@ -121,7 +121,7 @@ def rebuild_keywords(ctx: Context) -> int:
         ctx.keywords.clear()
         conn = ctx.catalog.conn
         head = changes.head(conn)
-        cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+        cids = all_chunk_cids(conn)
         for i in range(0, len(cids), BATCH):
             ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
         ctx.keywords.commit()

@@ -30,6 +30,7 @@ from gitkb.services.vectors_catchup import (
     watermark_name,
 )
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
@@ -146,7 +147,7 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
 
 
 def _has_chunks(conn: Any, index_id: str) -> int:
-    return 1 if conn.execute("SELECT 1 FROM chunks WHERE index_id = ? LIMIT 1", (index_id,)).fetchone() else 0
+    return 1 if doc_rows.has_chunks(conn, index_id) else 0
 
 
 # -- catching up, building, re-embedding ---------------------------------------------------------

@@ -29,6 +29,8 @@ from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
 from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog.indexes import IndexRow
 
 WRITE_BATCH = 256
@@ -126,22 +128,13 @@ def add_documents(
     with ctx.write_lock:
         ingest_entries(ctx, row, entries, cfg, place, report, progress=progress)
         with ctx.catalog.write() as conn:
-            remember_root(conn, row.id, target.absolute(), base)
+            index_rows.remember_root(conn, row.id, str(target.absolute()), str(base))  # for reindex
             doc_rows.clear_overrides(conn, row.id, [str(e.abs_path) for e in entries if isinstance(e, WalkEntry)])
         catch_up_keywords(ctx)
     out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
     if report.warnings:
         out["Warnings"] = report.warnings
     return out
-
-
-def remember_root(conn: Any, index_id: str, root: Path, base: Path) -> None:
-    """Record what was added, so ``reindex`` can bring it up to date later."""
-    conn.execute(
-        "INSERT INTO index_roots(index_id, root, base, added_at) VALUES (?,?,?,?)"
-        " ON CONFLICT(index_id, root) DO UPDATE SET base=excluded.base",
-        (index_id, str(root), str(base), time.time()),
-    )
 
 
 def ingest_entries(
@@ -208,10 +201,7 @@ def ingest_entries(
                     report.unchanged.append(entry.rel_path)
                     if prev[2] != st.st_mtime:
                         with ctx.catalog.write() as conn:
-                            conn.execute(
-                                "UPDATE documents SET mtime=? WHERE index_id=? AND path=?",
-                                (st.st_mtime, row.id, entry.rel_path),
-                            )
+                            doc_rows.set_mtime(conn, row.id, entry.rel_path, st.st_mtime)
                     continue
                 try:
                     loaded = load_bytes(entry.rel_path, data, required_frontmatter=required)
@@ -227,27 +217,8 @@ def ingest_entries(
         if queued is not None:
             write(queued)
     with ctx.catalog.write() as conn:
-        record_skips(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
+        skipped_files.record(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
-
-
-def record_skips(conn: Any, index_id: str, skipped: list[SkippedFile], *, ok: list[str]) -> None:
-    """Keep the latest skip reason per path (for status); a path that loads again is cleared."""
-    now = time.time()
-    conn.executemany(
-        "INSERT INTO skipped_files(index_id, path, category, detail, at) VALUES (?,?,?,?,?)"
-        " ON CONFLICT(index_id, path) DO UPDATE SET category=excluded.category, detail=excluded.detail, at=excluded.at",
-        [(index_id, s.path, s.category, s.detail, now) for s in skipped if s.category != "excluded"],
-    )
-    conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
-
-
-def forget_skips(conn: Any, index_id: str, category: str, *, keep: list[str]) -> None:
-    """Drop the recorded skips of ``category`` except ``keep`` (a sync that lists them all anew)."""
-    kept = set(keep)
-    rows = conn.execute("SELECT path FROM skipped_files WHERE index_id=? AND category=?", (index_id, category))
-    gone = [(index_id, r[0]) for r in rows.fetchall() if r[0] not in kept]
-    conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", gone)
 
 
 def _write_files(

@@ -206,15 +206,11 @@ def _build(
 ) -> tuple[int, list[int]]:
     """Write every document of ``row``, re-chunked with ``cfg``, into the temporary index."""
     conn = ctx.catalog.conn
-    rowids = [int(r[0]) for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (row.id,))]
+    rowids = doc_rows.rowids_of_index(conn, row.id)
     tokens: list[int] = []
     for start in range(0, len(rowids), BATCH):
         part = rowids[start : start + BATCH]
-        marks = ",".join("?" * len(part))
-        docs = [
-            (doc_rows.doc_from_row(r), str(r["text"]))
-            for r in conn.execute(f"SELECT {doc_rows.DOC_COLUMNS}, text FROM documents WHERE rowid IN ({marks})", part)
-        ]
+        docs = doc_rows.with_text(conn, part)
         spans = chunk_many([(text, cfg, d.kind == "markdown") for d, text in docs])
         with ctx.catalog.write() as w:
             for (d, text), chunks in zip(docs, spans, strict=True):
@@ -237,23 +233,8 @@ def _build(
 def _swap(ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: Any) -> None:
     """Delete-then-rename in one transaction: the rebuilt documents take the original index's place."""
     with ctx.catalog.write() as w:
-        old = [(int(r[0]), row.id, int(r[1])) for r in w.execute(
-            "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (row.id,)
-        )]
-        created = {r[0]: r[1] for r in w.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (row.id,))}
-        w.execute("DELETE FROM documents WHERE index_id = ?", (row.id,))  # chunks cascade; logged below
-        w.execute("UPDATE documents SET index_id = ? WHERE index_id = ?", (row.id, rb.temp_index_id))
-        w.execute("UPDATE chunks SET index_id = ? WHERE index_id = ?", (row.id, rb.temp_index_id))
-        w.executemany(
-            "UPDATE documents SET created_at = ? WHERE index_id = ? AND id = ?",
-            [(at, row.id, doc_id) for doc_id, at in created.items()],
-        )
         # Adds before removes: the vector side copies vectors of unchanged texts before deleting the old ones.
-        w.execute(
-            "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
-            " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE index_id = ? ORDER BY rowid",
-            (time.time(), row.id),
-        )
+        old = doc_rows.swap_index(w, row.id, rb.temp_index_id)  # logs the adds
         vs.log_removes(w, old)
         changes.log_drop_index(w, rb.temp_index_id)
         index_rows.delete(w, rb.temp_index_id)

@@ -31,10 +31,7 @@ Progress = Any
 
 
 def _roots(ctx: Context, row: IndexRow) -> list[tuple[Path, Path]]:
-    return [
-        (Path(r["root"]), Path(r["base"]))
-        for r in ctx.catalog.conn.execute("SELECT root, base FROM index_roots WHERE index_id=? ORDER BY root", (row.id,))
-    ]
+    return [(Path(root), Path(base)) for root, base in index_rows.roots(ctx.catalog.conn, row.id)]
 
 
 def _under(path: str | None, root: Path) -> bool:
@@ -130,13 +127,7 @@ def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progre
 
 
 def _docs_under(ctx: Context, row: IndexRow, root: Path) -> list[tuple[int, str, str | None]]:
-    return [
-        (r["rowid"], r["path"], r["origin_path"])
-        for r in ctx.catalog.conn.execute(
-            "SELECT rowid, path, origin_path FROM documents WHERE index_id=? AND origin='file'", (row.id,)
-        )
-        if _under(r["origin_path"], root)
-    ]
+    return [d for d in doc_rows.file_documents(ctx.catalog.conn, row.id) if _under(d[2], root)]
 
 
 def _delete_missing(ctx: Context, row: IndexRow, root: Path, *, seen: set[str]) -> list[str]:

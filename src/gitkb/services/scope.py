@@ -29,6 +29,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX
 from gitkb.core.errors import Forbidden, InvalidArgument, NotFound
 from gitkb.services import actions, knowledge, search, tenancy, usage
 from gitkb.services.context import Context
+from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
@@ -316,17 +317,7 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
     out.pop("in_flight_job", None)
     out.pop("writer", None)
     if isinstance(out.get("documents_indexed"), int) and not out.get("documents_indexed_error"):
-        ids = sorted(scope.readable)
-        marks = ",".join("?" * len(ids))
-        out["documents_indexed"] = (
-            int(
-                ctx.catalog.conn.execute(
-                    f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", ids
-                ).fetchone()[0]
-            )
-            if ids
-            else 0
-        )
+        out["documents_indexed"] = doc_rows.count_in(ctx.catalog.conn, sorted(scope.readable))
     return out
 
 

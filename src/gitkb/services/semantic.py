@@ -29,7 +29,7 @@ from gitkb.services.embeddings import REEMBED_HINT, index_vector_state
 from gitkb.services.identity import embedder_for, identity_state
 from gitkb.services.tenancy import tier_matches
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
+from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunk_counts_by_index, chunks_by_cids
 from gitkb.stores.catalog.indexes import IndexRow
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -154,13 +154,7 @@ def semantic_hits(
 
 def _share(ctx: Context, ids: set[str], others: set[str]) -> float:
     """The searched indexes' share of the chunks bound to the collection."""
-    counts = dict(
-        ctx.catalog.conn.execute(
-            f"SELECT index_id, COUNT(*) FROM chunks WHERE index_id IN ({','.join('?' * len(ids | others))})"
-            " GROUP BY index_id",
-            sorted(ids | others),
-        ).fetchall()
-    )
+    counts = chunk_counts_by_index(ctx.catalog.conn, sorted(ids | others))
     mine = sum(counts.get(i, 0) for i in ids)
     total = mine + sum(counts.get(i, 0) for i in others)
     return mine / total if total else 1.0

@@ -15,7 +15,9 @@ from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.catchup import KEYWORDS
 from gitkb.services.context import Context
 from gitkb.services.ttl import count_expired
-from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import changes, skipped_files
+from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 
@@ -32,6 +34,11 @@ def _last_error(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> str | None:
     return last.error if last is not None and last.state == "failed" else None
 
 
+def probe_catalog(ctx: Context) -> None:
+    """Read the catalog once (``/readyz``); raises when it cannot be read."""
+    index_rows.probe(ctx.catalog.conn)
+
+
 def dirty_embeddings(ctx: Context) -> int:
     """Chunks without a vector for their index's identity."""
     from gitkb.services.vectors_catchup import pending_chunks, wanted_identities
@@ -43,7 +50,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     conn = ctx.catalog.conn
     out: dict[str, Any] = {}
     try:
-        out["documents_indexed"] = int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+        out["documents_indexed"] = doc_rows.count_all(conn)
         out["documents_indexed_error"] = None
     except sqlite3.Error as exc:
         out["documents_indexed"] = 0
@@ -62,13 +69,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
         status = "failed"
     else:
         status = "queryable"
-    skipped = [
-        {"path": r["path"], "category": r["category"], "detail": r["detail"], "index_id": r["index_id"]}
-        for r in conn.execute(
-            "SELECT index_id, path, category, detail FROM skipped_files WHERE category IN (?,?,?,?,?,?,?) ORDER BY path",
-            STATUS_SKIP_CATEGORIES,
-        )
-    ]
+    skipped = skipped_files.in_categories(conn, STATUS_SKIP_CATEGORIES)
     out.update(
         {
             "status": status,

@@ -10,12 +10,13 @@ without a tier counts as ``hot``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
 from gitkb.services.context import Context
-from gitkb.services.ttl import live_clause
+from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.documents import DocumentRow
 from gitkb.stores.catalog.indexes import IndexRow
 
@@ -42,25 +43,16 @@ def tier_matches(doc: DocumentRow, tiers: frozenset[str] | None) -> bool:
 
 def tenant_warnings(ctx: Context, rows: Iterable[IndexRow], tenant: Any) -> list[str]:
     """Warnings for indexes where the tenant filter can only give zero results."""
-    live, now = live_clause()
+    now = time.time()
     out = []
     conn = ctx.catalog.conn
     for row in rows:
         # The common case, answered from the (index_id, tenant, expires_at) index: the searched
         # tenant (or the untenanted) has live documents here, so there is nothing to warn about.
-        seen = conn.execute(
-            f"SELECT EXISTS(SELECT 1 FROM documents WHERE index_id = ? AND tenant IS ? AND {live})",
-            (row.id, tenant or None, now),
-        ).fetchone()[0]
-        if seen:
+        if doc_rows.has_live_tenant(conn, row.id, tenant or None, now):
             continue
         if tenant:
-            r = conn.execute(
-                f"SELECT SUM(tenant = ?), SUM(tenant IS NOT NULL AND tenant != ?), SUM(tenant IS NULL)"
-                f" FROM documents WHERE index_id = ? AND {live}",
-                (tenant, tenant, row.id, now),
-            ).fetchone()
-            mine, others, untenanted = (int(x or 0) for x in r)
+            mine, others, untenanted = doc_rows.tenant_counts(conn, row.id, tenant, now)
             if mine == 0 and others > 0:
                 out.append(
                     f"index {row.name!r} has no documents for tenant {tenant!r}, while {others} document(s)"
@@ -72,11 +64,7 @@ def tenant_warnings(ctx: Context, rows: Iterable[IndexRow], tenant: Any) -> list
                     " are untenanted and are found only by a search without tenant"
                 )
         else:
-            r = conn.execute(
-                f"SELECT SUM(tenant IS NULL), SUM(tenant IS NOT NULL) FROM documents WHERE index_id = ? AND {live}",
-                (row.id, now),
-            ).fetchone()
-            untenanted, tenanted = (int(x or 0) for x in r)
+            untenanted, tenanted = doc_rows.untenanted_counts(conn, row.id, now)
             if untenanted == 0 and tenanted > 0:
                 out.append(
                     f"index {row.name!r} holds only tenanted documents ({tenanted}); a search without tenant"

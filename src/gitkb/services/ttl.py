@@ -25,20 +25,9 @@ def is_expired(doc: DocumentRow, now: float | None = None) -> bool:
     return doc.expires_at is not None and doc.expires_at <= (time.time() if now is None else now)
 
 
-def live_clause(alias: str = "") -> tuple[str, float]:
-    """An SQL condition (and its one argument) that keeps only unexpired documents."""
-    col = f"{alias}.expires_at" if alias else "expires_at"
-    return f"({col} IS NULL OR {col} > ?)", time.time()
-
-
 def count_expired(ctx: Context, index_id: str | None = None) -> int:
     """Documents past their TTL and not yet purged (all indexes, or one)."""
-    sql = "SELECT COUNT(*) FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?"
-    args: list[Any] = [time.time()]
-    if index_id is not None:
-        sql += " AND index_id = ?"
-        args.append(index_id)
-    return int(ctx.catalog.conn.execute(sql, args).fetchone()[0])
+    return doc_rows.count_expired(ctx.catalog.conn, time.time(), index_id)
 
 
 def purge_expired(ctx: Context) -> dict[str, Any]:
@@ -48,11 +37,7 @@ def purge_expired(ctx: Context) -> dict[str, Any]:
     with ctx.write_lock:
         while True:
             now = time.time()
-            rows = ctx.catalog.conn.execute(
-                "SELECT d.rowid, d.index_id, i.name FROM documents d JOIN indexes i ON i.id = d.index_id"
-                " WHERE d.expires_at IS NOT NULL AND d.expires_at <= ? ORDER BY d.rowid LIMIT ?",
-                (now, PURGE_BATCH),
-            ).fetchall()
+            rows = doc_rows.expired_batch(ctx.catalog.conn, now, PURGE_BATCH)
             if not rows:
                 break
             with ctx.catalog.write() as conn:

@@ -21,7 +21,6 @@ tokens, seconds) in the catalog ``events`` table.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -39,6 +38,7 @@ from gitkb.core.models import ChunkConfig
 from gitkb.services.context import Context
 from gitkb.services.identity import embedder_for, identity_state
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
@@ -143,18 +143,9 @@ def pending_chunks(ctx: Context, identity: str) -> int:
     for b in live_bindings(ctx).values():
         if b.identity != identity:
             continue
-        r = conn.execute(
-            "SELECT COUNT(*) FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = 'add'",
-            (b.index_id, wm, b.since_seq),
-        ).fetchone()
-        total += int(r[0])
-        if conn.execute(
-            "SELECT 1 FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = ? LIMIT 1",
-            (b.index_id, wm, b.since_seq, vs.REEMBED_OP),
-        ).fetchone():
-            total += int(
-                conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (b.index_id,)).fetchone()[0]
-            )
+        total += vs.plain_adds_after(conn, b.index_id, wm, b.since_seq)
+        if vs.has_reembed_after(conn, b.index_id, wm, b.since_seq):
+            total += doc_rows.chunk_count_of_index(conn, b.index_id)
     return total
 
 
@@ -167,20 +158,10 @@ def asks_in_range(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, int]
         lo = max(after_seq, b.since_seq - 1)
         if lo >= upto_seq:
             continue
-        n = int(
-            conn.execute(
-                "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = 'add'",
-                (lo, upto_seq, b.index_id),
-            ).fetchone()[0]
-        )
-        reembeds = int(
-            conn.execute(
-                "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = ?",
-                (lo, upto_seq, b.index_id, vs.REEMBED_OP),
-            ).fetchone()[0]
-        )
+        n = vs.adds_in_range(conn, b.index_id, lo, upto_seq)
+        reembeds = vs.reembeds_in_range(conn, b.index_id, lo, upto_seq)
         if reembeds:
-            n += reembeds * int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (b.index_id,)).fetchone()[0])
+            n += reembeds * doc_rows.chunk_count_of_index(conn, b.index_id)
         if n:
             out[b.identity] = out.get(b.identity, 0) + n
     return out
@@ -436,16 +417,7 @@ def embedding_input(text: str, title: str | None, heading_path: list[str]) -> st
 
 def model_inputs(ctx: Context, emb: Embedder, sources: list[VectorSource]) -> dict[int, list[str]]:
     """cid -> the texts embedded for that chunk: one, or its windows when it overflows the model."""
-    ctxs: dict[int, tuple[str | None, list[str], int | None]] = {}
-    cids = [s.cid for s in sources]
-    for i in range(0, len(cids), 900):
-        part = cids[i : i + 900]
-        for cid, title, hp, n in ctx.catalog.conn.execute(
-            "SELECT c.rowid, d.title, c.heading_path, c.token_count FROM chunks c"
-            f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({','.join('?' * len(part))})",
-            part,
-        ):
-            ctxs[int(cid)] = (title, list(json.loads(hp or "[]")), n)
+    ctxs = vs.embedding_contexts(ctx.catalog.conn, [s.cid for s in sources])
     # Windows of the model's input size, never finer than POOL_WINDOW pieces.
     window = max(emb.max_input_tokens - SPECIAL_TOKENS.get(emb.identity.split("/", 1)[0], 0), POOL_WINDOW)
     out: dict[int, list[str]] = {}

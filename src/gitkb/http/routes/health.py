@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from gitkb.http.errors import error_response, ok_body
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
+from gitkb.services.status import probe_catalog
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("gitkb.http")
@@ -26,7 +27,7 @@ async def healthz() -> dict[str, Any]:
 
 
 def _catalog(state: AppState) -> None:
-    state.workspace.ctx.catalog.conn.execute("SELECT 1 FROM indexes LIMIT 1").fetchall()
+    probe_catalog(state.workspace.ctx)
 
 
 async def _vectors(state: AppState) -> str:

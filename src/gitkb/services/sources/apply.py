@@ -25,10 +25,10 @@ from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
 from gitkb.core.walking import is_excluded
 from gitkb.services.context import Context
-from gitkb.services.ingest import forget_skips, record_skips
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.git_auth import redact_url
@@ -136,8 +136,8 @@ def apply_plan(
             progress(min(start + WRITE_BATCH, total), total)
     with ctx.catalog.write() as w:  # every sync lists the tree's bad names anew: drop the ones gone
         for ix in targets:
-            forget_skips(w, ix.id, "bad_name", keep=[s.path for s in bad])
-            record_skips(w, ix.id, bad, ok=[])
+            skipped_files.forget(w, ix.id, "bad_name", keep=[s.path for s in bad])
+            skipped_files.record(w, ix.id, bad, ok=[])
     return report
 
 
@@ -254,7 +254,7 @@ def _load_batch(
         # skip reasons feed get_index_status; a path that loads again is cleared
         skips = [sk for sk in report.skipped if sk.path in batch_set]
         for ix in targets:
-            record_skips(w, ix.id, skips, ok=[p for p, *_ in loaded])
+            skipped_files.record(w, ix.id, skips, ok=[p for p, *_ in loaded])
 
 
 def _unchanged(conn: Any, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:

@@ -21,7 +21,7 @@ from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
 from gitkb.services.context import Context
 from gitkb.services.sources.registry import open_repo
 from gitkb.stores.catalog import sources as source_rows
-from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.repos import ManagedRepo
 
 
@@ -51,7 +51,7 @@ def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
     if not isinstance(chunk_id, str) or not chunk_id.strip().startswith("kchk_"):
         raise InvalidArgument("chunk_id must be a chunk id from a search result (kchk_...)")
     conn = ctx.catalog.conn
-    cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks WHERE id = ?", (chunk_id.strip(),))]
+    cids = chunk_cids_by_id(conn, chunk_id.strip())
     hits = chunks_by_cids(conn, cids)
     if not hits:
         raise NotFound(f"no chunk {chunk_id!r}: it was never indexed or its text has changed since")

@@ -481,3 +481,155 @@ def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, t
             )
             out[chunk.cid] = (chunk, doc_from_row(r))
     return out
+
+
+# -- counts and reads the services ask for ----------------------------------------------------------
+
+LIVE = "(expires_at IS NULL OR expires_at > ?)"  # unexpired documents; its one argument is now
+
+
+def count_all(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+
+
+def count_in(conn: sqlite3.Connection, index_ids: Sequence[str]) -> int:
+    """Documents in these indexes (0 for none)."""
+    if not index_ids:
+        return 0
+    marks = ",".join("?" * len(index_ids))
+    return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", list(index_ids)).fetchone()[0])
+
+
+def count_expired(conn: sqlite3.Connection, now: float, index_id: str | None = None) -> int:
+    """Documents past their TTL at ``now`` (all indexes, or one)."""
+    sql = "SELECT COUNT(*) FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?"
+    args: list[Any] = [now]
+    if index_id is not None:
+        sql += " AND index_id = ?"
+        args.append(index_id)
+    return int(conn.execute(sql, args).fetchone()[0])
+
+
+def expired_batch(conn: sqlite3.Connection, now: float, limit: int) -> list[tuple[int, str, str]]:
+    """(rowid, index id, index name) of the first ``limit`` documents past their TTL at ``now``."""
+    return [
+        (int(r[0]), str(r[1]), str(r[2]))
+        for r in conn.execute(
+            "SELECT d.rowid, d.index_id, i.name FROM documents d JOIN indexes i ON i.id = d.index_id"
+            " WHERE d.expires_at IS NOT NULL AND d.expires_at <= ? ORDER BY d.rowid LIMIT ?",
+            (now, limit),
+        ).fetchall()
+    ]
+
+
+def has_live_tenant(conn: sqlite3.Connection, index_id: str, tenant: str | None, now: float) -> bool:
+    """The index holds a live document of ``tenant`` (None: an untenanted one); answered from the
+    (index_id, tenant, expires_at) index."""
+    return bool(
+        conn.execute(
+            f"SELECT EXISTS(SELECT 1 FROM documents WHERE index_id = ? AND tenant IS ? AND {LIVE})",
+            (index_id, tenant, now),
+        ).fetchone()[0]
+    )
+
+
+def tenant_counts(conn: sqlite3.Connection, index_id: str, tenant: str, now: float) -> tuple[int, int, int]:
+    """Live documents of the index: (of ``tenant``, of other tenants, untenanted)."""
+    r = conn.execute(
+        "SELECT SUM(tenant = ?), SUM(tenant IS NOT NULL AND tenant != ?), SUM(tenant IS NULL)"
+        f" FROM documents WHERE index_id = ? AND {LIVE}",
+        (tenant, tenant, index_id, now),
+    ).fetchone()
+    mine, others, untenanted = (int(x or 0) for x in r)
+    return mine, others, untenanted
+
+
+def untenanted_counts(conn: sqlite3.Connection, index_id: str, now: float) -> tuple[int, int]:
+    """Live documents of the index: (untenanted, tenanted)."""
+    r = conn.execute(
+        f"SELECT SUM(tenant IS NULL), SUM(tenant IS NOT NULL) FROM documents WHERE index_id = ? AND {LIVE}",
+        (index_id, now),
+    ).fetchone()
+    untenanted, tenanted = (int(x or 0) for x in r)
+    return untenanted, tenanted
+
+
+def set_mtime(conn: sqlite3.Connection, index_id: str, path: str, mtime: float) -> None:
+    """An unchanged file was touched: remember its new mtime (reindex trusts it next time)."""
+    conn.execute("UPDATE documents SET mtime=? WHERE index_id=? AND path=?", (mtime, index_id, path))
+
+
+def file_documents(conn: sqlite3.Connection, index_id: str) -> list[tuple[int, str, str | None]]:
+    """(rowid, path, origin_path) of the index's documents that came from files."""
+    return [
+        (r["rowid"], r["path"], r["origin_path"])
+        for r in conn.execute(
+            "SELECT rowid, path, origin_path FROM documents WHERE index_id=? AND origin='file'", (index_id,)
+        )
+    ]
+
+
+def rowids_of_index(conn: sqlite3.Connection, index_id: str) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (index_id,))]
+
+
+def with_text(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[DocumentRow, str]]:
+    """These documents and their full stored text (a batch: at most a few hundred rowids)."""
+    marks = ",".join("?" * len(rowids))
+    return [
+        (doc_from_row(r), str(r["text"]))
+        for r in conn.execute(f"SELECT {DOC_COLUMNS}, text FROM documents WHERE rowid IN ({marks})", list(rowids))
+    ]
+
+
+def swap_index(conn: sqlite3.Connection, index_id: str, temp_index_id: str) -> list[tuple[int, str, int]]:
+    """RECHUNK's swap, inside the caller's write transaction: the index's documents go, those of
+    ``temp_index_id`` take their place (keeping each document id's ``created_at``), and every chunk
+    now in the index is logged as an add. Returns the old chunks as (cid, index_id, document_rowid),
+    for the caller to log as removes after the adds."""
+    old = [(int(r[0]), index_id, int(r[1])) for r in conn.execute(
+        "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,)
+    )]
+    created = {r[0]: r[1] for r in conn.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (index_id,))}
+    conn.execute("DELETE FROM documents WHERE index_id = ?", (index_id,))  # chunks cascade; the caller logs them
+    conn.execute("UPDATE documents SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
+    conn.execute("UPDATE chunks SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
+    conn.executemany(
+        "UPDATE documents SET created_at = ? WHERE index_id = ? AND id = ?",
+        [(at, index_id, doc_id) for doc_id, at in created.items()],
+    )
+    conn.execute(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+        " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE index_id = ? ORDER BY rowid",
+        (time.time(), index_id),
+    )
+    return old
+
+
+def all_chunk_cids(conn: sqlite3.Connection) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+
+
+def chunk_cids_by_id(conn: sqlite3.Connection, chunk_id: str) -> list[int]:
+    """The rowids of the live chunks with this chunk id."""
+    return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks WHERE id = ?", (chunk_id,))]
+
+
+def has_chunks(conn: sqlite3.Connection, index_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM chunks WHERE index_id = ? LIMIT 1", (index_id,)).fetchone() is not None
+
+
+def chunk_count_of_index(conn: sqlite3.Connection, index_id: str) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (index_id,)).fetchone()[0])
+
+
+def chunk_counts_by_index(conn: sqlite3.Connection, index_ids: Sequence[str]) -> dict[str, int]:
+    """index id -> its chunk count (indexes without chunks are left out)."""
+    return {
+        str(r[0]): int(r[1])
+        for r in conn.execute(
+            f"SELECT index_id, COUNT(*) FROM chunks WHERE index_id IN ({','.join('?' * len(index_ids))})"
+            " GROUP BY index_id",
+            list(index_ids),
+        ).fetchall()
+    }

@@ -126,6 +126,11 @@ def delete(conn: sqlite3.Connection, index_id: str) -> None:
     conn.execute("DELETE FROM indexes WHERE id = ?", (index_id,))
 
 
+def probe(conn: sqlite3.Connection) -> None:
+    """One cheap read of the catalog; raises ``sqlite3.Error`` when it cannot be read."""
+    conn.execute("SELECT 1 FROM indexes LIMIT 1").fetchall()
+
+
 def stats(conn: sqlite3.Connection, index_id: str) -> dict[str, Any]:
     d = conn.execute(
         "SELECT COUNT(*) AS n, COALESCE(SUM(size), 0) AS bytes, MAX(updated_at) AS last FROM documents"
@@ -143,3 +148,22 @@ def stats(conn: sqlite3.Connection, index_id: str) -> dict[str, Any]:
         "token_count": c["tokens"],
         "last_updated": d["last"],
     }
+
+
+# -- the folders ADD_DOCUMENTS was given (reindex walks them again) ------------------------------
+
+
+def remember_root(conn: sqlite3.Connection, index_id: str, root: str, base: str) -> None:
+    conn.execute(
+        "INSERT INTO index_roots(index_id, root, base, added_at) VALUES (?,?,?,?)"
+        " ON CONFLICT(index_id, root) DO UPDATE SET base=excluded.base",
+        (index_id, root, base, time.time()),
+    )
+
+
+def roots(conn: sqlite3.Connection, index_id: str) -> list[tuple[str, str]]:
+    """(root, base) of every folder added to the index, by root."""
+    return [
+        (str(r["root"]), str(r["base"]))
+        for r in conn.execute("SELECT root, base FROM index_roots WHERE index_id=? ORDER BY root", (index_id,))
+    ]

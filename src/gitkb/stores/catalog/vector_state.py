@@ -106,6 +106,46 @@ def pending_adds(conn: sqlite3.Connection, after_seq: int, index_id: str, since_
     return int(r[0])
 
 
+def plain_adds_after(conn: sqlite3.Connection, index_id: str, after_seq: int, since_seq: int) -> int:
+    """``add`` entries (re-embeds not counted) for ``index_id`` after ``after_seq``, from ``since_seq`` on."""
+    r = conn.execute(
+        "SELECT COUNT(*) FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = 'add'",
+        (index_id, after_seq, since_seq),
+    ).fetchone()
+    return int(r[0])
+
+
+def has_reembed_after(conn: sqlite3.Connection, index_id: str, after_seq: int, since_seq: int) -> bool:
+    """A re-embed entry for ``index_id`` after ``after_seq``, from ``since_seq`` on."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = ? LIMIT 1",
+            (index_id, after_seq, since_seq, REEMBED_OP),
+        ).fetchone()
+        is not None
+    )
+
+
+def adds_in_range(conn: sqlite3.Connection, index_id: str, after_seq: int, upto_seq: int) -> int:
+    """``add`` entries for ``index_id`` with ``after_seq < seq <= upto_seq``."""
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = 'add'",
+            (after_seq, upto_seq, index_id),
+        ).fetchone()[0]
+    )
+
+
+def reembeds_in_range(conn: sqlite3.Connection, index_id: str, after_seq: int, upto_seq: int) -> int:
+    """Re-embed entries for ``index_id`` with ``after_seq < seq <= upto_seq``."""
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM changes WHERE seq > ? AND seq <= ? AND index_id = ? AND op = ?",
+            (after_seq, upto_seq, index_id, REEMBED_OP),
+        ).fetchone()[0]
+    )
+
+
 # -- vector-side reads of live chunks ------------------------------------------------------------
 
 
@@ -135,6 +175,21 @@ def vector_sources(conn: sqlite3.Connection, cids: Iterable[int]) -> list[Vector
                 part,
             )
         )
+    return out
+
+
+def embedding_contexts(conn: sqlite3.Connection, cids: Iterable[int]) -> dict[int, tuple[str | None, list[str], int | None]]:
+    """cid -> (document title, heading path, token count): what the model reads around a chunk's text."""
+    out: dict[int, tuple[str | None, list[str], int | None]] = {}
+    cids = list(cids)
+    for i in range(0, len(cids), 900):
+        part = cids[i : i + 900]
+        for cid, title, hp, n in conn.execute(
+            "SELECT c.rowid, d.title, c.heading_path, c.token_count FROM chunks c"
+            f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({','.join('?' * len(part))})",
+            part,
+        ):
+            out[int(cid)] = (title, list(json.loads(hp or "[]")), n)
     return out
 
 
