@@ -32,6 +32,7 @@ from gitkb.services import actions, jobs, knowledge, scope, status, ttl
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
 from gitkb.services.context import Context
+from gitkb.services.embedding_worker import EmbeddingWorker
 from gitkb.services.writer import become_writer
 
 log = logging.getLogger("gitkb")
@@ -153,6 +154,8 @@ class Workspace:
         self._view = False
         self._overrides = {} if settings is not None else overrides
         self.ctx = Context(self.settings)
+        self.ctx.take_lease = functools.partial(become_writer, self.ctx)  # the runtime, handed in
+        self.ctx.make_embedding_worker = EmbeddingWorker
         import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
 
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.

@@ -15,7 +15,7 @@ from typing import Any
 
 from gitkb.core.action_table import ACTIONS as TABLE
 from gitkb.core.action_table import Action
-from gitkb.services import ask, documents, indexes, ingest, rechunk, search
+from gitkb.services import ask, documents, indexes, ingest, rebuild_guard, rechunk, search
 from gitkb.services.access import policy
 from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
@@ -70,7 +70,7 @@ def admit(ctx: Context, action: Any, params: dict[str, Any]) -> str:
     (``conflict``) or fed by a git source (``managed_repo_guard``) is refused now, not queued."""
     name = validate_action(action, params)
     if not is_read(name):
-        rechunk.guard_action(ctx, name, params)
+        rebuild_guard.guard_action(ctx, name, params)
     if TABLE[name].cls == "write":  # content writes to a git-fed index: refused before a job is queued
         ref = params.get("index_name")
         row = index_rows.get_by_name(ctx.catalog.conn, ref.strip()) if isinstance(ref, str) and ref.strip() else None
@@ -81,7 +81,7 @@ def admit(ctx: Context, action: Any, params: dict[str, Any]) -> str:
 
 def run_action(ctx: Context, action: Any, params: dict[str, Any]) -> dict[str, Any]:
     name = validate_action(action, params)
-    rechunk.guard_action(ctx, name, params)  # conflict while the index is being rebuilt
+    rebuild_guard.guard_action(ctx, name, params)  # conflict while the index is being rebuilt
     clean = {k: v for k, v in params.items() if v is not None}
     result = FUNCTIONS[name](ctx, **clean)
     return {"Success": True, "action": name, **result}

@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
 from gitkb.stores.catalog import Catalog
 from gitkb.stores.keywords import KeywordIndex
+from gitkb.stores.lease import WriterLease
 
 WRITER_LOCK_FILE = "writer.lock"
+
+
+class EmbeddingWorkerLike(Protocol):
+    """What the services need of the background embedder."""
+
+    def kick(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
 
 
 class Context:
@@ -31,11 +42,12 @@ class Context:
         self.extras: dict[str, Any] = {}
         self._lazy_lock = threading.RLock()
         # The cross-process writer lease (services.writer.become_writer takes it).
-        from gitkb.services.writer import WriterLease
-
         self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
         self.writer: Any = None  # services.writer.WriterThread while we hold the lease
-        self.on_become_writer: list[Callable[[Context], None]] = []
+        # Takes the writer lease when it is free (set by the composition root; a job waiter calls it
+        # when the holder went away). Returns whether this process now holds it.
+        self.take_lease: Callable[[], bool] = lambda: False
+        self.make_embedding_worker: Callable[[Context], EmbeddingWorkerLike] | None = None
 
     @property
     def is_writer(self) -> bool:
@@ -62,14 +74,16 @@ class Context:
             return store
 
     @property
-    def embedding_worker(self) -> Any:
-        """This process's background embedder (``services.embedding_worker``); its thread starts on ``kick()``."""
+    def embedding_worker(self) -> EmbeddingWorkerLike:
+        """This process's background embedder, built on first use by the factory the composition root
+        handed in (``Workspace`` gives ``services.embedding_worker.EmbeddingWorker``); its thread starts
+        on ``kick()``."""
         with self._lazy_lock:
             worker = self.extras.get("embedding_worker")
             if worker is None:
-                from gitkb.services.embedding_worker import EmbeddingWorker
-
-                worker = self.extras["embedding_worker"] = EmbeddingWorker(self)
+                if self.make_embedding_worker is None:
+                    raise RuntimeError("no embedding worker factory: the composition root sets ctx.make_embedding_worker")
+                worker = self.extras["embedding_worker"] = self.make_embedding_worker(self)
             return worker
 
     def close(self) -> None:

@@ -15,6 +15,10 @@ from gitkb.core.embedders import fingerprint, split_identity
 from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, NotFound, StoreUnavailable
 from gitkb.services.context import Context
 from gitkb.services.identity import active_identity, effective_identity, embedder_for, identity_state
+from gitkb.services.index_lookup import get_index
+from gitkb.services.rebuild_guard import ensure_not_rebuilding
+from gitkb.services.vector_counts import counts_answer as counts_answer
+from gitkb.services.vector_counts import range_vectors as range_vectors
 from gitkb.services.vectors_catchup import (
     CatchupStats,
     Progress,
@@ -50,8 +54,6 @@ def prepare_write(ctx: Context, row: IndexRow) -> str | None:
     index embeds but no identity resolves. An index still empty follows a
     changed identity silently; one with chunks stays stranded until re-embedded.
     """
-    from gitkb.services.rechunk import ensure_not_rebuilding
-
     ensure_not_rebuilding(ctx, row)  # every ingest path (actions, reindex, sync) comes through here
     if not row.embeddings:
         return None
@@ -235,20 +237,6 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
     return out
 
 
-def counts_answer(got: outcomes.RangeCounts) -> dict[str, Any]:
-    """``vectors: ready`` with the true counts of a range of chunks."""
-    out: dict[str, Any] = {
-        "vectors": "ready",
-        "chunks_embedded": got.embedded,
-        "chunks_reused": got.reused,
-        "chunks_had_vector": got.had,
-        "cost": {"texts": got.texts, "tokens": got.tokens, "seconds": round(got.seconds, 3)},
-    }
-    if got.gone:
-        out["chunks_gone"] = got.gone  # deleted before they got a vector
-    return out
-
-
 class _range_reporter:  # noqa: N801 - used like a function
     """progress(done, total) for the chunks after each identity's start watermark, read from
     ``vector_outcomes`` so the background embedder's work shows as well; throttled."""
@@ -291,26 +279,6 @@ def _locks_reporting(ctx: Context, identities: list[str], report: Any) -> list[t
         time.sleep(0.05)
 
 
-def range_vectors(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, Any]:
-    """The vectors of the chunks written by change-log entries ``after_seq < seq <= upto_seq``:
-    ``{}`` when none needs one, ``vectors: ready`` with the true counts once all are stored,
-    else ``vectors: pending`` with how many are still waiting and the range to wait for."""
-    asks = asks_in_range(ctx, after_seq, upto_seq)
-    if not asks:
-        return {}
-    conn = ctx.catalog.conn
-    got = outcomes.counts(conn, asks, after_seq, upto_seq)
-    if all(changes.watermark(conn, watermark_name(i)) >= upto_seq for i in asks):
-        return counts_answer(got)
-    total = sum(asks.values())
-    return {
-        "vectors": "pending",
-        "vectors_pending": max(total - got.done, 0),
-        "vectors_total": total,
-        "vectors_range": [after_seq, upto_seq],
-    }
-
-
 def wait_for_range(
     ctx: Context, after_seq: int, upto_seq: int, progress: Progress | None = None
 ) -> dict[str, Any]:
@@ -340,8 +308,6 @@ def wait_for_range(
 
 def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = None) -> dict[str, Any]:
     """Re-embed an index (default: every stranded one) from the catalog's text into its effective identity."""
-    from gitkb.services.indexes import get_index
-
     if index_name not in (None, ""):
         targets = [get_index(ctx, index_name)]
         if not targets[0].embeddings:

@@ -15,6 +15,8 @@ in ``JOB_KINDS``. Three ways to run one:
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
+from gitkb.services.vector_counts import range_vectors
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.jobs import JobRow
@@ -114,6 +117,11 @@ def error_from_row(job: JobRow) -> GitkbError:
 # -- running ---------------------------------------------------------------
 
 
+def runner_name() -> str:
+    """Who runs a job: host, process and thread."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
 def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None) -> JobRow:
     spec = JOB_KINDS.get(job.kind)
     last = [0.0]
@@ -167,8 +175,6 @@ def _with_vectors(ctx: Context, result: dict[str, Any], seq0: int) -> dict[str, 
     many (and ``vectors_range`` to wait for), or ``ready`` with true counts; never a bare 0."""
     if not isinstance(result, dict) or "vectors" in result or "chunks_embedded" in result:
         return result
-    from gitkb.services.embeddings import range_vectors
-
     try:
         extra = range_vectors(ctx, seq0, changes.head(ctx.catalog.conn))
     except GitkbError as exc:  # the write happened; only the vector summary is missing
@@ -182,8 +188,6 @@ def run_inline(
 ) -> dict[str, Any]:
     """Run a job and return its result; raise its GitkbError on failure."""
     if ctx.is_writer:
-        from gitkb.services.writer import runner_name
-
         kept, staged = _split_staged(kind, params)
         with ctx.write_lock:  # in order with the writer thread
             preflight(ctx, kind, params)
@@ -237,9 +241,7 @@ def wait(ctx: Context, job_id: str, *, timeout: float | None, progress: Progress
     delay = 0.01
     while True:
         if not ctx.is_writer:  # the holder may have gone: then we run it ourselves
-            from gitkb.services.writer import become_writer
-
-            become_writer(ctx)
+            ctx.take_lease()
         job = job_rows.get(ctx.catalog.conn, job_id)
         if job is None:
             raise NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
@@ -255,8 +257,6 @@ def wait(ctx: Context, job_id: str, *, timeout: float | None, progress: Progress
 
 def run_next(ctx: Context, stop: threading.Event) -> bool:
     """The writer thread's step: claim and run the oldest queued job."""
-    from gitkb.services.writer import runner_name
-
     with ctx.write_lock:
         with ctx.catalog.write() as conn:
             job = job_rows.claim_next(conn, runner_name())

@@ -22,23 +22,32 @@ or at the next write or RECHUNK that finds the stale marker).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.action_table import DOCUMENT_INDEX
 from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.core.faults import crash_point
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, switch_keywords
 from gitkb.services.context import Context
-from gitkb.services.indexes import get_index
+from gitkb.services.index_lookup import get_index
+from gitkb.services.rebuild_guard import (
+    _drop_temp as _drop_temp,
+)
+from gitkb.services.rebuild_guard import (
+    _lock_path as _lock_path,
+)
+from gitkb.services.rebuild_guard import (
+    _release as _release,
+)
+from gitkb.services.rebuild_guard import (
+    _try_lock as _try_lock,
+)
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -47,86 +56,6 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 BATCH = 64  # documents re-chunked per transaction
 Progress = Callable[[int, int], None]
-# Actions (of the action table) that change the index named by ``index_name``: refused while it is rebuilt.
-WRITE_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if not a.is_read and a.target == "index_name")
-
-
-def _lock_path(ctx: Context, index_id: str) -> Path:
-    return ctx.settings.home / "locks" / f"rebuild-{index_id}.lock"
-
-
-def _try_lock(path: Path) -> IO[str] | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the rebuild ends
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        return None
-    return fh
-
-
-def _release(fh: IO[str] | None) -> None:
-    if fh is not None:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        fh.close()
-
-
-def _drop_temp(ctx: Context, rb: vs.Rebuild) -> None:
-    """Remove the temporary index and the marker (the original index is untouched).
-
-    The keyword index may already hold the rebuilt chunks in the original's place (a failure or a
-    crash after ``switch_keywords``): it gets the original's chunks back, in one commit."""
-    temp_cids = vs.chunk_cids_of_index(ctx.catalog.conn, rb.temp_index_id)
-    with ctx.catalog.write() as w:
-        if index_rows.get_by_id(w, rb.temp_index_id) is not None:
-            changes.log_drop_index(w, rb.temp_index_id)
-            index_rows.delete(w, rb.temp_index_id)
-        vs.clear_rebuild(w, rb.index_id)
-    if temp_cids:
-        switch_keywords(ctx, rb.index_id, temp_cids, vs.chunk_cids_of_index(ctx.catalog.conn, rb.index_id))
-    catch_up_keywords(ctx)
-
-
-def recover_stale(ctx: Context, index_id: str) -> vs.Rebuild | None:
-    """The live rebuild of ``index_id``, or None; a stale one (its process died) is cleaned up first."""
-    rb = vs.get_rebuild(ctx.catalog.conn, index_id)
-    if rb is None:
-        return None
-    fh = _try_lock(_lock_path(ctx, index_id))
-    if fh is None:
-        return rb  # someone holds the lock: the rebuild is running
-    try:
-        _drop_temp(ctx, rb)
-    finally:
-        _release(fh)
-    return None
-
-
-def ensure_not_rebuilding(ctx: Context, row: IndexRow) -> None:
-    """Conflict while ``row`` is being rebuilt by RECHUNK."""
-    rb = recover_stale(ctx, row.id)
-    if rb is not None:
-        raise Conflict(
-            f"index {row.name!r} is being rebuilt by RECHUNK (temporary index {rb.temp_index_name!r}); "
-            "writes to it are refused until the rebuild finishes",
-            next_steps=["retry when RECHUNK has finished (it returns when the index is searchable again)"],
-            details={"index_name": row.name, "temporary_index": rb.temp_index_name},
-        )
-
-
-def guard_action(ctx: Context, action: str, params: dict[str, Any]) -> None:
-    """For the action API: refuse a write action aimed at an index being rebuilt."""
-    if action.upper() not in WRITE_ACTIONS:
-        return
-    name = params.get("index_name")
-    if not isinstance(name, str) or not name:
-        return
-    row = index_rows.get_by_name(ctx.catalog.conn, name.strip())
-    if row is not None and not row.hidden:
-        ensure_not_rebuilding(ctx, row)
-
-
 def rechunk(
     ctx: Context,
     index_name: Any,

@@ -18,67 +18,21 @@ and closes before finishing it leaves it to a detached ``gitkb.resume``.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
-import socket
 import threading
 import time
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from gitkb.core.files import open_private
+from gitkb.services import jobs
+from gitkb.services.catchup import KEYWORDS, catch_up_keywords
+from gitkb.services.context import Context
+from gitkb.stores.catalog import changes
+from gitkb.stores.lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
 
 IDLE_POLL_SECONDS = 0.5
 SYNC_KEYWORD_BACKLOG = 2000  # change-log entries the keyword index catches up with before the lease returns
-
-
-class WriterLease:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[str] | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fh is not None
-
-    def try_acquire(self) -> bool:
-        if self._fh is not None:
-            return True
-        fh = open_private(self.path, "a+")  # 0600; held for the process lifetime
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            return False
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
-        fh.flush()
-        self._fh = fh
-        return True
-
-    def holder(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.path.read_text("utf-8") or "null")
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def release(self) -> None:
-        if self._fh is not None:
-            try:
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-            finally:
-                self._fh.close()
-                self._fh = None
-
-
-def runner_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
 class WriterThread:
@@ -132,12 +86,8 @@ class WriterThread:
             self._thread = None
 
 
-def become_writer(ctx: Any) -> bool:
+def become_writer(ctx: Context) -> bool:
     """Take the lease if it is free; then recover, catch up and start the writer thread."""
-    from gitkb.services import jobs
-    from gitkb.services.catchup import KEYWORDS, catch_up_keywords
-    from gitkb.stores.catalog import changes
-
     if ctx.lease.held:
         return True
     if not ctx.lease.try_acquire():
@@ -145,9 +95,6 @@ def become_writer(ctx: Any) -> bool:
     outcome = jobs.recover(ctx)
     if outcome["requeued"] or outcome["failed"]:
         log.warning("recovered jobs after a crash: %s", outcome)
-    for hook in list(ctx.on_become_writer):
-        hook(ctx)
-
     def catch_up() -> None:
         with ctx.write_lock:  # as every catch-up: never between an ingest's fed and committed batches
             catch_up_keywords(ctx)
