@@ -53,3 +53,61 @@ def test_cli_import_stays_light() -> None:
     code = f"import sys, gitkb.cli.main; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"importing gitkb.cli loads {out}"
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's statements that run at import: its body and the bodies of its top-level if/try/with."""
+    out: list[ast.stmt] = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, ast.If | ast.With):
+            out.extend(_top_level(node.body + getattr(node, "orelse", [])))
+        elif isinstance(node, ast.Try):
+            out.extend(_top_level(node.body + node.orelse + node.finalbody))
+            for handler in node.handlers:
+                out.extend(_top_level(handler.body))
+    return out
+
+
+def import_side_effects(src: Path) -> list[str]:
+    """Module-level imports kept only for their effect (``# noqa: F401``) and module-level calls made
+    for their effect (``register_kind(...)``, ``_register()``) under services/ and http/."""
+    bad = []
+    for layer in ("services", "http"):
+        for path in sorted((src / layer).rglob("*.py")):
+            text = path.read_text("utf-8")
+            lines = text.splitlines()
+            rel = path.relative_to(src.parent)
+            for node in _top_level(ast.parse(text).body):
+                span = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+                if isinstance(node, ast.Import | ast.ImportFrom) and "noqa: F401" in span:
+                    bad.append(f"{rel}:{node.lineno}: an import that exists to register something: {span.strip()}")
+                elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    bad.append(f"{rel}:{node.lineno}: a call at import time: {ast.unparse(node)[:80]}")
+    return bad
+
+
+def test_nothing_registers_itself_at_import() -> None:
+    """Job kinds, actions and routes come from explicit lists (``services/job_kinds.JOB_KINDS``,
+    the action table, the routers), loaded by the composition root; importing a module registers nothing."""
+    bad = import_side_effects(SRC)
+    assert bad == [], "\n".join(bad)
+
+
+def test_job_kinds_are_one_literal_list() -> None:
+    """Every job kind a Workspace can run is in ``JOB_KINDS``; no other module adds one."""
+    from gitkb.services import jobs
+    from gitkb.services.job_kinds import JOB_KINDS
+
+    assert set(JOB_KINDS) == {
+        "action", "reindex", "build_embeddings", "reembed", "purge_expired", "source_sync", "source_rollback",
+    }  # fmt: skip
+    assert all(isinstance(k, jobs.JobKind) for k in JOB_KINDS.values())
+    callers = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
+                "add_kind", "load_kinds", "register_kind",
+            ):  # fmt: skip
+                callers.append(str(path.relative_to(SRC)))
+    assert callers == ["workspace.py"], callers

@@ -144,7 +144,7 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
         time.sleep(0.6)
         return {"Message": "done"}
 
-    jobs.register_kind("reindex_slow_test", slow)
+    jobs.add_kind("reindex_slow_test", jobs.JobKind(slow))
     try:
         state = client.app.state.gitkb  # type: ignore[attr-defined]
         r = state.workspace.promoted("reindex_slow_test", wait=0.05)
@@ -157,7 +157,7 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
             time.sleep(0.05)
         assert got["status"] == "completed" and got["result"]["Message"] == "done"
     finally:
-        jobs.JOB_KINDS.pop("reindex_slow_test", None)
+        jobs.remove_kind("reindex_slow_test")
 
 
 def test_reindex_route_answers(client: TestClient) -> None:

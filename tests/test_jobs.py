@@ -32,9 +32,9 @@ def slow_kind() -> Any:
             progress(i + 1, steps)
         return {"Message": "slept", "steps": steps}
 
-    jobs.register_kind("test_sleep", fn)
+    jobs.add_kind("test_sleep", jobs.JobKind(fn))
     yield "test_sleep"
-    jobs.JOB_KINDS.pop("test_sleep", None)
+    jobs.remove_kind("test_sleep")
 
 
 def write_many(tmp: Path, n: int) -> Path:

@@ -1,7 +1,8 @@
 """The persistent job queue behind every index write.
 
-A job kind is a plain function ``fn(ctx, params, progress) -> dict`` registered
-in ``JOB_KINDS``. Three ways to run one:
+A job kind is a plain function ``fn(ctx, params, progress) -> dict`` in a
+``JobKind``; the kinds are one list (``gitkb.services.job_kinds.JOB_KINDS``) that
+the composition root hands to ``load_kinds``. Three ways to run one:
 
 * ``run_inline`` — library calls: the caller waits. In the lease holder it runs
   in the caller's thread (recorded as a job row); elsewhere it is queued and
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,18 +51,32 @@ class JobKind:
     check: Check | None = None  # raises before a job row exists: a refused call leaves no failed job
 
 
-JOB_KINDS: dict[str, JobKind] = {}
+_KINDS: dict[str, JobKind] = {}  # what load_kinds was given (gitkb.services.job_kinds.JOB_KINDS)
 
 
-def register_kind(
-    name: str, fn: JobFn, *, resumable: bool = True, staged: tuple[str, ...] = (), check: Check | None = None
-) -> None:
-    JOB_KINDS[name] = JobKind(fn, resumable, staged, check)
+def load_kinds(kinds: Mapping[str, JobKind]) -> None:
+    """Make these job kinds runnable; the composition root (``Workspace``) calls it once with
+    ``gitkb.services.job_kinds.JOB_KINDS``. Loading the same kinds again changes nothing."""
+    _KINDS.update(kinds)
+
+
+def add_kind(name: str, kind: JobKind) -> None:
+    """One more job kind of the operator's own (tests use it for slow kinds); ``remove_kind`` drops it."""
+    _KINDS[name] = kind
+
+
+def remove_kind(name: str) -> None:
+    _KINDS.pop(name, None)
+
+
+def kind_of(name: str) -> JobKind | None:
+    """The loaded job kind called ``name``, or None."""
+    return _KINDS.get(name)
 
 
 def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """``params`` without the kind's staged string values, and those values by dotted key."""
-    spec = JOB_KINDS.get(kind)
+    spec = kind_of(kind)
     if spec is None or not spec.staged:
         return params, {}
     kept = dict(params)
@@ -84,7 +99,7 @@ def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], di
 
 def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
     """Refuse a job its kind's check refuses, before anything is recorded."""
-    spec = JOB_KINDS.get(kind)
+    spec = kind_of(kind)
     if spec is None:
         raise errors.InvalidArgument(f"unknown job kind {kind!r}")
     if spec.check is not None:
@@ -115,7 +130,7 @@ def error_from_row(job: JobRow) -> GitkbError:
 
 
 def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None) -> JobRow:
-    spec = JOB_KINDS.get(job.kind)
+    spec = kind_of(job.kind)
     last = [0.0]
 
     def progress(done: int, total: int, note: str | None = None) -> None:
@@ -278,7 +293,7 @@ def schedule_maintenance(ctx: Context) -> None:
     ctx.extras["maintenance_at"] = now
     from gitkb.services.ttl import count_expired
 
-    if "purge_expired" in JOB_KINDS and count_expired(ctx) > 0:
+    if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 
 
@@ -295,7 +310,7 @@ def recover(ctx: Context) -> dict[str, list[str]]:
     requeued, failed = [], []
     with ctx.catalog.write() as conn:
         for job in job_rows.running(conn):
-            spec = JOB_KINDS.get(job.kind)
+            spec = kind_of(job.kind)
             if spec is not None and spec.resumable and job.attempts < MAX_ATTEMPTS and _resumes(job):
                 job_rows.requeue(conn, job.id, f"resumed after the process running it ({job.runner}) stopped")
                 requeued.append(job.id)
