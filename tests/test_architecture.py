@@ -70,8 +70,9 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def import_side_effects(src: Path) -> list[str]:
-    """Module-level imports kept only for their effect (``# noqa: F401``) and module-level calls made
-    for their effect (``register_kind(...)``, ``_register()``) under services/ and http/."""
+    """Module-level imports kept only for their effect (``# noqa: F401``), module-level calls made
+    for their effect (``register_kind(...)``, ``_register()``) and definitions behind a call
+    (``if has("method"):`` around a route) under services/ and http/."""
     bad = []
     for layer in ("services", "http"):
         for path in sorted((src / layer).rglob("*.py")):
@@ -84,6 +85,8 @@ def import_side_effects(src: Path) -> list[str]:
                     bad.append(f"{rel}:{node.lineno}: an import that exists to register something: {span.strip()}")
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     bad.append(f"{rel}:{node.lineno}: a call at import time: {ast.unparse(node)[:80]}")
+                elif isinstance(node, ast.If) and isinstance(node.test, ast.Call):
+                    bad.append(f"{rel}:{node.lineno}: defined only if a call says so: if {ast.unparse(node.test)}")
     return bad
 
 

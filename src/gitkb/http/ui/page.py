@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from gitkb.core.errors import GitkbError
-from gitkb.http.calls import caller_view, check_params, clean, has
+from gitkb.http.calls import caller_view, check_params, clean
 from gitkb.http.errors import status_for
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
@@ -122,12 +122,6 @@ async def ws_call(
     """``Workspace.<method>(*args, **params)`` on a worker thread, as the API calls it; the dict as is."""
     state = get_state(request)
     kwargs = clean(params)
-    if not has(method):
-        return {
-            "Success": False,
-            "Error": f"{method} is not available in this version",
-            "code": "not_implemented",
-        }
     check_params(method, kwargs)
     result = await run_blocking(state, getattr(caller_view(request), method), *args, write=write, **kwargs)
     return dict(result)
