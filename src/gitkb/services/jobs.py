@@ -106,8 +106,8 @@ def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
         spec.check(ctx, params)
 
 
-class Cancelled(Exception):
-    pass
+class CancelRequested(Exception):
+    """``cancel_job`` asked the running job to stop (seen at its next progress report)."""
 
 
 class Interrupted(Exception):
@@ -118,11 +118,17 @@ _ERRORS_BY_CODE: dict[str, type[GitkbError]] = {cls.code: cls for cls in errors.
 
 
 def error_from_row(job: JobRow) -> GitkbError:
+    """The error a failed or cancelled job answers with, under its recorded code (a cancelled job's
+    is ``cancelled``)."""
     cls = _ERRORS_BY_CODE.get(job.error_code or "internal", GitkbError)
     details = {k: v for k, v in (job.result or {}).items() if k not in ("Success", "Error", "code", "next_steps")}
     steps = (job.result or {}).get("next_steps") or []
+    message = job.error or "job failed"
+    if job.state == "cancelled":
+        message = f"job {job.id} was {message}"  # "cancelled on request", "cancelled before it started"
+        details.setdefault("job_id", job.id)
     exc = cls.__new__(cls)
-    GitkbError.__init__(exc, job.error or "job failed", next_steps=steps, details=details)
+    GitkbError.__init__(exc, message, next_steps=steps, details=details)
     return exc
 
 
@@ -143,7 +149,7 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
         with ctx.catalog.write() as conn:
             cancel = job_rows.set_progress(conn, job.id, done, total, note)
         if cancel:
-            raise Cancelled()
+            raise CancelRequested()
         if stop is not None and stop.is_set():
             raise Interrupted()
 
@@ -156,7 +162,7 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
             seq0 = changes.head(ctx.catalog.conn)
             result = spec.fn(ctx, params, progress)
             result = _with_vectors(ctx, result, seq0)
-    except Cancelled:
+    except CancelRequested:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
         with ctx.catalog.write() as conn:
@@ -212,9 +218,7 @@ def run_inline(
         done = wait(ctx, job.id, timeout=None, progress=progress)
     if done.state == "completed":
         return done.result or {}
-    if done.state == "cancelled":
-        raise errors.Conflict(f"job {done.id} was cancelled")
-    raise error_from_row(done)
+    raise error_from_row(done)  # a cancelled job: ``cancelled``
 
 
 def submit(

@@ -50,7 +50,6 @@ class UiFailure(GitkbError):
             next_steps=list(steps) if isinstance(steps, list) else None,
         )
         self.code = code
-        self.http_status = status_for(code)
         self.result = result
 
 
@@ -107,7 +106,7 @@ class UiRoute(APIRoute):
             except UiRedirect as r:
                 return RedirectResponse(r.url, status_code=303)
             except GitkbError as exc:
-                return error_page(request, exc.http_status, exc.message, exc.next_steps)
+                return error_page(request, status_for(exc.code), exc.message, exc.next_steps)
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
                 where = ".".join(str(p) for p in first.get("loc", ()))

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from gitkb.core.errors import Forbidden, GitkbError, Unauthorized
-from gitkb.http.errors import error_response, from_exception, ok_body, respond
+from gitkb.http.errors import error_response, from_exception, ok_body, respond, status_for
 from gitkb.http.routes.actions import guard_params
 from gitkb.http.state import get_state
 from gitkb.http.ui.page import UiRoute, expect, render, viewer_or_none, ws_call
@@ -58,7 +58,7 @@ async def login(request: Request) -> Response:
         principal = check_token(request, token)
     except (Unauthorized, Forbidden) as exc:
         ctx = {"title": "Log in", "next": target, "error": exc.message}
-        return render(request, "ui/login.html", ctx, status=exc.http_status)
+        return render(request, "ui/login.html", ctx, status=status_for(exc.code))
     response = RedirectResponse(target, status_code=303)
     set_session(request, response, await open_session(request, principal, token))  # an id, never the token
     return response
