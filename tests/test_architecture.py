@@ -114,3 +114,20 @@ def test_job_kinds_are_one_literal_list() -> None:
             ):  # fmt: skip
                 callers.append(str(path.relative_to(SRC)))
     assert callers == ["workspace.py"], callers
+
+
+def crash_log_writers(src: Path) -> list[str]:
+    """Modules that write a traceback or the crash log themselves (``append_log``, ``format_exception``)."""
+    out = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", None))
+                if name in ("append_log", "format_exception", "print_exception", "format_exc", "print_exc"):
+                    out.append(f"{path.relative_to(src)}:{node.lineno}: {name}")
+    return out
+
+
+def test_the_crash_log_is_written_in_one_place() -> None:
+    """Workspace tools, MCP, HTTP and the CLI all write tracebacks through ``core.errors.write_crash_log``."""
+    assert [w.split(":")[0] for w in crash_log_writers(SRC)] == ["core/errors.py", "core/errors.py"]

@@ -8,21 +8,18 @@ domain error and never returns a traceback; unexpected failures are logged to
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import inspect
 import logging
 import os
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
-from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
-from gitkb.core.files import append_log
+from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
 from gitkb.services import actions, jobs, knowledge, scope, status
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
@@ -34,12 +31,10 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 
 def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
-    logdir = home / "logs"
-    with contextlib.suppress(OSError):  # pragma: no cover - a read-only home
-        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
+    write_crash_log(home, exc)
     return {
         "Success": False,
-        "Error": f"internal error ({type(exc).__name__}: {exc}); details in {logdir / 'gitkb.log'}",
+        "Error": f"internal error ({type(exc).__name__}: {exc}); details in {home / 'logs' / 'gitkb.log'}",
         "code": "internal",
     }
 

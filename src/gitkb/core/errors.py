@@ -31,6 +31,9 @@ code                          meaning
 
 from __future__ import annotations
 
+import os
+import traceback
+from pathlib import Path
 from typing import Any
 
 
@@ -143,3 +146,16 @@ ALL_ERRORS: tuple[type[GitkbError], ...] = (
     StoreUnavailable,
     ForgeError,
 )
+
+
+def write_crash_log(home: str | os.PathLike[str], what: BaseException | str) -> Path | None:
+    """The one writer of the crash log, ``<home>/logs/gitkb.log`` (0700 directory, 0600 file):
+    appends ``what``'s traceback (or a log line) for every interface (Workspace tools, MCP, HTTP,
+    CLI). Returns the log's path, or None when it cannot be written (a read-only home); never raises."""
+    from gitkb.core.files import append_log
+
+    text = what if isinstance(what, str) else "".join(traceback.format_exception(what))
+    try:
+        return append_log(home, text if text.endswith("\n") else text + "\n")
+    except (OSError, ValueError):
+        return None

@@ -19,7 +19,6 @@ HTTP-only codes: ``payload_too_large`` 413, ``unsupported_media_type`` 415,
 from __future__ import annotations
 
 import logging
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gitkb.core.errors import GitkbError
-from gitkb.core.files import append_log
+from gitkb.core.errors import GitkbError, write_crash_log
 
 log = logging.getLogger("gitkb.http")
 
@@ -174,16 +172,10 @@ def respond(result: dict[str, Any], *, status: int = 200, retry_after_s: int = 5
 
 
 def log_internal(home: Path | None, exc: BaseException) -> str:
-    """Append the traceback to ``<home>/logs/gitkb.log``; returns where."""
-    if home is None:
+    """Append the traceback to ``<home>/logs/gitkb.log`` (``write_crash_log``); returns where."""
+    if home is None or write_crash_log(home, exc) is None:  # no home, or a read-only one
         log.error("internal error", exc_info=exc)
-        return "the server log"
-    logdir = home / "logs"
-    try:
-        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
-    except OSError:  # pragma: no cover - a read-only home
-        log.error("internal error", exc_info=exc)
-    return str(logdir / "gitkb.log")
+    return "the server log" if home is None else str(home / "logs" / "gitkb.log")
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:
