@@ -7,7 +7,6 @@ service function. Heavy stores (vectors, embedder) open lazily.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.config import Settings
@@ -35,7 +34,6 @@ class Context:
 
         self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
         self.writer: Any = None  # services.writer.WriterThread while we hold the lease
-        self.on_become_writer: list[Callable[[Context], None]] = []
 
     @property
     def is_writer(self) -> bool:

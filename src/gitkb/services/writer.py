@@ -128,8 +128,6 @@ def become_writer(ctx: Any) -> bool:
     if outcome["requeued"] or outcome["failed"]:
         log.warning("recovered jobs after a crash: %s", outcome)
     catch_up_keywords(ctx)
-    for hook in list(ctx.on_become_writer):
-        hook(ctx)
     ctx.writer = WriterThread(lambda stop: jobs.run_next(ctx, stop))
     ctx.writer.start()
     return True
