@@ -10,6 +10,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"
 
@@ -131,3 +132,29 @@ def crash_log_writers(src: Path) -> list[str]:
 def test_the_crash_log_is_written_in_one_place() -> None:
     """Workspace tools, MCP, HTTP and the CLI all write tracebacks through ``core.errors.write_crash_log``."""
     assert [w.split(":")[0] for w in crash_log_writers(SRC)] == ["core/errors.py", "core/errors.py"]
+
+
+def success_envelopes(path: Path) -> list[int]:
+    """Lines of ``path`` that build ``{"Success": True, ...}`` by hand."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Dict)
+        and any(
+            isinstance(k, ast.Constant) and k.value == "Success" and isinstance(v, ast.Constant) and v.value is True
+            for k, v in zip(node.keys, node.values, strict=True)
+        )
+    ]
+
+
+def test_the_workspace_builds_the_success_envelope_once() -> None:
+    """Only the ``tool`` decorator adds ``Success: True``; every method returns its service's dict as is."""
+    assert len(success_envelopes(SRC / "workspace.py")) == 1
+    assert success_envelopes(SRC / "services" / "scope.py") == []  # what the Workspace returns unchanged
+
+
+def test_every_answer_starts_with_success(ws: Any) -> None:
+    """The envelope's key comes first, as it did when each method built it (JSON output keeps the order)."""
+    for answer in (ws.get_index_status(), ws.kb_list(), ws.list_jobs(), ws.embeddings_status(),
+                   ws.document_index("LIST_INDICES"), ws.search_index("anything"), ws.cancel_job("job_nope")):  # fmt: skip
+        assert next(iter(answer)) == "Success", answer
