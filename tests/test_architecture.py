@@ -10,6 +10,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"
 
@@ -102,3 +103,107 @@ def test_sql_check_sees_sql() -> None:
     assert _sql_in("q = f'SELECT {cols} FROM t'", "x") and _sql_in("q = '  WITH a AS (SELECT 1) SELECT 1'", "x")
     assert _sql_in("q = 'DELETE FROM t'", "x") and _sql_in("q = 'PRAGMA foreign_keys=ON'", "x")
     assert _sql_in("_execute(ctx)", "x") == [] and _sql_in("m = 'Update the index first'", "x") == []
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's statements that run at import: its body and the bodies of its top-level if/try/with."""
+    out: list[ast.stmt] = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, ast.If | ast.With):
+            out.extend(_top_level(node.body + getattr(node, "orelse", [])))
+        elif isinstance(node, ast.Try):
+            out.extend(_top_level(node.body + node.orelse + node.finalbody))
+            for handler in node.handlers:
+                out.extend(_top_level(handler.body))
+    return out
+
+
+def import_side_effects(src: Path) -> list[str]:
+    """Module-level imports kept only for their effect (``# noqa: F401``), module-level calls made
+    for their effect (``register_kind(...)``, ``_register()``) and definitions behind a call
+    (``if has("method"):`` around a route) under services/ and http/."""
+    bad = []
+    for layer in ("services", "http"):
+        for path in sorted((src / layer).rglob("*.py")):
+            text = path.read_text("utf-8")
+            lines = text.splitlines()
+            rel = path.relative_to(src.parent)
+            for node in _top_level(ast.parse(text).body):
+                span = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+                if isinstance(node, ast.Import | ast.ImportFrom) and "noqa: F401" in span:
+                    bad.append(f"{rel}:{node.lineno}: an import that exists to register something: {span.strip()}")
+                elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    bad.append(f"{rel}:{node.lineno}: a call at import time: {ast.unparse(node)[:80]}")
+                elif isinstance(node, ast.If) and isinstance(node.test, ast.Call):
+                    bad.append(f"{rel}:{node.lineno}: defined only if a call says so: if {ast.unparse(node.test)}")
+    return bad
+
+
+def test_nothing_registers_itself_at_import() -> None:
+    """Job kinds, actions and routes come from explicit lists (``services/job_kinds.JOB_KINDS``,
+    the action table, the routers), loaded by the composition root; importing a module registers nothing."""
+    bad = import_side_effects(SRC)
+    assert bad == [], "\n".join(bad)
+
+
+def test_job_kinds_are_one_literal_list() -> None:
+    """Every job kind a Workspace can run is in ``JOB_KINDS``; no other module adds one."""
+    from gitkb.services import jobs
+    from gitkb.services.job_kinds import JOB_KINDS
+
+    assert set(JOB_KINDS) == {
+        "action", "reindex", "build_embeddings", "reembed", "purge_expired", "source_sync", "source_rollback",
+    }  # fmt: skip
+    assert all(isinstance(k, jobs.JobKind) for k in JOB_KINDS.values())
+    callers = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
+                "add_kind", "load_kinds", "register_kind",
+            ):  # fmt: skip
+                callers.append(str(path.relative_to(SRC)))
+    assert callers == ["workspace.py"], callers
+
+
+def crash_log_writers(src: Path) -> list[str]:
+    """Modules that write a traceback or the crash log themselves (``append_log``, ``format_exception``)."""
+    out = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", None))
+                if name in ("append_log", "format_exception", "print_exception", "format_exc", "print_exc"):
+                    out.append(f"{path.relative_to(src)}:{node.lineno}: {name}")
+    return out
+
+
+def test_the_crash_log_is_written_in_one_place() -> None:
+    """Workspace tools, MCP, HTTP and the CLI all write tracebacks through ``core.errors.write_crash_log``."""
+    assert [w.split(":")[0] for w in crash_log_writers(SRC)] == ["core/errors.py", "core/errors.py"]
+
+
+def success_envelopes(path: Path) -> list[int]:
+    """Lines of ``path`` that build ``{"Success": True, ...}`` by hand."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Dict)
+        and any(
+            isinstance(k, ast.Constant) and k.value == "Success" and isinstance(v, ast.Constant) and v.value is True
+            for k, v in zip(node.keys, node.values, strict=True)
+        )
+    ]
+
+
+def test_the_workspace_builds_the_success_envelope_once() -> None:
+    """Only the ``tool`` decorator adds ``Success: True``; every method returns its service's dict as is."""
+    assert len(success_envelopes(SRC / "workspace.py")) == 1
+    assert success_envelopes(SRC / "services" / "scope.py") == []  # what the Workspace returns unchanged
+
+
+def test_every_answer_starts_with_success(ws: Any) -> None:
+    """The envelope's key comes first, as it did when each method built it (JSON output keeps the order)."""
+    for answer in (ws.get_index_status(), ws.kb_list(), ws.list_jobs(), ws.embeddings_status(),
+                   ws.document_index("LIST_INDICES"), ws.search_index("anything"), ws.cancel_job("job_nope")):  # fmt: skip
+        assert next(iter(answer)) == "Success", answer

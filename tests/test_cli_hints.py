@@ -19,7 +19,6 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"
 
 
 def action_names() -> set[str]:
-    import gitkb.services.job_kinds  # noqa: F401 - ASK, RECHUNK register with the job kinds
     from gitkb.services import actions
 
     return set(getattr(actions, "ACTIONS", {})) | {k for k in COMMANDS if k.isupper()}

@@ -29,6 +29,7 @@ from gitkb.forges import (
     register_forge,
 )
 from gitkb.forges.github import GitHubForge
+from gitkb.http.errors import status_for
 
 BRANCH = "gitkb/proposals/docs"
 FILES = [
@@ -193,7 +194,7 @@ def test_unknown_repo_is_not_found(github: GitHubMock) -> None:
     with pytest.raises(ForgeError) as exc:
         forge.get(1)
     assert kind_of(exc) == "not_found" and exc.value.details["status"] == 404
-    assert exc.value.code == "forge_error" and exc.value.http_status == 502
+    assert exc.value.code == "forge_error" and status_for(exc.value.code) == 502
 
 
 def test_unknown_pull_is_not_found(github: GitHubMock, forge: GitHubForge) -> None:

@@ -144,7 +144,7 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
         time.sleep(0.6)
         return {"Message": "done"}
 
-    jobs.register_kind("reindex_slow_test", slow)
+    jobs.add_kind("reindex_slow_test", jobs.JobKind(slow))
     try:
         state = client.app.state.gitkb  # type: ignore[attr-defined]
         r = state.workspace.promoted("reindex_slow_test", wait=0.05)
@@ -157,7 +157,45 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
             time.sleep(0.05)
         assert got["status"] == "completed" and got["result"]["Message"] == "done"
     finally:
-        jobs.JOB_KINDS.pop("reindex_slow_test", None)
+        jobs.remove_kind("reindex_slow_test")
+
+
+def test_a_cancelled_job_answers_409_cancelled(home: Path) -> None:
+    """POST /reindex whose job is cancelled while it waits in the queue: 409 ``cancelled`` (was 500 internal)."""
+    release = threading.Event()
+
+    def block(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
+        assert release.wait(30)
+        return {"Message": "released"}
+
+    def cancel_queued_reindex() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            queued = [j for j in ws.list_jobs(state="queued")["Jobs"] if j["kind"] == "reindex"]
+            if queued:
+                assert ws.cancel_job(queued[0]["job_id"])["status"] == "cancelled"
+                break
+            time.sleep(0.02)
+        release.set()
+
+    jobs.add_kind("http_block_test", jobs.JobKind(block))
+    home.mkdir(parents=True)
+    settings = load_settings(
+        home, embedding_provider="hashing", embedding_model="hashing-384", promote_after_seconds=30
+    )
+    try:
+        with TestClient(create_app(settings), client=LOCAL) as c:
+            ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+            assert ws.promoted("http_block_test", wait=0)["status"] == "working"  # holds the writer
+            t = threading.Thread(target=cancel_queued_reindex)
+            t.start()
+            r = c.post("/reindex", json={})
+            t.join(30)
+            body = err(r, 409, "cancelled")
+            assert "cancelled before it started" in error_message(body)
+    finally:
+        release.set()
+        jobs.remove_kind("http_block_test")
 
 
 def test_reindex_route_answers(client: TestClient) -> None:

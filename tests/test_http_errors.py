@@ -234,3 +234,13 @@ def test_readyz_reports_an_unreachable_chroma_server(tmp_path: Path) -> None:
         err = r.json()
         assert err["code"] == "store_unavailable" and "vectors" in err["Error"]
         assert err["details"]["checks"]["catalog"] == "ok"
+
+
+def test_every_error_code_has_its_status() -> None:
+    """The HTTP layer maps every code of the error tree (and its own) to a status; a code missing
+    from ``STATUS_BY_CODE`` would answer 500."""
+    from gitkb.core.errors import ALL_ERRORS
+    from gitkb.http.errors import HTTP_ONLY
+
+    assert [c.code for c in (*ALL_ERRORS, *HTTP_ONLY) if c.code not in STATUS_BY_CODE] == []
+    assert STATUS_BY_CODE["cancelled"] == 409 and STATUS_BY_CODE["internal"] == 500

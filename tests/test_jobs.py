@@ -32,9 +32,69 @@ def slow_kind() -> Any:
             progress(i + 1, steps)
         return {"Message": "slept", "steps": steps}
 
-    jobs.register_kind("test_sleep", fn)
+    jobs.add_kind("test_sleep", jobs.JobKind(fn))
     yield "test_sleep"
-    jobs.JOB_KINDS.pop("test_sleep", None)
+    jobs.remove_kind("test_sleep")
+
+
+@pytest.fixture
+def blocker() -> Any:
+    """A job kind that holds the writer until released: what is queued after it waits."""
+    release = threading.Event()
+
+    def fn(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
+        assert release.wait(30)
+        return {"Message": "released"}
+
+    jobs.add_kind("test_block", jobs.JobKind(fn))
+    yield release
+    release.set()
+    jobs.remove_kind("test_block")
+
+
+def cancel_when_queued(ws: Workspace, kind: str, release: threading.Event) -> threading.Thread:
+    """In the background: cancel the first queued job of ``kind``, then let the writer go on."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            queued = [j for j in ok(ws.list_jobs(state="queued"))["Jobs"] if j["kind"] == kind]
+            if queued:
+                ok(ws.cancel_job(queued[0]["job_id"]))
+                break
+            time.sleep(0.02)
+        release.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_a_cancelled_promoted_call_answers_cancelled(ws: Workspace, blocker: threading.Event) -> None:
+    """A promoted call whose job is cancelled before it answers: ``cancelled`` (was ``internal``)."""
+    ok(ws.promoted("test_block", wait=0))
+    t = cancel_when_queued(ws, "reindex", blocker)
+    r = ws.promoted("reindex", wait=30)
+    t.join(30)
+    assert r["Success"] is False and r["code"] == "cancelled", r
+    assert r["Error"].startswith("job job_") and "cancelled before it started" in r["Error"]
+    assert ok(ws.get_job_result(r["job_id"]))["status"] == "cancelled"
+
+
+def test_a_cancelled_inline_call_answers_cancelled(ws: Workspace, tmp_path: Path) -> None:
+    """A call that waits for its job (``reindex``) and sees it cancelled: ``cancelled`` (was ``conflict``)."""
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(write_many(tmp_path, 3))))
+    cancelled: list[str] = []
+
+    def progress(done: int, total: int) -> None:  # the operator presses cancel while it runs
+        if not cancelled:
+            [job] = [j for j in ok(ws.list_jobs(state="running"))["Jobs"] if j["kind"] == "reindex"]
+            cancelled.append(ok(ws.cancel_job(job["job_id"]))["job_id"])
+
+    r = ws.reindex(force=True, progress=progress)
+    assert r["Success"] is False and r["code"] == "cancelled", r
+    assert r["Error"] == f"job {cancelled[0]} was cancelled on request" and r["job_id"] == cancelled[0]
 
 
 def write_many(tmp: Path, n: int) -> Path:

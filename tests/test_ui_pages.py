@@ -149,7 +149,7 @@ def test_status_panel_shows_the_job_in_flight(open_client: TestClient) -> None:
         release.wait(20)
         return {"Message": "done"}
 
-    jobs.register_kind("ui_progress_test", slow)
+    jobs.add_kind("ui_progress_test", jobs.JobKind(slow))
     try:
         job = ws_of(c).promoted("ui_progress_test", wait=0.01)
         assert started.wait(10)
@@ -160,7 +160,7 @@ def test_status_panel_shows_the_job_in_flight(open_client: TestClient) -> None:
         assert 'value="75"' in page and "3 / 4 · batch 3 of 4" in page and job["job_id"] in page
     finally:
         release.set()
-        jobs.JOB_KINDS.pop("ui_progress_test", None)
+        jobs.remove_kind("ui_progress_test")
     deadline = time.monotonic() + 10
     while c.get("/ui/status.json").json()["in_flight_job"] is not None:
         assert time.monotonic() < deadline

@@ -9,7 +9,6 @@ domain error and never returns a traceback; unexpected failures are logged to
 from __future__ import annotations
 
 import atexit
-import contextlib
 import copy
 import functools
 import inspect
@@ -18,7 +17,6 @@ import logging
 import os
 import subprocess
 import sys
-import traceback
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -26,9 +24,8 @@ from typing import Any, TypeVar
 
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
-from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
-from gitkb.core.files import append_log
-from gitkb.services import actions, jobs, knowledge, scope, status, ttl
+from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
+from gitkb.services import actions, jobs, knowledge, scope, status
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
 from gitkb.services.context import Context
@@ -40,18 +37,17 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 
 def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
-    logdir = home / "logs"
-    with contextlib.suppress(OSError):  # pragma: no cover - a read-only home
-        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
+    write_crash_log(home, exc)
     return {
         "Success": False,
-        "Error": f"internal error ({type(exc).__name__}: {exc}); details in {logdir / 'gitkb.log'}",
+        "Error": f"internal error ({type(exc).__name__}: {exc}); details in {home / 'logs' / 'gitkb.log'}",
         "code": "internal",
     }
 
 
 def tool(fn: F) -> F:
-    """Translate domain errors into the response shape; never let a traceback out.
+    """Envelope the method's dict (``{"Success": True, **out}``; the method returns the service's
+    dict as is), translate domain errors into the response shape; never let a traceback out.
 
     Before the method runs, the policy checks the call (``gitkb.services.access.policy``): the
     method's name is its action in the action table, the arguments are its parameters, and the
@@ -67,7 +63,7 @@ def tool(fn: F) -> F:
         try:
             if not dispatches:
                 self._check(name, _bound(sig, name, self, args, kwargs))
-            return fn(self, *args, **kwargs)
+            return {"Success": True, **fn(self, *args, **kwargs)}  # the one place a success is enveloped
         except GitkbError as exc:
             return exc.to_response()
         except Exception as exc:  # noqa: BLE001 - the contract: no traceback leaves a tool
@@ -156,7 +152,9 @@ class Workspace:
         self.ctx = Context(self.settings)
         self.ctx.take_lease = functools.partial(become_writer, self.ctx)  # the runtime, handed in
         self.ctx.make_embedding_worker = EmbeddingWorker
-        import gitkb.services.job_kinds  # noqa: F401 - registers the job kinds
+        from gitkb.services.job_kinds import JOB_KINDS
+
+        jobs.load_kinds(JOB_KINDS)
 
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
         become_writer(self.ctx)
@@ -268,7 +266,7 @@ class Workspace:
         caller = params.pop("caller", None) if self.principal.is_local else None  # the operator names one
         if method == "document_index":
             return self._document_index(params.pop("action", None), params, promote=True, wait=wait_s)
-        if method not in ACTION_TABLE and self.principal.is_local and method in jobs.JOB_KINDS:
+        if method not in ACTION_TABLE and self.principal.is_local and jobs.kind_of(method) is not None:
             return self._promote(method, params, wait_s, caller)  # a job kind of the operator's own
         spec = policy.action(method)
         if not spec.promotable:
@@ -281,11 +279,10 @@ class Workspace:
         threshold = self.settings.promote_after_seconds if wait_s is None else float(wait_s)
         done = jobs.wait(self.ctx, job.id, timeout=threshold)
         if done.state == "completed":
-            return {"Success": True, **(done.result or {}), "job_id": done.id}
+            return {**(done.result or {}), "job_id": done.id}
         if done.state in ("failed", "cancelled"):
             raise jobs.error_from_row(done)
         return {
-            "Success": True,
             "status": "working",
             "job_id": done.id,
             "kind": done.kind,
@@ -298,14 +295,14 @@ class Workspace:
     @tool
     def get_index_status(self) -> dict[str, Any]:
         """queryable/building/failed, queue depth, in-flight job, dirty counts, skipped files."""
-        return scope.filter_status(self.ctx, self._scope(), {"Success": True, **status.index_status(self.ctx)})
+        return scope.filter_status(self.ctx, self._scope(), status.index_status(self.ctx))
 
     @tool
     def get_job_result(self, job_id: str) -> dict[str, Any]:
         """``{Success, job_id, kind, status, progress, result?, error?}``; an agent sees only its own jobs."""
         sc = self._scope()
         try:
-            out = {"Success": True, **jobs.job_result(self.ctx, job_id)}
+            out = jobs.job_result(self.ctx, job_id)
         except GitkbError:
             if sc.scoped:  # unknown and foreign ids read the same
                 scope.require_own_job(sc, {}, job_id)
@@ -318,24 +315,24 @@ class Workspace:
         self, limit: int | None = None, state: str | None = None, start: int | None = None, count: int | None = None
     ) -> dict[str, Any]:
         """Newest first, paged (``start``/``count``; ``limit`` is the older name of ``count``)."""
-        return {"Success": True, **jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)}
+        return jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)
 
     @tool
     def cancel_job(self, job_id: str) -> dict[str, Any]:
-        return {"Success": True, **jobs.cancel(self.ctx, job_id)}
+        return jobs.cancel(self.ctx, job_id)
 
     @tool
     def wait_job(self, job_id: str, timeout: float | None = None, progress: Any = None) -> dict[str, Any]:
         """Block until the job finishes (or ``timeout``); returns get_job_result's dict."""
         jobs.job_result(self.ctx, job_id)  # not_found check
         jobs.wait(self.ctx, job_id, timeout=timeout, progress=progress)
-        return {"Success": True, **jobs.job_result(self.ctx, job_id)}
+        return jobs.job_result(self.ctx, job_id)
 
     @tool
     def reindex(self, force: bool = False, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
         """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
         params = {"force": bool(force), "index_name": index_name}
-        return {"Success": True, **jobs.run_inline(self.ctx, "reindex", params, progress=progress)}
+        return jobs.run_inline(self.ctx, "reindex", params, progress=progress)
 
     # -- git sources, proposals, reviews, forges (services.sources, .proposals, .review) --
 
@@ -369,13 +366,13 @@ class Workspace:
         if webhook_secret:
             webhook_intake.set_webhook_secret(self.ctx, name, webhook_secret)
             out["webhook_secret"] = "set"
-        return {"Success": True, **out}
+        return out
 
     @tool
     def source_list(self, start: int | None = None, count: int | None = None) -> dict[str, Any]:
         from gitkb.services import sources
 
-        return {"Success": True, **sources.list_sources(self.ctx, start=start, count=count)}
+        return sources.list_sources(self.ctx, start=start, count=count)
 
     @tool
     def source_sync(
@@ -385,7 +382,7 @@ class Workspace:
         from gitkb.services import sources
 
         params = {"source": source, "commit": commit, "full": bool(full)}
-        return {"Success": True, **jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)}
+        return jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)
 
     @tool
     def source_rollback(self, source: str, commit: str, progress: Any = None) -> dict[str, Any]:
@@ -393,13 +390,13 @@ class Workspace:
         from gitkb.services import sources
 
         params = {"source": source, "commit": commit}
-        return {"Success": True, **jobs.run_inline(self.ctx, sources.ROLLBACK_JOB_KIND, params, progress=progress)}
+        return jobs.run_inline(self.ctx, sources.ROLLBACK_JOB_KIND, params, progress=progress)
 
     @tool
     def source_remove(self, source: str, keep_documents: bool = False) -> dict[str, Any]:
         from gitkb.services import sources
 
-        return {"Success": True, **sources.remove_source(self.ctx, source, keep_documents=keep_documents)}
+        return sources.remove_source(self.ctx, source, keep_documents=keep_documents)
 
     @tool
     def propose_kb_edit(
@@ -410,16 +407,16 @@ class Workspace:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.propose_kb_edit(
+        return proposals.propose_kb_edit(
             self.ctx, source_id_or_index, relative_path, content, search, replace, note,
-        )}  # fmt: skip
+        )  # fmt: skip
 
     @tool
     def propose_kb_delete(self, source_id_or_index: str, relative_path: str, note: str = "") -> dict[str, Any]:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)}
+        return proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)
 
     @tool
     def propose_kb_rename(
@@ -428,9 +425,9 @@ class Workspace:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.propose_kb_rename(
+        return proposals.propose_kb_rename(
             self.ctx, source_id_or_index, relative_path, new_relative_path, note,
-        )}  # fmt: skip
+        )  # fmt: skip
 
     @tool
     def list_proposals(
@@ -438,26 +435,26 @@ class Workspace:
     ) -> dict[str, Any]:
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.list_proposals(self.ctx, source, state, start=start, count=count)}
+        return proposals.list_proposals(self.ctx, source, state, start=start, count=count)
 
     @tool
     def show_proposal(self, proposal_id: str) -> dict[str, Any]:
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.show_proposal(self.ctx, proposal_id)}
+        return proposals.show_proposal(self.ctx, proposal_id)
 
     @tool
     def discard_proposal(self, proposal_id: str) -> dict[str, Any]:
         from gitkb.services import proposals
 
-        return {"Success": True, **proposals.discard_proposal(self.ctx, proposal_id)}
+        return proposals.discard_proposal(self.ctx, proposal_id)
 
     @tool
     def cite_check(self, chunk_id: str) -> dict[str, Any]:
         """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
         from gitkb.services.sources.cite import cite_check
 
-        out = {"Success": True, **cite_check(self.ctx, chunk_id)}
+        out = cite_check(self.ctx, chunk_id)
         sc = self._scope()
         if sc.scoped and not sc.can_read(str(out.get("index_id"))):
             raise NotFound(f"no citation {chunk_id!r} in the indexes of agent {sc.agent_id!r}")
@@ -477,10 +474,10 @@ class Workspace:
             scope.require_index(self.ctx, sc, target_index, write=False)
         from gitkb.services import review
 
-        return {"Success": True, **review.open_kb_pull_request(
+        return review.open_kb_pull_request(
             self.ctx, source_id_or_index, target_index, title, body, commit_message,
             requested_by=requested_by if self.principal.is_local else self.principal.label,
-        )}  # fmt: skip
+        )  # fmt: skip
 
     @tool
     def list_reviews(
@@ -489,13 +486,13 @@ class Workspace:
         """Reviews, pending first (``Reviews``), paged."""
         from gitkb.services import review
 
-        return {"Success": True, **review.list_reviews(self.ctx, state, source, start=start, count=count)}
+        return review.list_reviews(self.ctx, state, source, start=start, count=count)
 
     @tool
     def show_review(self, review_id: str) -> dict[str, Any]:
         from gitkb.services import review
 
-        return {"Success": True, **review.show_review(self.ctx, review_id)}
+        return review.show_review(self.ctx, review_id)
 
     @tool
     def approve_review(self, review_id: str, reviewer: str = "operator", overwrite: bool = False) -> dict[str, Any]:
@@ -505,35 +502,35 @@ class Workspace:
         push replaces); without it such an approval is refused and nothing is pushed."""
         from gitkb.services import review
 
-        return {"Success": True, **review.approve_review(
+        return review.approve_review(
             self.ctx, review_id, reviewer=self._reviewer(reviewer), overwrite=overwrite
-        )}  # fmt: skip
+        )  # fmt: skip
 
     @tool
     def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:
         from gitkb.services import review
 
-        return {"Success": True, **review.deny_review(self.ctx, review_id, reason, reviewer=self._reviewer(reviewer))}
+        return review.deny_review(self.ctx, review_id, reason, reviewer=self._reviewer(reviewer))
 
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
         """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
         from gitkb.services import sources
 
-        return {"Success": True, **sources.forge_merge(self.ctx, source, number, wait=wait)}
+        return sources.forge_merge(self.ctx, source, number, wait=wait)
 
     @tool
     def forge_close(self, source: str, number: int) -> dict[str, Any]:
         """Local forge: close change request NUMBER unmerged (its reviews become 'closed')."""
         from gitkb.services import sources
 
-        return {"Success": True, **sources.forge_close(self.ctx, source, number)}
+        return sources.forge_close(self.ctx, source, number)
 
     @tool
     def list_pull_requests(self, source: str, state: str | None = None) -> dict[str, Any]:
         from gitkb.services import sources
 
-        return {"Success": True, **sources.list_pull_requests(self.ctx, source, state)}
+        return sources.list_pull_requests(self.ctx, source, state)
 
     @tool
     def list_audit(
@@ -542,23 +539,23 @@ class Workspace:
         """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
         from gitkb.services import audit
 
-        return {"Success": True, **audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)}
+        return audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
 
     @tool
     def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
         """A knowledge base over these indexes (names or kidx_ ids); it stores the ids."""
-        return {"Success": True, **knowledge.kb_create(self.ctx, name, indexes)}
+        return knowledge.kb_create(self.ctx, name, indexes)
 
     @tool
     def kb_list(self) -> dict[str, Any]:
-        return {"Success": True, **knowledge.kb_list(self.ctx)}
+        return knowledge.kb_list(self.ctx)
 
     @tool
     def kb_delete(self, name: str, force: bool = False) -> dict[str, Any]:
         """Refused while agents use it, unless ``force`` (which unassigns it from them)."""
-        return {"Success": True, **knowledge.kb_delete(self.ctx, name, force=force)}
+        return knowledge.kb_delete(self.ctx, name, force=force)
 
     @tool
     def agent_assign(
@@ -571,23 +568,22 @@ class Workspace:
     ) -> dict[str, Any]:
         """Bind an agent to knowledge bases in a mode: ``read``, ``propose`` (default) or ``write``
         (``read_only=True`` is the older spelling of mode ``read``)."""
-        out = knowledge.agent_assign(
+        return knowledge.agent_assign(
             self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_k=default_top_k
         )
-        return {"Success": True, **out}
 
     @tool
     def agent_unassign(self, agent_id: str, kbs: list[str]) -> dict[str, Any]:
-        return {"Success": True, **knowledge.agent_unassign(self.ctx, agent_id, kbs)}
+        return knowledge.agent_unassign(self.ctx, agent_id, kbs)
 
     @tool
     def agent_show(self, agent_id: str) -> dict[str, Any]:
-        return {"Success": True, **knowledge.agent_show(self.ctx, agent_id)}
+        return knowledge.agent_show(self.ctx, agent_id)
 
     @tool
     def agent_usage(self, agent_id: str) -> dict[str, Any]:
         """Query-embedding events of an agent: count, tokens, duration."""
-        return {"Success": True, **knowledge.agent_usage(self.ctx, agent_id)}
+        return knowledge.agent_usage(self.ctx, agent_id)
 
     def _agent_ref(self, agent_id: str | None) -> str | None:
         """The agent a scoped read speaks for: an agent principal only ever for itself."""
@@ -600,7 +596,7 @@ class Workspace:
     @tool
     def list_knowledge_bases(self, agent_id: str | None = None) -> dict[str, Any]:
         """Every knowledge base, or only an agent's (with its mode per binding)."""
-        return {"Success": True, **knowledge.list_knowledge_bases(self.ctx, self._agent_ref(agent_id))}
+        return knowledge.list_knowledge_bases(self.ctx, self._agent_ref(agent_id))
 
     @tool
     def search_index(
@@ -623,11 +619,8 @@ class Workspace:
 
     @tool
     def purge_expired(self) -> dict[str, Any]:
-        """Delete documents past their TTL (through the writer when the job kind is registered)."""
-        if "purge_expired" in jobs.JOB_KINDS:
-            return {"Success": True, **jobs.run_inline(self.ctx, "purge_expired", {})}
-        with self.ctx.write_lock:
-            return {"Success": True, **ttl.purge_expired(self.ctx)}
+        """Delete documents past their TTL (a job of the writer)."""
+        return jobs.run_inline(self.ctx, "purge_expired", {})
 
     # -- embeddings ------------------------------------------------------------
 
@@ -644,8 +637,7 @@ class Workspace:
     @tool
     def build_embeddings(self, force: bool = False, progress: Any = None) -> dict[str, Any]:
         """Block until every chunk has its vector (``force``: re-embed everything); returns ``chunks_embedded``."""
-        result = jobs.run_inline(self.ctx, "build_embeddings", {"force": bool(force)}, progress=progress)
-        return {"Success": True, **result}
+        return jobs.run_inline(self.ctx, "build_embeddings", {"force": bool(force)}, progress=progress)
 
     @tool
     def wait_for_vectors(self, vectors_range: list[int], progress: Any = None) -> dict[str, Any]:
@@ -654,28 +646,26 @@ class Workspace:
         from gitkb.services import embeddings
 
         after, upto = _seq_range(vectors_range)
-        return {"Success": True, **embeddings.wait_for_range(self.ctx, after, upto, progress=progress)}
+        return embeddings.wait_for_range(self.ctx, after, upto, progress=progress)
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:
         """available, provider, model, identity, fingerprint, chunk_count, pending, collections, path."""
         from gitkb.services import embeddings
 
-        out = {"Success": True, **embeddings.embeddings_status(self.ctx)}
-        return scope.filter_embeddings_status(self.ctx, self._scope(), out)
+        return scope.filter_embeddings_status(self.ctx, self._scope(), embeddings.embeddings_status(self.ctx))
 
     @tool
     def reembed(self, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
         """Re-embed an index (default: every index stranded by a model change) into its active identity."""
-        result = jobs.run_inline(self.ctx, "reembed", {"index_name": index_name}, progress=progress)
-        return {"Success": True, **result}
+        return jobs.run_inline(self.ctx, "reembed", {"index_name": index_name}, progress=progress)
 
     @tool
     def set_embedding_identity(self, provider: str, model: str | None = None) -> dict[str, Any]:
         """Change the workspace's active embedding identity (indexes with vectors elsewhere need a re-embed)."""
         from gitkb.services import identity
 
-        return {"Success": True, **identity.set_active_identity(self.ctx, provider, model)}
+        return identity.set_active_identity(self.ctx, provider, model)
 
     # -- evaluation (services.evaluation) ------------------------------------
 
@@ -694,10 +684,10 @@ class Workspace:
         """nDCG@10, Recall@10/100, MRR@10 of SEARCH on a BEIR folder; ``progress(stage, done, total)``."""
         from gitkb.services import evaluation
 
-        return {"Success": True, **evaluation.eval_beir(
+        return evaluation.eval_beir(
             self.ctx, path, split=split, mode=mode, index_name=index_name, chunk_strategy=chunk_strategy,
             chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress,
-        )}
+        )
 
     @tool
     def eval_qa(
@@ -711,6 +701,6 @@ class Workspace:
         """Recall@1/5/10 and MRR@10 of the gold document, and ASK's gold-citation rate, on a QA folder."""
         from gitkb.services import evaluation
 
-        return {"Success": True, **evaluation.eval_qa(
+        return evaluation.eval_qa(
             self.ctx, path, mode=mode, index_name=index_name, ask=ask, progress=progress
-        )}
+        )

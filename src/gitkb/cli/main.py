@@ -19,7 +19,6 @@ import logging
 import os
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,13 +153,11 @@ class _CrashLog(logging.Handler):
         except Exception:  # noqa: BLE001 - e.g. the current directory was removed
             return Path(tempfile.gettempdir()) / "gitkb-logs" / "gitkb.log"
 
-    def write(self, text: str) -> Path:
-        from gitkb.core.files import append_log
+    def write(self, what: BaseException | str) -> Path:
+        from gitkb.core.errors import write_crash_log
 
         path = self.path()
-        with contextlib.suppress(OSError, ValueError):  # 0700 directory, 0600 file
-            path = append_log(path.parent.parent, text if text.endswith("\n") else text + "\n")
-        return path
+        return write_crash_log(path.parent.parent, what) or path  # 0700 directory, 0600 file
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):  # logging must not be what fails
@@ -185,7 +182,7 @@ except Exception as _exc:  # noqa: BLE001 - reported by main() as one line, not 
 
 
 def _unexpected(exc: BaseException) -> NoReturn:
-    log_path = _crash_log.write("".join(traceback.format_exception(exc)))
+    log_path = _crash_log.write(exc)
     message = shown(" ".join(str(exc).split()))[:500]
     click.echo(f"error: unexpected {type(exc).__name__}: {message} (details in {log_path})", err=True)
     sys.exit(3)

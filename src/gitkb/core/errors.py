@@ -2,40 +2,43 @@
 
 Every domain failure is a ``GitkbError`` subclass with a stable ``code``.
 Interfaces map the code once: the action API returns ``{"Success": False,
-"Error": message, "code": code}``, HTTP maps it to a status, the CLI prints one
-line and exits 1.
+"Error": message, "code": code}``, HTTP maps it to a status
+(``gitkb.http.errors.STATUS_BY_CODE``), the CLI prints one line and exits 1
+(3 for ``internal``, with the crash log's path: ``write_crash_log``).
 
 Codes (stable, part of the public contract):
 
-=========================  ======  ==================================================
-code                       HTTP    meaning
-=========================  ======  ==================================================
-``invalid_argument``       400     bad input; nothing was written
-``unauthorized``           401     missing or wrong credentials
-``forbidden``              403     credentials lack the scope, or binding refuses
-``not_found``              404     unknown index, document, job, source, review ...
-``conflict``               409     duplicate name, write during a rebuild, stale lease
-``busy``                   409     the writer is busy with a job that excludes this one
-``managed_repo_guard``     409     a write to a git-managed index/repo outside proposals
-``review_pending``         409     the action waits for a human review
-``review_denied``          409     the review was denied
-``too_large``              413     a text or file over the size cap; nothing was written
-``validation``             422     a document (sidecar, schema) failed validation
-``embedding_not_configured`` 503   no complete embedding identity resolves
-``store_unavailable``      503     the catalog or vector store cannot be reached
-``forge_error``            502     the forge (GitHub, GitLab) refused or failed
-``internal``               500     a bug; the message says where the log is
-=========================  ======  ==================================================
+============================  ==================================================
+code                          meaning
+============================  ==================================================
+``invalid_argument``          bad input; nothing was written
+``unauthorized``              missing or wrong credentials
+``forbidden``                 credentials lack the scope, or binding refuses
+``not_found``                 unknown index, document, job, source, review ...
+``conflict``                  duplicate name, write during a rebuild, stale lease
+``busy``                      the writer is busy with a job that excludes this one
+``cancelled``                 the job was cancelled (``cancel_job``) before it finished
+``managed_repo_guard``        a write to a git-managed index/repo outside proposals
+``review_denied``             the review was denied
+``too_large``                 a text or file over the size cap; nothing was written
+``validation``                a document (sidecar, schema) failed validation
+``embedding_not_configured``  no complete embedding identity resolves
+``store_unavailable``         the catalog or vector store cannot be reached
+``forge_error``               the forge (GitHub, GitLab) refused or failed
+``internal``                  a bug; the message says where the log is
+============================  ==================================================
 """
 
 from __future__ import annotations
 
+import os
+import traceback
+from pathlib import Path
 from typing import Any
 
 
 class GitkbError(Exception):
     code = "internal"
-    http_status = 500
 
     def __init__(
         self,
@@ -60,37 +63,34 @@ class GitkbError(Exception):
 
 class InvalidArgument(GitkbError):
     code = "invalid_argument"
-    http_status = 400
 
 
 class Unauthorized(GitkbError):
     code = "unauthorized"
-    http_status = 401
 
 
 class Forbidden(GitkbError):
     code = "forbidden"
-    http_status = 403
 
 
 class NotFound(GitkbError):
     code = "not_found"
-    http_status = 404
 
 
 class Conflict(GitkbError):
     code = "conflict"
-    http_status = 409
 
 
 class Busy(GitkbError):
     code = "busy"
-    http_status = 409
+
+
+class Cancelled(GitkbError):
+    code = "cancelled"
 
 
 class ManagedRepoGuard(GitkbError):
     code = "managed_repo_guard"
-    http_status = 409
 
     def __init__(self, message: str, **kw: Any) -> None:
         kw.setdefault(
@@ -105,39 +105,28 @@ class ManagedRepoGuard(GitkbError):
         super().__init__(message, details=details, **kw)
 
 
-class ReviewPending(GitkbError):
-    code = "review_pending"
-    http_status = 409
-
-
 class ReviewDenied(GitkbError):
     code = "review_denied"
-    http_status = 409
 
 
 class TooLarge(GitkbError):
     code = "too_large"
-    http_status = 413
 
 
 class ValidationFailed(GitkbError):
     code = "validation"
-    http_status = 422
 
 
 class EmbeddingNotConfigured(GitkbError):
     code = "embedding_not_configured"
-    http_status = 503
 
 
 class StoreUnavailable(GitkbError):
     code = "store_unavailable"
-    http_status = 503
 
 
 class ForgeError(GitkbError):
     code = "forge_error"
-    http_status = 502
 
 
 ALL_ERRORS: tuple[type[GitkbError], ...] = (
@@ -148,8 +137,8 @@ ALL_ERRORS: tuple[type[GitkbError], ...] = (
     NotFound,
     Conflict,
     Busy,
+    Cancelled,
     ManagedRepoGuard,
-    ReviewPending,
     ReviewDenied,
     TooLarge,
     ValidationFailed,
@@ -158,4 +147,15 @@ ALL_ERRORS: tuple[type[GitkbError], ...] = (
     ForgeError,
 )
 
-HTTP_STATUS_BY_CODE: dict[str, int] = {cls.code: cls.http_status for cls in ALL_ERRORS}
+
+def write_crash_log(home: str | os.PathLike[str], what: BaseException | str) -> Path | None:
+    """The one writer of the crash log, ``<home>/logs/gitkb.log`` (0700 directory, 0600 file):
+    appends ``what``'s traceback (or a log line) for every interface (Workspace tools, MCP, HTTP,
+    CLI). Returns the log's path, or None when it cannot be written (a read-only home); never raises."""
+    from gitkb.core.files import append_log
+
+    text = what if isinstance(what, str) else "".join(traceback.format_exception(what))
+    try:
+        return append_log(home, text if text.endswith("\n") else text + "\n")
+    except (OSError, ValueError):
+        return None

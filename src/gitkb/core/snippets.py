@@ -46,3 +46,14 @@ def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
     piece = text[start : start + max_chars]
     snippet = " ".join(piece.split())
     return ("… " if start > 0 else "") + snippet + (" …" if start + max_chars < len(text) else "")
+
+
+def location(doc_text: str, start: int, end: int) -> dict[str, int]:
+    """1-based lines and the characters ``start:end`` of ``doc_text`` cover."""
+    last = max(start, end - 1)
+    return {
+        "line_start": doc_text.count("\n", 0, start) + 1,
+        "line_end": doc_text.count("\n", 0, last) + 1,
+        "char_start": start,
+        "char_end": end,
+    }

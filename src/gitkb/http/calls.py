@@ -1,7 +1,7 @@
 """The one way a route reaches the library: a Workspace method on a worker thread,
 its dict answered as is (or as the error shape when it says ``Success: false``).
 
-Long calls go through ``Workspace.promoted`` when it exists: they answer inline
+Long calls go through ``Workspace.promoted``: they answer inline
 when quick, else ``{"status": "working", "job_id", "poll_with": "get_job_result"}``.
 """
 
@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from gitkb.core.errors import InvalidArgument, Unauthorized
-from gitkb.http.errors import NotImplementedYet, respond
+from gitkb.http.errors import respond
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
 from gitkb.services.access.principals import Principal
@@ -25,12 +25,6 @@ from gitkb.workspace import Workspace
 # Paging query parameters of every list route; the library checks the range (invalid_argument).
 START = Query(None, description="the first item, from 0 (out of range: invalid_argument)")
 COUNT = Query(None, description="items in the page, 1 to 500 (out of range: invalid_argument)")
-
-
-def has(method: str) -> bool:
-    """Whether the library offers ``method`` (routes for capabilities still being built are
-    registered once the method exists)."""
-    return callable(getattr(Workspace, method, None))
 
 
 @functools.cache
@@ -103,13 +97,10 @@ async def call(
     state = get_state(request)
     refuse_unknown_query(request)
     ws = caller_view(request)
-    if not has(method):
-        raise NotImplementedYet(f"{method} is not available in this version of gitkb")
     kwargs = clean(params)
     check_params(method, kwargs)
-    if long and has("promoted"):
+    if long:
         result = await run_blocking(state, ws.promoted, method, *args, write=True, **kwargs)
-        result.setdefault("Success", True)  # a job's inline result may not carry it; failures always do
     else:
         result = await run_blocking(state, getattr(ws, method), *args, write=write, **kwargs)
     return respond(result, status=status, retry_after_s=state.cfg.busy_retry_after_s)

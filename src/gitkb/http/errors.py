@@ -6,8 +6,8 @@ Error: the library's failure envelope at the top level, always with all five key
 ``{"Success": false, "Error": "<one sentence>", "code": "<stable code>",
 "next_steps": [...], "details": {...}}``
 
-The status comes from the code (``gitkb.core.errors.HTTP_STATUS_BY_CODE``, plus
-the few codes only HTTP has, below). A Workspace call that answers
+The status comes from the code, in one table here (``STATUS_BY_CODE``: the
+codes of ``gitkb.core.errors`` and the few codes only HTTP has, below). A Workspace call that answers
 ``Success: false`` becomes this shape with the call's other fields under
 ``details``; FastAPI's validation errors, unknown routes and methods,
 oversize or non-JSON bodies, timeouts and crashes all come out the same way.
@@ -19,7 +19,6 @@ HTTP-only codes: ``payload_too_large`` 413, ``unsupported_media_type`` 415,
 from __future__ import annotations
 
 import logging
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -29,39 +28,55 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gitkb.core.errors import HTTP_STATUS_BY_CODE, GitkbError
-from gitkb.core.files import append_log
+from gitkb.core.errors import GitkbError, write_crash_log
 
 log = logging.getLogger("gitkb.http")
 
 
 class PayloadTooLarge(GitkbError):
     code = "payload_too_large"
-    http_status = 413
 
 
 class UnsupportedMediaType(GitkbError):
     code = "unsupported_media_type"
-    http_status = 415
 
 
 class MethodNotAllowed(GitkbError):
     code = "method_not_allowed"
-    http_status = 405
 
 
 class RequestTimeout(GitkbError):
     code = "timeout"
-    http_status = 504
 
 
 class NotImplementedYet(GitkbError):
     code = "not_implemented"
-    http_status = 501
 
 
 HTTP_ONLY = (PayloadTooLarge, UnsupportedMediaType, MethodNotAllowed, RequestTimeout, NotImplementedYet)
-STATUS_BY_CODE: dict[str, int] = {**HTTP_STATUS_BY_CODE, **{c.code: c.http_status for c in HTTP_ONLY}}
+# The HTTP status of every error code (the core's and HTTP's own); a code missing here answers 500.
+STATUS_BY_CODE: dict[str, int] = {
+    "invalid_argument": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "busy": 409,
+    "cancelled": 409,
+    "managed_repo_guard": 409,
+    "review_denied": 409,
+    "too_large": 413,
+    "validation": 422,
+    "embedding_not_configured": 503,
+    "store_unavailable": 503,
+    "forge_error": 502,
+    "internal": 500,
+    "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "method_not_allowed": 405,
+    "timeout": 504,
+    "not_implemented": 501,
+}
 CODE_BY_STATUS: dict[int, str] = {
     400: "invalid_argument",
     401: "unauthorized",
@@ -128,7 +143,6 @@ def from_exception(exc: GitkbError, retry_after_s: int = 5) -> JSONResponse:
     return error_response(
         exc.code,
         exc.message,
-        status=exc.http_status,
         next_steps=exc.next_steps,
         details=exc.details,
         retry_after_s=retry_after_s,
@@ -158,16 +172,10 @@ def respond(result: dict[str, Any], *, status: int = 200, retry_after_s: int = 5
 
 
 def log_internal(home: Path | None, exc: BaseException) -> str:
-    """Append the traceback to ``<home>/logs/gitkb.log``; returns where."""
-    if home is None:
+    """Append the traceback to ``<home>/logs/gitkb.log`` (``write_crash_log``); returns where."""
+    if home is None or write_crash_log(home, exc) is None:  # no home, or a read-only one
         log.error("internal error", exc_info=exc)
-        return "the server log"
-    logdir = home / "logs"
-    try:
-        append_log(home, "".join(traceback.format_exception(exc)))  # 0700 dir, 0600 file
-    except OSError:  # pragma: no cover - a read-only home
-        log.error("internal error", exc_info=exc)
-    return str(logdir / "gitkb.log")
+    return "the server log" if home is None else str(home / "logs" / "gitkb.log")
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:

@@ -34,6 +34,7 @@ NEXT_STEPS: dict[str, list[str]] = {
     "forbidden": ["list_knowledge_bases shows what this agent may use"],
     "busy": ["wait a moment and retry, or poll get_job_result"],
     "conflict": ["read the error, adjust and retry"],
+    "cancelled": ["the job was cancelled; call the tool again if it is still wanted"],
     "internal": ["retry once; if it fails again, report the error text to an operator"],
 }
 INSTRUCTIONS = (

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
+from gitkb.core.snippets import location
 from gitkb.services import search as search_service
 from gitkb.services.context import Context
 from gitkb.stores.catalog import documents as doc_rows
@@ -299,16 +300,6 @@ def with_list(sent: Sentence, budget: int) -> Sentence:
             end = pos + 1 + len(line.rstrip())
         pos = nxt
     return Sentence(sent.passage, sent.start, end, sent.terms)
-
-
-def location(doc_text: str, start: int, end: int) -> dict[str, int]:
-    last = max(start, end - 1)
-    return {
-        "line_start": doc_text.count("\n", 0, start) + 1,
-        "line_end": doc_text.count("\n", 0, last) + 1,
-        "char_start": start,
-        "char_end": end,
-    }
 
 
 def extractive_answer(sentences: list[Sentence]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:

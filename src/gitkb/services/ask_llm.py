@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from gitkb.core.snippets import location
+
 if TYPE_CHECKING:
     from gitkb.services.ask import AskConfig, Passage
 
@@ -103,7 +105,6 @@ def renumber(answer: str, n_passages: int) -> tuple[str, list[int]]:
 def generate(
     question: str, passages: list[Passage], cfg: AskConfig
 ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-    from gitkb.services.ask import location
 
     content = chat(cfg, build_messages(question, passages))
     text, order = renumber(content, len(passages))

@@ -1,16 +1,17 @@
-"""The explicit registry of job kinds (imported once by whoever opens a workspace).
+"""The job kinds, one explicit list: ``JOB_KINDS`` maps each kind's name to its ``JobKind``.
 
 Each kind adapts a service function to ``fn(ctx, params, progress) -> dict``.
+Nothing registers itself: the composition root (``Workspace``) hands this
+mapping to ``gitkb.services.jobs.load_kinds`` once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gitkb.services import actions, preflight, reindex
-from gitkb.services import sources as _sources  # noqa: F401 - registers the source_sync job kind
+from gitkb.services import actions, preflight, reindex, sources
 from gitkb.services.context import Context
-from gitkb.services.jobs import Progress, register_kind
+from gitkb.services.jobs import JobKind, Progress
 
 
 def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -23,12 +24,6 @@ def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[st
 
 def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return reindex.reindex(ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress)
-
-
-# ADD_TEXT's text waits in job_staged, not in jobs.params: the job table keeps no copy of every
-# text, and a queued ADD_TEXT still resumes after a restart (the staged row is in the catalog).
-register_kind("action", _action, resumable=True, staged=("params.text",), check=preflight.check_action)
-register_kind("reindex", _reindex, resumable=True, check=preflight.check_reindex)
 
 
 def _build_embeddings(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -49,6 +44,14 @@ def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> 
     return ttl.purge_expired(ctx)
 
 
-register_kind("build_embeddings", _build_embeddings, resumable=True)
-register_kind("reembed", _reembed, resumable=True, check=preflight.check_reembed)
-register_kind("purge_expired", _purge_expired, resumable=True)
+JOB_KINDS: dict[str, JobKind] = {
+    # ADD_TEXT's text waits in job_staged, not in jobs.params: the job table keeps no copy of every
+    # text, and a queued ADD_TEXT still resumes after a restart (the staged row is in the catalog).
+    "action": JobKind(_action, staged=("params.text",), check=preflight.check_action),
+    "reindex": JobKind(_reindex, check=preflight.check_reindex),
+    "build_embeddings": JobKind(_build_embeddings),
+    "reembed": JobKind(_reembed, check=preflight.check_reembed),
+    "purge_expired": JobKind(_purge_expired),
+    sources.SYNC_JOB_KIND: JobKind(sources.sync_job),
+    sources.ROLLBACK_JOB_KIND: JobKind(sources.rollback_job),
+}

@@ -1,7 +1,8 @@
 """The persistent job queue behind every index write.
 
-A job kind is a plain function ``fn(ctx, params, progress) -> dict`` registered
-in ``JOB_KINDS``. Three ways to run one:
+A job kind is a plain function ``fn(ctx, params, progress) -> dict`` in a
+``JobKind``; the kinds are one list (``gitkb.services.job_kinds.JOB_KINDS``) that
+the composition root hands to ``load_kinds``. Three ways to run one:
 
 * ``run_inline`` — library calls: the caller waits. In the lease holder it runs
   in the caller's thread (recorded as a job row); elsewhere it is queued and
@@ -19,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,18 +54,32 @@ class JobKind:
     check: Check | None = None  # raises before a job row exists: a refused call leaves no failed job
 
 
-JOB_KINDS: dict[str, JobKind] = {}
+_KINDS: dict[str, JobKind] = {}  # what load_kinds was given (gitkb.services.job_kinds.JOB_KINDS)
 
 
-def register_kind(
-    name: str, fn: JobFn, *, resumable: bool = True, staged: tuple[str, ...] = (), check: Check | None = None
-) -> None:
-    JOB_KINDS[name] = JobKind(fn, resumable, staged, check)
+def load_kinds(kinds: Mapping[str, JobKind]) -> None:
+    """Make these job kinds runnable; the composition root (``Workspace``) calls it once with
+    ``gitkb.services.job_kinds.JOB_KINDS``. Loading the same kinds again changes nothing."""
+    _KINDS.update(kinds)
+
+
+def add_kind(name: str, kind: JobKind) -> None:
+    """One more job kind of the operator's own (tests use it for slow kinds); ``remove_kind`` drops it."""
+    _KINDS[name] = kind
+
+
+def remove_kind(name: str) -> None:
+    _KINDS.pop(name, None)
+
+
+def kind_of(name: str) -> JobKind | None:
+    """The loaded job kind called ``name``, or None."""
+    return _KINDS.get(name)
 
 
 def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """``params`` without the kind's staged string values, and those values by dotted key."""
-    spec = JOB_KINDS.get(kind)
+    spec = kind_of(kind)
     if spec is None or not spec.staged:
         return params, {}
     kept = dict(params)
@@ -87,15 +102,15 @@ def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], di
 
 def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
     """Refuse a job its kind's check refuses, before anything is recorded."""
-    spec = JOB_KINDS.get(kind)
+    spec = kind_of(kind)
     if spec is None:
         raise errors.InvalidArgument(f"unknown job kind {kind!r}")
     if spec.check is not None:
         spec.check(ctx, params)
 
 
-class Cancelled(Exception):
-    pass
+class CancelRequested(Exception):
+    """``cancel_job`` asked the running job to stop (seen at its next progress report)."""
 
 
 class Interrupted(Exception):
@@ -106,11 +121,17 @@ _ERRORS_BY_CODE: dict[str, type[GitkbError]] = {cls.code: cls for cls in errors.
 
 
 def error_from_row(job: JobRow) -> GitkbError:
+    """The error a failed or cancelled job answers with, under its recorded code (a cancelled job's
+    is ``cancelled``)."""
     cls = _ERRORS_BY_CODE.get(job.error_code or "internal", GitkbError)
     details = {k: v for k, v in (job.result or {}).items() if k not in ("Success", "Error", "code", "next_steps")}
     steps = (job.result or {}).get("next_steps") or []
+    message = job.error or "job failed"
+    if job.state == "cancelled":
+        message = f"job {job.id} was {message}"  # "cancelled on request", "cancelled before it started"
+        details.setdefault("job_id", job.id)
     exc = cls.__new__(cls)
-    GitkbError.__init__(exc, job.error or "job failed", next_steps=steps, details=details)
+    GitkbError.__init__(exc, message, next_steps=steps, details=details)
     return exc
 
 
@@ -123,7 +144,7 @@ def runner_name() -> str:
 
 
 def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None) -> JobRow:
-    spec = JOB_KINDS.get(job.kind)
+    spec = kind_of(job.kind)
     last = [0.0]
 
     def progress(done: int, total: int, note: str | None = None) -> None:
@@ -136,7 +157,7 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
         with ctx.catalog.write() as conn:
             cancel = job_rows.set_progress(conn, job.id, done, total, note)
         if cancel:
-            raise Cancelled()
+            raise CancelRequested()
         if stop is not None and stop.is_set():
             raise Interrupted()
 
@@ -149,7 +170,7 @@ def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, sto
             seq0 = changes.head(ctx.catalog.conn)
             result = spec.fn(ctx, params, progress)
             result = _with_vectors(ctx, result, seq0)
-    except Cancelled:
+    except CancelRequested:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
         with ctx.catalog.write() as conn:
@@ -201,9 +222,7 @@ def run_inline(
         done = wait(ctx, job.id, timeout=None, progress=progress)
     if done.state == "completed":
         return done.result or {}
-    if done.state == "cancelled":
-        raise errors.Conflict(f"job {done.id} was cancelled")
-    raise error_from_row(done)
+    raise error_from_row(done)  # a cancelled job: ``cancelled``
 
 
 def submit(
@@ -278,7 +297,7 @@ def schedule_maintenance(ctx: Context) -> None:
     ctx.extras["maintenance_at"] = now
     from gitkb.services.ttl import count_expired
 
-    if "purge_expired" in JOB_KINDS and count_expired(ctx) > 0:
+    if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 
 
@@ -295,7 +314,7 @@ def recover(ctx: Context) -> dict[str, list[str]]:
     requeued, failed = [], []
     with ctx.catalog.write() as conn:
         for job in job_rows.running(conn):
-            spec = JOB_KINDS.get(job.kind)
+            spec = kind_of(job.kind)
             if spec is not None and spec.resumable and job.attempts < MAX_ATTEMPTS and _resumes(job):
                 job_rows.requeue(conn, job.id, f"resumed after the process running it ({job.runner}) stopped")
                 requeued.append(job.id)

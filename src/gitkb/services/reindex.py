@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.chunking import resolve_config
-from gitkb.core.errors import Busy
 from gitkb.core.walking import WalkEntry, walk
 from gitkb.services.catchup import catch_up_keywords, rebuild_keywords
 from gitkb.services.context import Context
@@ -66,8 +65,6 @@ def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progre
     ``modified``, ``deleted``, ``unchanged``, ``skipped``, ``left_out``), the same counts per index
     under ``indexes``, and the paths under ``paths``. With ``force`` every file parsed again counts
     as added. ``left_out``: files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
-    if ctx.extras.get("rechunking"):
-        raise Busy("an index is being rechunked; reindex when it finishes", next_steps=["poll get_index_status"])
     rows = [get_index(ctx, index_name)] if index_name else index_rows.list_all(ctx.catalog.conn)
     t0 = time.perf_counter()
     paths: dict[str, list[Any]] = {k: [] for k in COUNTS}

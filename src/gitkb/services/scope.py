@@ -220,7 +220,6 @@ def search_index(
                 warnings.append(w)
     results = [citation(h) for h in res.get("Results", [])]
     out: dict[str, Any] = {
-        "Success": True,
         "query": q,
         "mode": res.get("mode"),
         "top_k": k,
@@ -265,7 +264,6 @@ def plan_action(ctx: Context, scope: AgentScope, action: Any, params: dict[str, 
         narrowed, ignored = _narrow(ctx, scope, name, params)
         if narrowed is None:
             answer = {
-                "Success": True,
                 "action": name,
                 "Results": [],
                 "count": 0,
@@ -295,7 +293,7 @@ def plan_action(ctx: Context, scope: AgentScope, action: Any, params: dict[str, 
 
 def finish_action(ctx: Context, scope: AgentScope, plan: ActionPlan, out: dict[str, Any]) -> dict[str, Any]:
     """Trim an action's answer to the scope (inventory lists) and report ignored indexes."""
-    if not scope.scoped or not out.get("Success"):
+    if not scope.scoped or out.get("Success") is False:
         return out
     if plan.action in INVENTORY_ACTIONS:
         out = _filter_inventory(ctx, scope, out)
@@ -306,7 +304,7 @@ def finish_action(ctx: Context, scope: AgentScope, plan: ActionPlan, out: dict[s
 
 def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
     """get_index_status for an agent: skipped files of its own indexes only, no other job's parameters."""
-    if not scope.scoped or not out.get("Success"):
+    if not scope.scoped or out.get("Success") is False:
         return out
     out = dict(out)
     if isinstance(out.get("skipped_files"), list):
@@ -323,7 +321,7 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
 
 def filter_embeddings_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
     """embeddings_status for an agent: per-index entries of its own indexes only, no server paths."""
-    if not scope.scoped or not out.get("Success"):
+    if not scope.scoped or out.get("Success") is False:
         return out
     out = _filter_inventory(ctx, scope, out)
     out.pop("path", None)

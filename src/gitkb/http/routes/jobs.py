@@ -2,7 +2,7 @@
 
 Long work (reindex, build embeddings) answers inline when it is quick, else
 with ``{"status": "working", "job_id", "poll_with": "get_job_result"}``: poll
-``GET /jobs/{job_id}``. Routes appear once the library offers their method.
+``GET /jobs/{job_id}``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import COUNT, START, Body, call, has
+from gitkb.http.calls import COUNT, START, Body, call
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["status and jobs"])
@@ -26,62 +26,48 @@ class BuildEmbeddings(Body):
     force: bool = False
 
 
-if has("get_index_status"):
-
-    @router.get(
-        "/status", dependencies=AUTH, summary="Index status: queryable/building/failed, queue, dirty counts"
-    )
-    async def status(request: Request) -> JSONResponse:
-        return await call(request, "get_index_status")
+@router.get(
+    "/status", dependencies=AUTH, summary="Index status: queryable/building/failed, queue, dirty counts"
+)
+async def status(request: Request) -> JSONResponse:
+    return await call(request, "get_index_status")
 
 
-if has("embeddings_status"):
-
-    @router.get("/embeddings", dependencies=AUTH, summary="Embeddings status: provider, vector count, path")
-    async def embeddings_status(request: Request) -> JSONResponse:
-        return await call(request, "embeddings_status")
+@router.get("/embeddings", dependencies=AUTH, summary="Embeddings status: provider, vector count, path")
+async def embeddings_status(request: Request) -> JSONResponse:
+    return await call(request, "embeddings_status")
 
 
-if has("reindex"):
-
-    @router.post(
-        "/reindex", dependencies=AUTH, summary="Re-index directory-fed indexes; long: may answer a job_id"
-    )
-    async def reindex(request: Request, body: Reindex) -> JSONResponse:
-        return await call(request, "reindex", write=True, long=True, **body.params())
+@router.post(
+    "/reindex", dependencies=AUTH, summary="Re-index directory-fed indexes; long: may answer a job_id"
+)
+async def reindex(request: Request, body: Reindex) -> JSONResponse:
+    return await call(request, "reindex", write=True, long=True, **body.params())
 
 
-if has("build_embeddings"):
-
-    @router.post(
-        "/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id"
-    )
-    async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
-        return await call(request, "build_embeddings", write=True, long=True, **body.params())
+@router.post(
+    "/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id"
+)
+async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
+    return await call(request, "build_embeddings", write=True, long=True, **body.params())
 
 
-if has("list_jobs"):
-
-    @router.get("/jobs", dependencies=AUTH, summary="Recent jobs, newest first")
-    async def list_jobs(
-        request: Request,
-        state: str | None = None,
-        start: int | None = START,
-        count: int | None = COUNT,
-        limit: int | None = Query(None, description="the older name of count"),
-    ) -> JSONResponse:
-        return await call(request, "list_jobs", limit=limit, state=state, start=start, count=count)
+@router.get("/jobs", dependencies=AUTH, summary="Recent jobs, newest first")
+async def list_jobs(
+    request: Request,
+    state: str | None = None,
+    start: int | None = START,
+    count: int | None = COUNT,
+    limit: int | None = Query(None, description="the older name of count"),
+) -> JSONResponse:
+    return await call(request, "list_jobs", limit=limit, state=state, start=start, count=count)
 
 
-if has("get_job_result"):
-
-    @router.get("/jobs/{job_id}", dependencies=AUTH, summary="A job: status, progress, result or error")
-    async def get_job(request: Request, job_id: str) -> JSONResponse:
-        return await call(request, "get_job_result", job_id=job_id)
+@router.get("/jobs/{job_id}", dependencies=AUTH, summary="A job: status, progress, result or error")
+async def get_job(request: Request, job_id: str) -> JSONResponse:
+    return await call(request, "get_job_result", job_id=job_id)
 
 
-if has("cancel_job"):
-
-    @router.post("/jobs/{job_id}/cancel", dependencies=AUTH, summary="Cancel a queued or running job")
-    async def cancel_job(request: Request, job_id: str) -> JSONResponse:
-        return await call(request, "cancel_job", write=True, job_id=job_id)
+@router.post("/jobs/{job_id}/cancel", dependencies=AUTH, summary="Cancel a queued or running job")
+async def cancel_job(request: Request, job_id: str) -> JSONResponse:
+    return await call(request, "cancel_job", write=True, job_id=job_id)

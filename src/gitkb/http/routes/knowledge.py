@@ -3,7 +3,7 @@
 Managing them is ``admin``, reading them ``read`` (the action table says so).
 ``POST /search_index`` is the agent-scoped search: a token bound to an agent
 (``agent = "ID"`` in its ``[[server.tokens]]`` entry) only ever searches that
-agent's indexes; other tokens may name an ``agent_id``. Routes appear once the library offers the method.
+agent's indexes; other tokens may name an ``agent_id``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from gitkb.http.auth import Principal, authenticated
-from gitkb.http.calls import ActionBody, Body, call, has
+from gitkb.http.calls import ActionBody, Body, call
 from gitkb.http.routes.actions import guard_params
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
@@ -48,64 +48,48 @@ class SearchIndex(ActionBody):
     agent_id: str | None = Field(None, description="ignored for agent-bound tokens (they use their own)")
 
 
-if has("list_knowledge_bases"):
-
-    @router.get("/kbs", dependencies=AUTH, summary="Knowledge bases (all, or one agent's)")
-    async def list_kbs(request: Request, agent_id: str | None = Query(None)) -> JSONResponse:
-        return await call(request, "list_knowledge_bases", agent_id=agent_id)
+@router.get("/kbs", dependencies=AUTH, summary="Knowledge bases (all, or one agent's)")
+async def list_kbs(request: Request, agent_id: str | None = Query(None)) -> JSONResponse:
+    return await call(request, "list_knowledge_bases", agent_id=agent_id)
 
 
-if has("kb_create"):
-
-    @router.post("/kbs", dependencies=AUTH, summary="Create a knowledge base from index names")
-    async def create_kb(request: Request, body: CreateKb) -> JSONResponse:
-        return await call(request, "kb_create", write=True, **body.params())
+@router.post("/kbs", dependencies=AUTH, summary="Create a knowledge base from index names")
+async def create_kb(request: Request, body: CreateKb) -> JSONResponse:
+    return await call(request, "kb_create", write=True, **body.params())
 
 
-if has("kb_delete"):
-
-    @router.delete(
-        "/kbs/{name}", dependencies=AUTH, summary="Delete a knowledge base (force: unassign it first)"
-    )
-    async def delete_kb(request: Request, name: str, force: bool = False) -> JSONResponse:
-        return await call(request, "kb_delete", write=True, name=name, force=force)
+@router.delete(
+    "/kbs/{name}", dependencies=AUTH, summary="Delete a knowledge base (force: unassign it first)"
+)
+async def delete_kb(request: Request, name: str, force: bool = False) -> JSONResponse:
+    return await call(request, "kb_delete", write=True, name=name, force=force)
 
 
-if has("agent_show"):
-
-    @router.get("/agents/{agent_id}", dependencies=AUTH, summary="An agent's knowledge bases and bindings")
-    async def show_agent(request: Request, agent_id: str) -> JSONResponse:
-        return await call(request, "agent_show", agent_id=agent_id)
+@router.get("/agents/{agent_id}", dependencies=AUTH, summary="An agent's knowledge bases and bindings")
+async def show_agent(request: Request, agent_id: str) -> JSONResponse:
+    return await call(request, "agent_show", agent_id=agent_id)
 
 
-if has("agent_usage"):
-
-    @router.get("/agents/{agent_id}/usage", dependencies=AUTH, summary="An agent's query-embedding usage")
-    async def agent_usage(request: Request, agent_id: str) -> JSONResponse:
-        return await call(request, "agent_usage", agent_id=agent_id)
+@router.get("/agents/{agent_id}/usage", dependencies=AUTH, summary="An agent's query-embedding usage")
+async def agent_usage(request: Request, agent_id: str) -> JSONResponse:
+    return await call(request, "agent_usage", agent_id=agent_id)
 
 
-if has("agent_assign"):
-
-    @router.post("/agents/{agent_id}/assign", dependencies=AUTH, summary="Bind an agent to knowledge bases")
-    async def assign(request: Request, agent_id: str, body: Assign) -> JSONResponse:
-        return await call(request, "agent_assign", write=True, agent_id=agent_id, **body.params())
+@router.post("/agents/{agent_id}/assign", dependencies=AUTH, summary="Bind an agent to knowledge bases")
+async def assign(request: Request, agent_id: str, body: Assign) -> JSONResponse:
+    return await call(request, "agent_assign", write=True, agent_id=agent_id, **body.params())
 
 
-if has("agent_unassign"):
-
-    @router.post("/agents/{agent_id}/unassign", dependencies=AUTH, summary="Unbind knowledge bases")
-    async def unassign(request: Request, agent_id: str, body: Unassign) -> JSONResponse:
-        return await call(request, "agent_unassign", write=True, agent_id=agent_id, **body.params())
+@router.post("/agents/{agent_id}/unassign", dependencies=AUTH, summary="Unbind knowledge bases")
+async def unassign(request: Request, agent_id: str, body: Unassign) -> JSONResponse:
+    return await call(request, "agent_unassign", write=True, agent_id=agent_id, **body.params())
 
 
-if has("search_index"):
-
-    @router.post("/search_index", summary="Agent-scoped search with citations (search_index)")
-    async def search_index(
-        request: Request,
-        body: SearchIndex,
-        who: Principal = Depends(authenticated),  # noqa: B008
-    ) -> JSONResponse:
-        params = guard_params(request, "SEARCH", body.params())
-        return await call(request, "search_index", **params)
+@router.post("/search_index", summary="Agent-scoped search with citations (search_index)")
+async def search_index(
+    request: Request,
+    body: SearchIndex,
+    who: Principal = Depends(authenticated),  # noqa: B008
+) -> JSONResponse:
+    params = guard_params(request, "SEARCH", body.params())
+    return await call(request, "search_index", **params)

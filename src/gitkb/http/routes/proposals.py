@@ -2,7 +2,7 @@
 
 ``POST /proposals`` stages an edit (``propose_kb_edit``); ``POST /pulls`` sends
 the staged branch for review (``open_kb_pull_request``: nothing is pushed until
-a reviewer approves). Routes appear once the library offers the method.
+a reviewer approves).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import COUNT, START, ActionBody, call, has
+from gitkb.http.calls import COUNT, START, ActionBody, call
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["proposals and pull requests"])
@@ -44,63 +44,49 @@ class OpenPull(ActionBody):
     commit_message: str | None = None
 
 
-if has("propose_kb_edit"):
-
-    @router.post("/proposals", dependencies=AUTH, summary="Stage an edit (propose_kb_edit)")
-    async def propose(request: Request, body: Propose) -> JSONResponse:
-        return await call(request, "propose_kb_edit", write=True, **body.params())
+@router.post("/proposals", dependencies=AUTH, summary="Stage an edit (propose_kb_edit)")
+async def propose(request: Request, body: Propose) -> JSONResponse:
+    return await call(request, "propose_kb_edit", write=True, **body.params())
 
 
-if has("propose_kb_delete"):
-
-    @router.post("/proposals/delete", dependencies=AUTH, summary="Stage a file deletion (propose_kb_delete)")
-    async def propose_delete(request: Request, body: ProposeDelete) -> JSONResponse:
-        return await call(request, "propose_kb_delete", write=True, **body.params())
+@router.post("/proposals/delete", dependencies=AUTH, summary="Stage a file deletion (propose_kb_delete)")
+async def propose_delete(request: Request, body: ProposeDelete) -> JSONResponse:
+    return await call(request, "propose_kb_delete", write=True, **body.params())
 
 
-if has("propose_kb_rename"):
-
-    @router.post("/proposals/rename", dependencies=AUTH, summary="Stage a file rename (propose_kb_rename)")
-    async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
-        return await call(request, "propose_kb_rename", write=True, **body.params())
+@router.post("/proposals/rename", dependencies=AUTH, summary="Stage a file rename (propose_kb_rename)")
+async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
+    return await call(request, "propose_kb_rename", write=True, **body.params())
 
 
-if has("list_proposals"):
-
-    @router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")
-    async def list_proposals(
-        request: Request,
-        source: str | None = Query(None),
-        state: str | None = Query(None),
-        start: int | None = START,
-        count: int | None = COUNT,
-    ) -> JSONResponse:
-        return await call(request, "list_proposals", source=source, state=state, start=start, count=count)
+@router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")
+async def list_proposals(
+    request: Request,
+    source: str | None = Query(None),
+    state: str | None = Query(None),
+    start: int | None = START,
+    count: int | None = COUNT,
+) -> JSONResponse:
+    return await call(request, "list_proposals", source=source, state=state, start=start, count=count)
 
 
-if has("show_proposal"):
-
-    @router.get("/proposals/{proposal_id}", dependencies=AUTH, summary="One proposal with its diff")
-    async def show_proposal(request: Request, proposal_id: str) -> JSONResponse:
-        return await call(request, "show_proposal", proposal_id=proposal_id)
+@router.get("/proposals/{proposal_id}", dependencies=AUTH, summary="One proposal with its diff")
+async def show_proposal(request: Request, proposal_id: str) -> JSONResponse:
+    return await call(request, "show_proposal", proposal_id=proposal_id)
 
 
-if has("discard_proposal"):
-
-    @router.delete("/proposals/{proposal_id}", dependencies=AUTH, summary="Discard a staged proposal")
-    async def discard_proposal(request: Request, proposal_id: str) -> JSONResponse:
-        return await call(request, "discard_proposal", write=True, proposal_id=proposal_id)
+@router.delete("/proposals/{proposal_id}", dependencies=AUTH, summary="Discard a staged proposal")
+async def discard_proposal(request: Request, proposal_id: str) -> JSONResponse:
+    return await call(request, "discard_proposal", write=True, proposal_id=proposal_id)
 
 
-if has("open_kb_pull_request"):
-
-    @router.post(
-        "/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review"
-    )
-    async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
-        # who asks is the caller's principal, never a field of the body
-        return await call(request, "open_kb_pull_request", write=True,
-                          **{**body.params(), "requested_by": requester(request)})  # fmt: skip
+@router.post(
+    "/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review"
+)
+async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
+    # who asks is the caller's principal, never a field of the body
+    return await call(request, "open_kb_pull_request", write=True,
+                      **{**body.params(), "requested_by": requester(request)})  # fmt: skip
 
 
 def requester(request: Request) -> str:
@@ -111,28 +97,22 @@ def requester(request: Request) -> str:
     return f"agent:{p.agent}" if p.agent else f"token:{p.name}"
 
 
-if has("list_pull_requests"):
-
-    @router.get("/pulls", dependencies=AUTH, summary="Change requests of a source")
-    async def list_pulls(
-        request: Request, source: str = Query(...), state: str | None = Query(None)
-    ) -> JSONResponse:
-        return await call(request, "list_pull_requests", source=source, state=state)
+@router.get("/pulls", dependencies=AUTH, summary="Change requests of a source")
+async def list_pulls(
+    request: Request, source: str = Query(...), state: str | None = Query(None)
+) -> JSONResponse:
+    return await call(request, "list_pull_requests", source=source, state=state)
 
 
-if has("forge_merge"):
-
-    @router.post(
-        "/pulls/{source}/{number}/merge",
-        dependencies=AUTH,
-        summary="Local forge: merge a change request into its base; the sync is queued like a webhook's",
-    )
-    async def merge_pull(request: Request, source: str, number: int) -> JSONResponse:
-        return await call(request, "forge_merge", write=True, source=source, number=number, wait=False)
+@router.post(
+    "/pulls/{source}/{number}/merge",
+    dependencies=AUTH,
+    summary="Local forge: merge a change request into its base; the sync is queued like a webhook's",
+)
+async def merge_pull(request: Request, source: str, number: int) -> JSONResponse:
+    return await call(request, "forge_merge", write=True, source=source, number=number, wait=False)
 
 
-if has("forge_close"):
-
-    @router.post("/pulls/{source}/{number}/close", dependencies=AUTH, summary="Local forge: close unmerged")
-    async def close_pull(request: Request, source: str, number: int) -> JSONResponse:
-        return await call(request, "forge_close", write=True, source=source, number=number)
+@router.post("/pulls/{source}/{number}/close", dependencies=AUTH, summary="Local forge: close unmerged")
+async def close_pull(request: Request, source: str, number: int) -> JSONResponse:
+    return await call(request, "forge_close", write=True, source=source, number=number)

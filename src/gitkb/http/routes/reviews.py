@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from gitkb.http.auth import Principal, authenticated
-from gitkb.http.calls import COUNT, START, Body, call, has
+from gitkb.http.calls import COUNT, START, Body, call
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["reviews"])
@@ -23,65 +23,55 @@ class Approve(Body):
     overwrite: bool = False
 
 
-if has("list_audit"):
-
-    @router.get("/audit", dependencies=[Depends(authenticated)], summary="The audit log, newest first")
-    async def audit(
-        request: Request,
-        target: str | None = Query(None),
-        start: int | None = START,
-        count: int | None = COUNT,
-        limit: int | None = Query(None, description="the older name of count"),
-    ) -> JSONResponse:
-        return await call(request, "list_audit", target=target, limit=limit, start=start, count=count)
+@router.get("/audit", dependencies=[Depends(authenticated)], summary="The audit log, newest first")
+async def audit(
+    request: Request,
+    target: str | None = Query(None),
+    start: int | None = START,
+    count: int | None = COUNT,
+    limit: int | None = Query(None, description="the older name of count"),
+) -> JSONResponse:
+    return await call(request, "list_audit", target=target, limit=limit, start=start, count=count)
 
 
-if has("list_reviews"):
-
-    @router.get("/reviews", dependencies=AUTH, summary="Reviews (pending first)")
-    async def list_reviews(
-        request: Request,
-        state: str | None = Query(None),
-        source: str | None = Query(None),
-        start: int | None = START,
-        count: int | None = COUNT,
-    ) -> JSONResponse:
-        return await call(request, "list_reviews", state=state, source=source, start=start, count=count)
+@router.get("/reviews", dependencies=AUTH, summary="Reviews (pending first)")
+async def list_reviews(
+    request: Request,
+    state: str | None = Query(None),
+    source: str | None = Query(None),
+    start: int | None = START,
+    count: int | None = COUNT,
+) -> JSONResponse:
+    return await call(request, "list_reviews", state=state, source=source, start=start, count=count)
 
 
-if has("show_review"):
+@router.get(
+    "/reviews/{review_id}", dependencies=AUTH, summary="One review: diff, changed_files, decision"
+)
+async def show_review(request: Request, review_id: str) -> JSONResponse:
+    return await call(request, "show_review", review_id=review_id)
 
-    @router.get(
-        "/reviews/{review_id}", dependencies=AUTH, summary="One review: diff, changed_files, decision"
+
+@router.post("/reviews/{review_id}/approve", summary="Approve: push with lease and open/update the PR")
+async def approve(
+    request: Request,
+    review_id: str,
+    body: Approve | None = None,
+    who: Principal = Depends(authenticated),  # noqa: B008
+) -> JSONResponse:
+    overwrite = bool(body and body.overwrite)
+    return await call(
+        request, "approve_review", write=True, review_id=review_id, reviewer=who.name, overwrite=overwrite
     )
-    async def show_review(request: Request, review_id: str) -> JSONResponse:
-        return await call(request, "show_review", review_id=review_id)
 
 
-if has("approve_review"):
-
-    @router.post("/reviews/{review_id}/approve", summary="Approve: push with lease and open/update the PR")
-    async def approve(
-        request: Request,
-        review_id: str,
-        body: Approve | None = None,
-        who: Principal = Depends(authenticated),  # noqa: B008
-    ) -> JSONResponse:
-        overwrite = bool(body and body.overwrite)
-        return await call(
-            request, "approve_review", write=True, review_id=review_id, reviewer=who.name, overwrite=overwrite
-        )
-
-
-if has("deny_review"):
-
-    @router.post("/reviews/{review_id}/deny", summary="Deny with a reason: nothing is pushed")
-    async def deny(
-        request: Request,
-        review_id: str,
-        body: Deny,
-        who: Principal = Depends(authenticated),  # noqa: B008
-    ) -> JSONResponse:
-        return await call(
-            request, "deny_review", write=True, review_id=review_id, reason=body.reason, reviewer=who.name
-        )
+@router.post("/reviews/{review_id}/deny", summary="Deny with a reason: nothing is pushed")
+async def deny(
+    request: Request,
+    review_id: str,
+    body: Deny,
+    who: Principal = Depends(authenticated),  # noqa: B008
+) -> JSONResponse:
+    return await call(
+        request, "deny_review", write=True, review_id=review_id, reason=body.reason, reviewer=who.name
+    )

@@ -1,5 +1,5 @@
-"""Git sources: add, list, sync, remove (issue: git sources). Routes appear once the
-library offers the method; a sync is long work and may answer with a job_id.
+"""Git sources: add, list, sync, remove (issue: git sources). A sync is long work and may
+answer with a job_id.
 
 A source's secret is a ``credential`` named in ``[[credentials]]`` of gitkb.toml (the library
 refuses ``auth``/``forge`` secret references). A local-path or ``file://`` URL reads this
@@ -18,7 +18,7 @@ from pydantic import Field
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import is_local_url, url_authority
 from gitkb.http.auth import authenticated
-from gitkb.http.calls import COUNT, START, ActionBody, Body, call, has
+from gitkb.http.calls import COUNT, START, ActionBody, Body, call
 from gitkb.http.limits import server_path
 from gitkb.http.state import get_state
 
@@ -73,48 +73,38 @@ class SyncSource(Body):
     full: bool = Field(False, description="compare whole trees instead of the history")
 
 
-if has("source_list"):
-
-    @router.get("/sources", dependencies=AUTH, summary="Registered sources (secrets never shown)")
-    async def list_sources(request: Request, start: int | None = START, count: int | None = COUNT) -> JSONResponse:
-        return await call(request, "source_list", start=start, count=count)
+@router.get("/sources", dependencies=AUTH, summary="Registered sources (secrets never shown)")
+async def list_sources(request: Request, start: int | None = START, count: int | None = COUNT) -> JSONResponse:
+    return await call(request, "source_list", start=start, count=count)
 
 
-if has("source_add"):
-
-    @router.post(
-        "/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)"
-    )
-    async def add_source(request: Request, body: AddSource) -> JSONResponse:
-        params = body.params()
-        params["url"] = checked_url(request, body.url)
-        return await call(request, "source_add", write=True, **params)
+@router.post(
+    "/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)"
+)
+async def add_source(request: Request, body: AddSource) -> JSONResponse:
+    params = body.params()
+    params["url"] = checked_url(request, body.url)
+    return await call(request, "source_add", write=True, **params)
 
 
-if has("source_sync"):
-
-    @router.post("/sources/{name}/sync", dependencies=AUTH, summary="Fetch and re-index what changed; long")
-    async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
-        extra = body.params() if body else {}
-        return await call(request, "source_sync", write=True, long=True, source=name, **extra)
+@router.post("/sources/{name}/sync", dependencies=AUTH, summary="Fetch and re-index what changed; long")
+async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
+    extra = body.params() if body else {}
+    return await call(request, "source_sync", write=True, long=True, source=name, **extra)
 
 
 class RollbackSource(Body):
     commit: str = Field(description="an older commit of the tracked branch to move the indexes back to")
 
 
-if has("source_rollback"):
-
-    @router.post(
-        "/sources/{name}/rollback", dependencies=AUTH,
-        summary="Admin: move a source's indexes back to an older commit of its branch; long",
-    )  # fmt: skip
-    async def rollback_source(request: Request, name: str, body: RollbackSource) -> JSONResponse:
-        return await call(request, "source_rollback", write=True, long=True, source=name, **body.params())
+@router.post(
+    "/sources/{name}/rollback", dependencies=AUTH,
+    summary="Admin: move a source's indexes back to an older commit of its branch; long",
+)  # fmt: skip
+async def rollback_source(request: Request, name: str, body: RollbackSource) -> JSONResponse:
+    return await call(request, "source_rollback", write=True, long=True, source=name, **body.params())
 
 
-if has("source_remove"):
-
-    @router.delete("/sources/{name}", dependencies=AUTH, summary="Remove a source (and its documents)")
-    async def remove_source(request: Request, name: str, keep_documents: bool = False) -> JSONResponse:
-        return await call(request, "source_remove", write=True, source=name, keep_documents=keep_documents)
+@router.delete("/sources/{name}", dependencies=AUTH, summary="Remove a source (and its documents)")
+async def remove_source(request: Request, name: str, keep_documents: bool = False) -> JSONResponse:
+    return await call(request, "source_remove", write=True, source=name, keep_documents=keep_documents)

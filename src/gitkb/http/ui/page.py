@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from gitkb.core.errors import GitkbError
-from gitkb.http.calls import caller_view, check_params, clean, has
+from gitkb.http.calls import caller_view, check_params, clean
 from gitkb.http.errors import status_for
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
@@ -50,7 +50,6 @@ class UiFailure(GitkbError):
             next_steps=list(steps) if isinstance(steps, list) else None,
         )
         self.code = code
-        self.http_status = status_for(code)
         self.result = result
 
 
@@ -107,7 +106,7 @@ class UiRoute(APIRoute):
             except UiRedirect as r:
                 return RedirectResponse(r.url, status_code=303)
             except GitkbError as exc:
-                return error_page(request, exc.http_status, exc.message, exc.next_steps)
+                return error_page(request, status_for(exc.code), exc.message, exc.next_steps)
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
                 where = ".".join(str(p) for p in first.get("loc", ()))
@@ -122,12 +121,6 @@ async def ws_call(
     """``Workspace.<method>(*args, **params)`` on a worker thread, as the API calls it; the dict as is."""
     state = get_state(request)
     kwargs = clean(params)
-    if not has(method):
-        return {
-            "Success": False,
-            "Error": f"{method} is not available in this version",
-            "code": "not_implemented",
-        }
     check_params(method, kwargs)
     result = await run_blocking(state, getattr(caller_view(request), method), *args, write=write, **kwargs)
     return dict(result)

@@ -9,8 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from gitkb.core.errors import Forbidden, GitkbError, Unauthorized
-from gitkb.http.calls import has
-from gitkb.http.errors import error_response, from_exception, ok_body, respond
+from gitkb.http.errors import error_response, from_exception, ok_body, respond, status_for
 from gitkb.http.routes.actions import guard_params
 from gitkb.http.state import get_state
 from gitkb.http.ui.page import UiRoute, expect, render, viewer_or_none, ws_call
@@ -59,7 +58,7 @@ async def login(request: Request) -> Response:
         principal = check_token(request, token)
     except (Unauthorized, Forbidden) as exc:
         ctx = {"title": "Log in", "next": target, "error": exc.message}
-        return render(request, "ui/login.html", ctx, status=exc.http_status)
+        return render(request, "ui/login.html", ctx, status=status_for(exc.code))
     response = RedirectResponse(target, status_code=303)
     set_session(request, response, await open_session(request, principal, token))  # an id, never the token
     return response
@@ -98,10 +97,8 @@ async def overview(request: Request) -> Response:
     status = status_view(expect(await ws_call(request, "get_index_status")))
     jobs = expect(await ws_call(request, "list_jobs", limit=8)).get("Jobs", [])
     indexes = expect(await ws_call(request, "document_index", "LIST_INDICES")).get("IndexDetails", {})
-    pending = None
-    if has("list_reviews"):
-        got = await ws_call(request, "list_reviews", state="pending")
-        pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None
+    got = await ws_call(request, "list_reviews", state="pending")
+    pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None
     ctx = {"title": "Overview", "page": "overview", "status": status, "jobs": jobs,
            "indexes": indexes, "pending": pending}  # fmt: skip
     return render(request, "ui/overview.html", ctx)
@@ -129,9 +126,7 @@ async def status_json(request: Request) -> Response:
 async def indexes(request: Request) -> Response:
     require_page(request)
     listed = expect(await ws_call(request, "document_index", "LIST_INDICES"))
-    sources: list[dict[str, Any]] = []
-    if has("source_list"):
-        sources = list(expect(await ws_call(request, "source_list")).get("Sources", []))
+    sources: list[dict[str, Any]] = list(expect(await ws_call(request, "source_list")).get("Sources", []))
     by_index: dict[str, list[dict[str, Any]]] = {}
     for s in sources:
         for name in s.get("indexes") or []:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.http.calls import has
+from gitkb.http.errors import status_for
 from gitkb.http.ui.diff import parse_diff
 from gitkb.http.ui.page import UiFailure, UiRoute, expect, render, ws_call
 from gitkb.http.ui.session import check_csrf, require_page
@@ -61,8 +61,6 @@ async def queue(
     view: str = "unified",
 ) -> Response:
     who = require_page(request)
-    if not has("list_reviews"):
-        raise UiFailure({"Error": "reviews are not available in this version", "code": "not_implemented"})
     if tab == "pending":
         listed = reviews_of(expect(await ws_call(request, "list_reviews", state="pending")))
         listed.sort(key=lambda r: r.get("created_at") or 0, reverse=True)
@@ -109,7 +107,7 @@ async def _decide(request: Request, rid: str, decision: str) -> Response:
         review = await full_review(request, rid)
         ctx = {"title": review.get("title") or f"Review {rid}", "page": "reviews", "r": review, "view": "unified",
                "can_review": True, "done": "", "error": failure}  # fmt: skip
-        return render(request, "ui/review.html", ctx, status=failure.http_status)
+        return render(request, "ui/review.html", ctx, status=status_for(failure.code))
     state = "approved" if decision == "approve" else "denied"
     return RedirectResponse(f"/ui/reviews/{quote(rid, safe='')}?done={state}", status_code=303)
 

@@ -42,14 +42,3 @@ __all__ = [
     "sync_source",
 ]
 
-
-def _register_job_kind() -> None:
-    from gitkb.services.jobs import JOB_KINDS, register_kind
-
-    if SYNC_JOB_KIND not in JOB_KINDS:
-        register_kind(SYNC_JOB_KIND, sync_job, resumable=True)
-    if ROLLBACK_JOB_KIND not in JOB_KINDS:
-        register_kind(ROLLBACK_JOB_KIND, rollback_job, resumable=True)
-
-
-_register_job_kind()
