@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import test_sources_helpers as helpers
 from action_results import ok
 from gitkb import Workspace
 from gitkb.core.walking import SIDECAR_FILES
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.services.sources.sidecars import SCHEMA_FILES
 
+git_env, upstream, source_ws = helpers.git_env, helpers.upstream, helpers.source_ws
+SOURCE = helpers.SOURCE
 QUESTION = "how do I promote the database replica"
 SIDECARS = {"docs/gitkb.yml", "docs/kb-manifest.json"}
 
@@ -71,3 +74,10 @@ def test_git_sources_select_no_sidecar_at_any_depth() -> None:
     assert cfg.selects("docs/runbooks/a.md")
     assert not cfg.selects("docs/gitkb.yml") and not cfg.selects("docs/kb-manifest.json")
     assert not cfg.selects("docs/team/gitkb.yml") and not cfg.selects("docs/team/kb-manifest.json")
+
+
+def test_a_git_sync_names_the_sidecars_it_read_as_configuration(source_ws: Workspace) -> None:
+    r = ok(source_ws.source_sync(SOURCE, full=True))
+    assert r["sidecars"] == ["docs/gitkb.yml", "docs/kb-manifest.json"]
+    assert not SIDECARS & set(r["added"] + r["modified"])
+    assert not SIDECARS & _paths(source_ws, SOURCE)
