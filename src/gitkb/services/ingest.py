@@ -21,7 +21,7 @@ from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.paths import check_stored_path, escape_name
-from gitkb.core.walking import SIDECAR_FILES, WalkEntry, is_sidecar, walk
+from gitkb.core.walking import WalkEntry, is_sidecar, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
 from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
@@ -141,10 +141,7 @@ def leave_out_sidecars(row: IndexRow, entries: list[WalkEntry | SkippedFile]) ->
     ingestion and are not documents, unless the index's ``settings.include_sidecars`` is true."""
     if row.settings.get("include_sidecars") is True:
         return entries
-    detail = (
-        f"a gitkb sidecar ({' or '.join(SIDECAR_FILES)}) configures ingestion and is not indexed as a document;"
-        " an index created with settings include_sidecars=true indexes it"
-    )
+    detail = "configures ingestion, not a document; an index created with settings include_sidecars=true indexes it"
     return [
         SkippedFile(e.rel_path, "sidecar", detail) if isinstance(e, WalkEntry) and is_sidecar(e.rel_path) else e
         for e in entries
