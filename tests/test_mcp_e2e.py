@@ -62,7 +62,7 @@ def test_search_read_propose_open_pull_request(agent_ws: Any, upstream: Upstream
             got["hits"] = hits
             top = hits["Results"][0]
             page = _data(await client.call_tool("document_index", {
-                "action": "GET_DOCUMENT", "index_name": top["index_name"], "file_id": top["file_id"],
+                "action": "GET_DOCUMENT", "index_name": top["index_name"], "filepath": top["filepath"],
                 "pagination_mode": "lines", "start": 0, "count": 20,
             }))
             got["page"] = page

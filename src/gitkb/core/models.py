@@ -71,6 +71,7 @@ SKIP_CATEGORIES = (
     "too_deep",  # a folder below the walk's depth cap
     "unreadable",  # permission denied, or vanished while it was walked
     "special_file",  # a FIFO, socket or device
+    "sidecar",  # gitkb.yml / kb-manifest.json: configuration, not a document (index setting include_sidecars)
 )
 
 

@@ -21,7 +21,7 @@ from gitkb.core.faults import crash_point
 from gitkb.core.loading import LoadError, load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.paths import check_stored_path, escape_name
-from gitkb.core.walking import WalkEntry, walk
+from gitkb.core.walking import WalkEntry, is_sidecar, walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
 from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
@@ -124,6 +124,7 @@ def add_documents(
         raise NotFound(f"path {escape_name(str(filepath))!r} does not exist", next_steps=["check the path; it is read by this process"])
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
+    entries = leave_out_sidecars(row, entries)
     report = IngestReport(warnings=list(warnings))
     with ctx.write_lock:
         ingest_entries(ctx, row, entries, cfg, place, report, progress=progress)
@@ -135,6 +136,18 @@ def add_documents(
     if report.warnings:
         out["Warnings"] = report.warnings
     return out
+
+
+def leave_out_sidecars(row: IndexRow, entries: list[WalkEntry | SkippedFile]) -> list[WalkEntry | SkippedFile]:
+    """Walked sidecars (``gitkb.yml``, ``kb-manifest.json``) as ``sidecar`` skips: they configure
+    ingestion and are not documents, unless the index's ``settings.include_sidecars`` is true."""
+    if row.settings.get("include_sidecars") is True:
+        return entries
+    detail = "configures ingestion, not a document; an index created with settings include_sidecars=true indexes it"
+    return [
+        SkippedFile(e.rel_path, "sidecar", detail) if isinstance(e, WalkEntry) and is_sidecar(e.rel_path) else e
+        for e in entries
+    ]
 
 
 def ingest_entries(

@@ -21,7 +21,7 @@ from gitkb.core.walking import WalkEntry, walk
 from gitkb.services.catchup import catch_up_keywords, rebuild_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index
-from gitkb.services.ingest import IngestReport, Placement, ingest_entries
+from gitkb.services.ingest import IngestReport, Placement, ingest_entries, leave_out_sidecars
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.indexes import IndexRow
@@ -82,6 +82,7 @@ def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progre
                     deleted.extend(_delete_missing(ctx, row, root, seen=set()))
                     continue
                 walked = list(walk(root, base=base, max_bytes=ctx.settings.max_file_bytes))
+                walked = leave_out_sidecars(row, walked)
                 entries, dropped = _follow_overrides(walked, kept)
                 left_out.extend(dropped)
                 cfg, _ = resolve_config(None, None, None, defaults=row.chunk_defaults)

@@ -72,6 +72,8 @@ def validate_index_settings(settings: Any) -> dict[str, Any] | None:
         raise InvalidArgument(f"settings must be an object, got {settings!r}")
     if "search" in settings:
         validate(settings["search"])
+    if not isinstance(settings.get("include_sidecars", False), bool):
+        raise InvalidArgument(f"settings.include_sidecars must be true or false, got {settings['include_sidecars']!r}")
     return settings
 
 

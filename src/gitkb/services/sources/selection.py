@@ -19,7 +19,7 @@ from typing import Any
 import pathspec
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.core.walking import is_excluded
+from gitkb.core.walking import is_excluded, is_sidecar
 from gitkb.services.sources.sidecars import SCHEMA_FILES, Sidecars
 
 
@@ -62,7 +62,7 @@ class EffectiveConfig:
     def selects(self, path: str) -> bool:
         """True when the repository path ``path`` feeds the indexes."""
         rel = self.relative(path)
-        if not rel or rel in SCHEMA_FILES:
+        if not rel or rel in SCHEMA_FILES or is_sidecar(rel):  # configuration at any depth, as walks do
             return False
         if is_excluded(rel, self.exclude):
             return False

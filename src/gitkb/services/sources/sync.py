@@ -173,6 +173,7 @@ def sync_source(
         "previous_commit": row.synced_commit,
         "plan": "incremental" if incremental else "full",
         **report.as_dict(),
+        "sidecars": [f"{cfg.prefix}{n}" for n in sidecars.present],  # read as configuration, never indexed
         "chunks_added": added_chunks,
         "chunks_removed": removed_chunks,
         "took_ms": round((time.perf_counter() - t0) * 1000, 1),

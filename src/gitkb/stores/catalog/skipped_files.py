@@ -11,13 +11,13 @@ from gitkb.core.models import SkippedFile
 
 
 def record(conn: sqlite3.Connection, index_id: str, skipped: Sequence[SkippedFile], *, ok: Sequence[str]) -> None:
-    """Keep the latest skip reason per path (``excluded`` ones are not kept); a path in ``ok``
+    """Keep the latest skip reason per path (``excluded`` and ``sidecar`` ones are not kept: nothing to fix); a path in ``ok``
     loaded again and is cleared."""
     now = time.time()
     conn.executemany(
         "INSERT INTO skipped_files(index_id, path, category, detail, at) VALUES (?,?,?,?,?)"
         " ON CONFLICT(index_id, path) DO UPDATE SET category=excluded.category, detail=excluded.detail, at=excluded.at",
-        [(index_id, s.path, s.category, s.detail, now) for s in skipped if s.category != "excluded"],
+        [(index_id, s.path, s.category, s.detail, now) for s in skipped if s.category not in ("excluded", "sidecar")],
     )
     conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
 
