@@ -132,6 +132,13 @@ TOOLS: tuple[Tool, ...] = (
          " later.",
          Hints(read_only=False, destructive=False, idempotent=True, open_world=True), _call("open_kb_pull_request"),
          carries_passages=True),
+    Tool("refresh_proposals",
+         "After the target branch moved (someone committed to it directly), make every staged proposal of a"
+         " source again on its head now. Returns per proposal (Proposals) result 'applied' or 'conflict'; a"
+         " conflict has the file's current_lines around the edit and next_steps. Next: for a conflict, read"
+         " the file again and call propose_kb_edit against the new text; then open_kb_pull_request.",
+         Hints(read_only=False, destructive=False, idempotent=True), _call("refresh_proposals"),
+         carries_passages=True),
     Tool("list_knowledge_bases",
          "The knowledge bases this agent may use, each with its indexes (name and kidx_ id) and the mode of the"
          " binding (read, propose or write). Next: search_index over them.",

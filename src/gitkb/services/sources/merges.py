@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from gitkb.core.errors import GitkbError, InvalidArgument
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services import audit
 from gitkb.services.context import Context
 from gitkb.services.sources.registry import forge_for, proposal_branch, resolve_source
@@ -149,7 +149,19 @@ def forge_merge(
     """Merge a local change request into its base on the remote, then request the sync a webhook would."""
     row = resolve_source(ctx, source)
     n = _number(number)
-    cr = _local_forge(ctx, row).merge(n)
+    try:
+        cr = _local_forge(ctx, row).merge(n)
+    except Conflict as exc:
+        if "conflicts in" not in exc.message:
+            raise
+        raise Conflict(
+            exc.message,
+            next_steps=[
+                f"refresh the staged proposals on the new {row.branch}: gitkb proposals refresh {row.name}",
+                "then open the review again (gitkb pr open) and approve it; discard proposals that conflict",
+            ],
+            details=exc.details,
+        ) from None
     audit.record(ctx, actor=actor, action="change_request.merge", target=row.name, result="merged",
                  detail={"number": n, "merge_commit": cr.merge_commit_sha})  # fmt: skip
     assert cr.merge_commit_sha is not None
