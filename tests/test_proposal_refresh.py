@@ -190,3 +190,23 @@ def test_http_refresh_and_chosen_pull(api: TestClient, upstream: Upstream) -> No
     r = api.post("/pulls", json={"source_id_or_index": SOURCE, "proposal_ids": [made[0]]}, headers=auth)
     assert r.status_code == 200, r.text
     assert r.json()["proposal_ids"] == [made[0]] and r.json()["review_state"] == "pending"
+
+
+def test_review_page_discards_one_proposal_of_a_denied_review(home: Path, upstream: Upstream) -> None:
+    from test_ui_pages import csrf, make_client, seed, ws_of
+
+    with make_client(home) as c:
+        rid = seed(c, upstream.remote)
+        ws = ws_of(c)
+        other = ok(ws.propose_kb_edit(SOURCE, RETENTION, content=staged_text(ws, RETENTION) + "\nReviewed.\n"))
+        [pid] = ws.show_review(rid)["proposal_ids"]
+        token = csrf(c.get(f"/ui/reviews/{rid}").text)
+        assert c.post(f"/ui/reviews/{rid}/deny", data={"csrf_token": token, "reason": "not yet"}).status_code == 200
+        page = c.get(f"/ui/reviews/{rid}").text
+        assert f"/ui/reviews/{rid}/proposals/{pid}/discard" in page
+        r = c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={"csrf_token": token}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].endswith("done=discarded")
+        assert "Discarded the proposal" in c.get(r.headers["location"]).text
+        states = {p["proposal_id"]: p["state"] for p in ws.list_proposals(SOURCE, "all")["Proposals"]}
+        assert states == {pid: "discarded", other["proposal_id"]: "staged"}
+        assert c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={}).status_code == 403  # no CSRF token
