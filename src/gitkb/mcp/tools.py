@@ -105,7 +105,9 @@ TOOLS: tuple[Tool, ...] = (
          READ, _call("get_job_result")),
     Tool("cite_check",
          "Whether a cited passage (a kchk_ id from search_index) is still in its document at the cited commit"
-         " and at the branch head now, with the lines it is at. Next: search_index again when it changed.",
+         " and at the branch head now, with the lines it is at. An id whose text changed since answers status"
+         " 'stale' with head_text (what the cited lines say now) and current_chunk_id. Next: search_index"
+         " again when it changed.",
          READ, _call("cite_check")),
     Tool("propose_kb_edit",
          "Stage an edit to one documentation file of a git source, as a commit on the source's proposal branch"
