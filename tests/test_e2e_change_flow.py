@@ -157,6 +157,7 @@ def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(
     assert merged["sync"]["merged"]["conflicts"] == [clash["proposal_id"]]
     [p] = ws.list_proposals(SOURCE, "conflict")["Proposals"]
     assert p["detail"]["conflicting_paths"] == [ROTATE]
+    assert p["detail"]["next_steps"][0] == f"discard it: gitkb proposals discard {clash['proposal_id']}"
     assert ws.list_proposals(SOURCE)["total_count"] == 0
     assert ws.discard_proposal(clash["proposal_id"])["Success"]
 

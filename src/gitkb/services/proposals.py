@@ -302,7 +302,11 @@ def propose_kb_rename(
             f"{old!r} does not exist on the proposal branch; nothing to rename", details={"path": old}
         )
     if _current_text_or_none(repo, base, new) is not None:
-        raise Conflict(f"cannot rename {old!r} to {new!r}: the target exists", details={"path": new})
+        raise Conflict(
+            f"cannot rename {old!r} to {new!r}: the target exists",
+            next_steps=["pick another new path, or propose deleting the target first (propose_kb_delete)"],
+            details={"path": new},
+        )
     return _stage(ctx, row, repo, base, op="rename", path=old, new_path=new, changes={}, renames={old: new},
                   note=note, actor=actor)  # fmt: skip
 

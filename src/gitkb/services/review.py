@@ -412,7 +412,8 @@ def approve_review(
             )
         if r.state not in ("pending", "approved"):
             raise Conflict(
-                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state}
+                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state},
+                next_steps=[f"open a new review of what is staged now: gitkb pr open {row.name}"],
             )
         if r.pushed:
             return _approved(ctx, r, row, rp.open_change_request(ctx, r, row, repo, reviewer))

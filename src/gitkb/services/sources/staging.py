@@ -109,8 +109,10 @@ def restack(
                 out["kept"].append(p.id)
             elif p.commit_sha in result.conflicts:
                 paths = result.conflicts[p.commit_sha]
+                steps = [f"discard it: gitkb proposals discard {p.id}",
+                         "or propose it again against the new text (propose_kb_edit)"]  # fmt: skip
                 prop_rows.set_proposal_state(
-                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto}
+                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto, "next_steps": steps}
                 )
                 out["conflicts"].append(p.id)
             else:
@@ -139,6 +141,7 @@ def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator")
         blocked = [s.id for s in later if s.commit_sha in probe.conflicts]
         raise Conflict(
             f"cannot discard {p.id}: later proposals build on it ({', '.join(blocked)}); discard them first",
+            next_steps=[f"gitkb proposals discard {b}" for b in reversed(blocked)] + [f"then gitkb proposals discard {p.id}"],
             details={"depends": blocked},
         )
     with ctx.catalog.write() as w:
