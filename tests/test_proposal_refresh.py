@@ -210,3 +210,39 @@ def test_review_page_discards_one_proposal_of_a_denied_review(home: Path, upstre
         states = {p["proposal_id"]: p["state"] for p in ws.list_proposals(SOURCE, "all")["Proposals"]}
         assert states == {pid: "discarded", other["proposal_id"]: "staged"}
         assert c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={}).status_code == 403  # no CSRF token
+
+
+def test_agent_refreshes_over_mcp_and_a_reader_is_not_offered_it(source_ws: Any, upstream: Upstream) -> None:
+    import json
+
+    import anyio
+    from mcp import Client
+
+    from gitkb.mcp import build_server
+    from gitkb.mcp.render import parse_block
+
+    ws = source_ws
+    assert ws.kb_create("handbook-kb", [SOURCE])["Success"]
+    assert ws.agent_assign("docs-bot", ["handbook-kb"], mode="propose")["Success"]
+    assert ws.agent_assign("reader-bot", ["handbook-kb"], mode="read")["Success"]
+    edit = ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days"))
+    move_base(upstream, {ROTATE: ("Tuesday", "Monday")})
+
+    async def main() -> tuple[Any, list[str]]:
+        async with Client(build_server(ws, "docs-bot")) as client:
+            got = await client.call_tool("refresh_proposals", {"source": SOURCE})
+        async with Client(build_server(ws, "reader-bot")) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+        return got, names
+
+    got, reader_tools = anyio.run(main)
+    assert not got.is_error, got.content[0].text
+    text = got.content[0].text
+    try:
+        data = parse_block(text)
+    except ValueError:
+        data = json.loads(text)
+    assert data["applied"] == [edit["proposal_id"]]
+    assert "refresh_proposals" not in reader_tools
+    entry = next(e for e in ws.list_audit()["Entries"] if e["action"] == "proposals.refresh")
+    assert entry["actor"] == "agent:docs-bot"
