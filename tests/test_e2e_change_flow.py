@@ -157,6 +157,7 @@ def test_a_later_proposal_that_conflicts_with_the_new_base_is_reported(
     assert merged["sync"]["merged"]["conflicts"] == [clash["proposal_id"]]
     [p] = ws.list_proposals(SOURCE, "conflict")["Proposals"]
     assert p["detail"]["conflicting_paths"] == [ROTATE]
+    assert p["detail"]["next_steps"][0] == f"discard it: gitkb proposals discard {clash['proposal_id']}"
     assert ws.list_proposals(SOURCE)["total_count"] == 0
     assert ws.discard_proposal(clash["proposal_id"])["Success"]
 
@@ -180,3 +181,58 @@ def test_a_merged_branch_the_forge_deleted_does_not_block_the_next_push(
         upstream.remote_sha(BRANCH) is not None
         and git(upstream.remote, "rev-parse", f"{BRANCH}^") == merge_commit
     )
+
+
+def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstream: Upstream) -> None:
+    """Two proposals, a direct commit to main, refresh (one applied, one conflict), a review of the
+    applied one only, a squash merge settled from the merge webhook, the index at the squash commit,
+    the conflicting proposal still held (state ``conflict``: listed, discardable, never pushed)."""
+    from gitkb.services import jobs, webhook_intake
+    from gitkb.services.webhooks import parse_github
+    from gitkb.stores.catalog import sources as source_rows
+
+    ws = source_ws
+    retention = "docs/policies/data-retention.md"
+    edit = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="expire every 90 days",
+                              replace="expire every 60 days")  # fmt: skip
+    text = (upstream.work / retention).read_text()
+    whole = ws.propose_kb_edit(SOURCE, "policies/data-retention.md",
+                               content=text.replace("deleted after 30 days", "deleted after 14 days"))  # fmt: skip
+    assert edit["Success"] and whole["Success"]
+    upstream.write(retention, text.replace("Backups are", "Backups are always", 1))
+    direct = upstream.commit_push("legal: backups wording")  # a direct commit to the target branch
+
+    refreshed = ws.refresh_proposals(SOURCE)
+    assert refreshed["applied"] == [edit["proposal_id"]] and refreshed["conflicts"] == [whole["proposal_id"]]
+    [conflict] = [p for p in refreshed["Proposals"] if p["result"] == "conflict"]
+    assert any("Backups are always" in ln["text"] for ln in conflict["current_lines"]) and conflict["next_steps"]
+
+    pr = ws.open_kb_pull_request(SOURCE, proposal_ids=[edit["proposal_id"]])
+    assert pr["proposal_ids"] == [edit["proposal_id"]] and pr["changed_files"] == [{"path": ROTATE, "status": "M"}]
+    approved = ws.approve_review(pr["review_id"], reviewer="alice")
+    assert approved["Success"], approved
+    assert git(upstream.remote, "rev-parse", f"{BRANCH}^") == direct
+
+    # the forge squashes: one new commit on main, not the pushed head
+    git(upstream.work, "fetch", "-q", "origin", BRANCH)
+    git(upstream.work, "merge", "-q", "--squash", "FETCH_HEAD")
+    squash = upstream.commit_push("Rotate keys every 60 days (#1)", add=False)
+    assert git(upstream.remote, "rev-list", "--parents", "-n", "1", squash).split()[1:] == [direct]
+    event = parse_github("pull_request", {"action": "closed", "pull_request": {
+        "number": approved["number"], "merged": True, "merge_commit_sha": squash, "base": {"ref": "main"}}})  # fmt: skip
+    row = source_rows.get_by_name(ws.ctx.catalog.conn, SOURCE)
+    assert row is not None
+    got = webhook_intake.accept(ws.ctx, provider="github", delivery_id="squash-1", row=row, event=event)
+    assert got["settled"]["reviews_merged"] == [pr["review_id"]] and got["job_id"]
+    assert jobs.wait(ws.ctx, got["job_id"], timeout=60).state == "completed"
+
+    assert ws.show_review(pr["review_id"])["review_state"] == "merged"
+    hits = search(ws, "payments gateway expire 60 days")
+    assert hits and hits[0]["source_uri"] == f"git+{upstream.remote}@{squash}:{ROTATE}"
+    assert not [h for h in search(ws, "expire every 90 days") if "90 days" in h["snippet"]]
+    assert ws.cite_check(hits[0]["id"])["status"] == "current"
+    states = {p["proposal_id"]: p["state"] for p in ws.list_proposals(SOURCE, "all")["Proposals"]}
+    assert states == {edit["proposal_id"]: "merged", whole["proposal_id"]: "conflict"}
+    [held] = ws.list_proposals(SOURCE, "conflict")["Proposals"]
+    assert held["proposal_id"] == whole["proposal_id"] and held["detail"]["base"] == direct
+    assert ws.discard_proposal(whole["proposal_id"])["Success"]

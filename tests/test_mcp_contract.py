@@ -123,9 +123,11 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
             "title": {"type": "string", "maxLength": 300},
             "body": {"type": "string", "maxLength": 20000},
             "commit_message": {"type": "string", "maxLength": 4000},
+            "proposal_ids": {"type": "array", "items": ID, "minItems": 1, "maxItems": 100},
         },
         (False, False, True, True),
     ),
+    "refresh_proposals": (["source"], {"source": SOURCE}, (False, False, True, False)),
     "list_knowledge_bases": ([], {}, (True, False, True, False)),
 }
 
@@ -187,7 +189,8 @@ def test_listed_tools_match_the_pins(ws: Any) -> None:
 
 READ_TOOLS = {"document_index", "search_index", "get_index_status", "embeddings_status", "get_job_result",
               "cite_check", "list_knowledge_bases"}  # fmt: skip
-PROPOSE_TOOLS = READ_TOOLS | {"propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "open_kb_pull_request"}
+PROPOSE_TOOLS = READ_TOOLS | {"propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "open_kb_pull_request",
+                              "refresh_proposals"}
 READ_ACTIONS = ["ASK", "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS", "LIST_DOCUMENTS",
                 "LIST_INDICES", "SEARCH"]  # fmt: skip
 

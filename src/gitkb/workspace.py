@@ -450,6 +450,14 @@ class Workspace:
         return proposals.discard_proposal(self.ctx, proposal_id)
 
     @tool
+    def refresh_proposals(self, source: str) -> dict[str, Any]:
+        """Make every staged proposal again on the target branch's head now: per proposal applied or conflict."""
+        scope.require_source(self.ctx, self._scope(), source)
+        from gitkb.services import proposals
+
+        return proposals.refresh_proposals(self.ctx, source, actor=self.principal.label)
+
+    @tool
     def cite_check(self, chunk_id: str) -> dict[str, Any]:
         """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
         from gitkb.services.sources.cite import cite_check
@@ -463,7 +471,7 @@ class Workspace:
     @tool
     def open_kb_pull_request(
         self, source_id_or_index: str, target_index: str = "", title: str = "", body: str = "",
-        commit_message: str = "", requested_by: str | None = None,
+        commit_message: str = "", requested_by: str | None = None, proposal_ids: list[str] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files.
 
@@ -477,6 +485,7 @@ class Workspace:
         return review.open_kb_pull_request(
             self.ctx, source_id_or_index, target_index, title, body, commit_message,
             requested_by=requested_by if self.principal.is_local else self.principal.label,
+            proposal_ids=proposal_ids,
         )  # fmt: skip
 
     @tool

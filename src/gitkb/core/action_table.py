@@ -543,6 +543,15 @@ METHODS: tuple[Action, ...] = (
         "gitkb proposals discard",
     ),
     _m(
+        "refresh_proposals",
+        "propose",
+        (SOURCE,),
+        "make the staged proposals again on the target branch's head now (applied or conflict each)",
+        "gitkb proposals refresh",
+        agents=True,
+        target="source",
+    ),
+    _m(
         "open_kb_pull_request",
         "propose",
         (
@@ -552,6 +561,8 @@ METHODS: tuple[Action, ...] = (
             P("body", {"type": "string", "maxLength": 20000}),
             P("commit_message", {"type": "string", "maxLength": 4000}),
             P("requested_by", NAME, "who asks: agent:<id>, token:<name> or local:<user> (set from the caller)"),
+            P("proposal_ids", {"type": "array", "items": ID, "minItems": 1, "maxItems": 100},
+              "review only these staged proposals (prop_...); default: all staged"),
         ),
         "ask for a review of the staged proposals, then the PR/MR",
         "gitkb pr open",

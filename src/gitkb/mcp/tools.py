@@ -108,7 +108,9 @@ TOOLS: tuple[Tool, ...] = (
          READ, _call("get_job_result")),
     Tool("cite_check",
          "Whether a cited passage (a kchk_ id from search_index) is still in its document at the cited commit"
-         " and at the branch head now, with the lines it is at. Next: search_index again when it changed.",
+         " and at the branch head now, with the lines it is at. An id whose text changed since answers status"
+         " 'stale' with head_text (what the cited lines say now) and current_chunk_id. Next: search_index"
+         " again when it changed.",
          READ, _call("cite_check")),
     Tool("propose_kb_edit",
          "Stage an edit to one documentation file of a git source, as a commit on the source's proposal branch"
@@ -134,6 +136,13 @@ TOOLS: tuple[Tool, ...] = (
          " returns the same review. Next: tell the user a reviewer must approve (gitkb review approve ID); poll"
          " later.",
          Hints(read_only=False, destructive=False, idempotent=True, open_world=True), _call("open_kb_pull_request"),
+         carries_passages=True),
+    Tool("refresh_proposals",
+         "After the target branch moved (someone committed to it directly), make every staged proposal of a"
+         " source again on its head now. Returns per proposal (Proposals) result 'applied' or 'conflict'; a"
+         " conflict has the file's current_lines around the edit and next_steps. Next: for a conflict, read"
+         " the file again and call propose_kb_edit against the new text; then open_kb_pull_request.",
+         Hints(read_only=False, destructive=False, idempotent=True), _call("refresh_proposals"),
          carries_passages=True),
     Tool("list_knowledge_bases",
          "The knowledge bases this agent may use, each with its indexes (name and kidx_ id) and the mode of the"

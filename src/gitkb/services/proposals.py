@@ -30,6 +30,7 @@ from gitkb.services.sources.staging import (  # listing, showing, discarding, re
     discard_proposal,
     get_proposal,
     list_proposals,
+    refresh_proposals,
     restack,
     show_proposal,
 )
@@ -136,6 +137,7 @@ def _stage(
     renames: dict[str, str],
     note: str,
     actor: str,
+    detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     branch = proposal_branch(row)
     before = repo.head(branch)
@@ -164,6 +166,7 @@ def _stage(
                 note=note,
                 parent_sha=base,
                 commit_sha=commit,
+                detail=detail,
             )
     except BaseException:
         if before is None:
@@ -246,7 +249,8 @@ def propose_kb_edit(
     if current is not None and new_text == current:
         raise InvalidArgument(f"the edit leaves {path!r} as it is; nothing to stage")
     return _stage(ctx, row, repo, base, op="add" if current is None else "edit", path=path, new_path=None,
-                  changes={path: data}, renames={}, note=note, actor=actor)  # fmt: skip
+                  changes={path: data}, renames={}, note=note, actor=actor,
+                  detail={"search": search, "replace": replace} if search else None)  # fmt: skip
 
 
 def propose_kb_delete(
@@ -298,7 +302,11 @@ def propose_kb_rename(
             f"{old!r} does not exist on the proposal branch; nothing to rename", details={"path": old}
         )
     if _current_text_or_none(repo, base, new) is not None:
-        raise Conflict(f"cannot rename {old!r} to {new!r}: the target exists", details={"path": new})
+        raise Conflict(
+            f"cannot rename {old!r} to {new!r}: the target exists",
+            next_steps=["pick another new path, or propose deleting the target first (propose_kb_delete)"],
+            details={"path": new},
+        )
     return _stage(ctx, row, repo, base, op="rename", path=old, new_path=new, changes={}, renames={old: new},
                   note=note, actor=actor)  # fmt: skip
 
@@ -310,6 +318,7 @@ __all__ = [
     "propose_kb_delete",
     "propose_kb_edit",
     "propose_kb_rename",
+    "refresh_proposals",
     "restack",
     "show_proposal",
     "staging_base",

@@ -147,8 +147,12 @@ def open_kb_pull_request(
     commit_message: Any = "",
     *,
     requested_by: str | None = None,
+    proposal_ids: Any = None,
 ) -> dict[str, Any]:
-    """Record a pending review of the staged proposals; ``requested_by`` None: ``local:<user>``."""
+    """Record a pending review of the staged proposals; ``requested_by`` None: ``local:<user>``.
+
+    ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
+    come first, and the review's head is the last of them. None or empty: all staged ones."""
     requester = _requester(requested_by)
     for name, v in (
         ("target_index", target_index),
@@ -171,6 +175,8 @@ def open_kb_pull_request(
             f"nothing is staged for source {row.name!r}",
             next_steps=["stage a change with propose_kb_edit first"],
         )
+    if proposal_ids:
+        staged, head = _choose(ctx, row, repo, staged, proposal_ids)
     stale: list[ReviewRow] = []
     for r in prop_rows.list_reviews(conn, source_id=row.id, states=("pending", "approved", "denied")):
         if r.head_sha != head:
@@ -231,6 +237,53 @@ def open_kb_pull_request(
     if warnings:
         out["Warnings"] = warnings
     return out
+
+
+def _choose(
+    ctx: Context, row: SourceRow, repo: ManagedRepo, staged: list[prop_rows.ProposalRow], wanted: Any
+) -> tuple[list[prop_rows.ProposalRow], str]:
+    """The chosen staged proposals first on the branch (replayed when needed); returns them and the
+    commit of the last one, the head the review pushes."""
+    from gitkb.services.sources.staging import restack
+    from gitkb.stores.git_replay import replay
+
+    if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
+        raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
+    ids = {x.strip() for x in wanted}
+    unknown = sorted(ids - {p.id for p in staged})
+    if unknown:
+        raise NotFound(
+            f"not staged for source {row.name!r}: {', '.join(unknown)}",
+            next_steps=[f"list the staged ones with `gitkb proposals list --source {row.name}`"],
+            details={"proposal_ids": unknown},
+        )
+    chosen = [p for p in staged if p.id in ids]
+    rest = [p for p in staged if p.id not in ids]
+    if staged[: len(chosen)] != chosen:
+        probe = replay(repo.repository, staged[0].parent_sha, [(p.parent_sha, p.commit_sha) for p in chosen + rest])
+        blocked = [p.id for p in chosen if p.commit_sha in probe.conflicts]
+        if blocked:
+            raise Conflict(
+                f"{', '.join(blocked)} build(s) on staged proposals that were not chosen; nothing was opened",
+                next_steps=["choose those earlier proposals too (--proposal ID for each)",
+                            "or review all staged proposals (no --proposal)"],
+                details={"proposal_ids": blocked},
+            )  # fmt: skip
+        restack(ctx, row, repo, staged[0].parent_sha, chosen + rest)
+        again = {p.id: p for p in prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))}
+        chosen = [again[p.id] for p in chosen if p.id in again]
+    return chosen, chosen[-1].commit_sha
+
+
+def _superseded(ctx: Context, repo: ManagedRepo, r: ReviewRow) -> bool:
+    """The review's head is no longer on the proposal branch, or (a review of every staged proposal)
+    newer proposals were staged after it."""
+    head = repo.head(r.branch)
+    if head is None or not repo.is_ancestor(r.head_sha, head):
+        return True
+    staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=r.source_id, states=("staged",))
+    others = [p for p in staged if p.id not in set(r.proposal_ids)]
+    return bool(others) and all(p.created_at > r.created_at for p in others)
 
 
 def _waiting(r: ReviewRow) -> str:
@@ -359,16 +412,18 @@ def approve_review(
             )
         if r.state not in ("pending", "approved"):
             raise Conflict(
-                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state}
+                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state},
+                next_steps=[f"open a new review of what is staged now: gitkb pr open {row.name}"],
             )
         if r.pushed:
             return _approved(ctx, r, row, rp.open_change_request(ctx, r, row, repo, reviewer))
-        if repo.head(r.branch) != r.head_sha:
+        if _superseded(ctx, repo, r):
             with ctx.catalog.write() as w:
                 prop_rows.update_review(w, r.id, state="superseded")
             raise Conflict(
                 f"the staged proposals changed after review {r.id} was requested; it is superseded",
-                next_steps=["call open_kb_pull_request again and review the new state"],
+                next_steps=["call open_kb_pull_request again and review the new state",
+                            f"after a base move, `gitkb proposals refresh {row.name}` first"],  # fmt: skip
             )
         expected = _check_overwrites(ctx, r, row, repo, reviewer, overwrite)
         if r.state == "pending":

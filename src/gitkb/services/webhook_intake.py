@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gitkb.core.errors import NotFound, StoreUnavailable
+from gitkb.core.errors import GitkbError, NotFound, StoreUnavailable
 from gitkb.services import sources  # registers the source_sync job kind (recovery after a crash needs it)
 from gitkb.services.context import Context
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
@@ -102,6 +102,7 @@ def accept(
     if not wanted:
         return {**base, "Success": True, "duplicate": False, "job_id": None, "queued": False}
     assert event.commit is not None
+    settled = _settle_merge(ctx, row, event)
     try:
         sync = request_sync(ctx, row, event.commit)
     except BaseException:
@@ -120,4 +121,20 @@ def accept(
         out["reason"] = sync["reason"]
     if sync.get("status"):
         out["status"] = sync["status"]  # stale: older than the synced commit, nothing to do
+    if settled:
+        out["settled"] = settled
     return out
+
+
+def _settle_merge(ctx: Context, row: SourceRow, event: WebhookEvent) -> dict[str, Any] | None:
+    """A merge event names its change request: settle its review even when the forge squashed or
+    rebased (services.sources.merges.change_request_merged). A failure here never blocks the sync."""
+    from gitkb.services.sources.merges import change_request_merged
+
+    number = event.extra.get("number") if event.provider == "github" else event.extra.get("iid")
+    if event.kind != "merge" or not isinstance(number, int) or isinstance(number, bool) or event.commit is None:
+        return None
+    try:
+        return change_request_merged(ctx, row.name, number, event.commit)
+    except GitkbError as exc:
+        return {"reviews_merged": [], "reason": f"could not settle change request #{number}: {exc.message}"}

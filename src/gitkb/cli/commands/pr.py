@@ -37,11 +37,13 @@ def _render_open(data: dict[str, Any]) -> None:
 @click.option(
     "--target-index", default="", help="The index the change is for, when the source feeds several."
 )
-def open_(source: str, title: str, body: str, commit_message: str, target_index: str) -> None:
+@click.option("--proposal", "proposal_ids", multiple=True, help="Review only this staged proposal (repeatable).")
+def open_(source: str, title: str, body: str, commit_message: str, target_index: str,
+          proposal_ids: tuple[str, ...]) -> None:  # fmt: skip
     """Ask for review of SOURCE's staged proposals; nothing is pushed until it is approved."""
     run(
         lambda ws: ws.open_kb_pull_request(source, target_index=target_index, title=title, body=body,
-                                           commit_message=commit_message),
+                                           commit_message=commit_message, proposal_ids=list(proposal_ids) or None),
         _render_open,
     )  # fmt: skip
 

@@ -92,6 +92,23 @@ def discard(proposal_id: str) -> None:
     run(lambda ws: ws.discard_proposal(proposal_id))
 
 
+def _render_refresh(data: dict[str, Any]) -> None:
+    click.echo(data.get("Message", ""))
+    for p in data.get("Proposals", []):
+        click.echo(f"  {p['result']:<8} {p['proposal_id']}  {p['path']}" + (f": {p['reason']}" if p.get("reason") else ""))
+        for ln in p.get("current_lines", []):
+            click.echo(f"      {ln['line']:>5} | {ln['text']}")
+        for step in p.get("next_steps", []):
+            click.echo(f"    next: {step}")
+
+
+@proposals_group.command("refresh")
+@click.argument("source")
+def refresh(source: str) -> None:
+    """Make SOURCE's staged proposals again on its branch's head now (after a direct commit moved it)."""
+    run(lambda ws: ws.refresh_proposals(source), _render_refresh)
+
+
 def register(group: click.Group) -> None:
     group.add_command(propose)
     group.add_command(proposals_group)

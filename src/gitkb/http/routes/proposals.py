@@ -42,6 +42,11 @@ class OpenPull(ActionBody):
     title: str | None = None
     body: str | None = None
     commit_message: str | None = None
+    proposal_ids: list[str] | None = None
+
+
+class Refresh(ActionBody):
+    source: str
 
 
 @router.post("/proposals", dependencies=AUTH, summary="Stage an edit (propose_kb_edit)")
@@ -57,6 +62,13 @@ async def propose_delete(request: Request, body: ProposeDelete) -> JSONResponse:
 @router.post("/proposals/rename", dependencies=AUTH, summary="Stage a file rename (propose_kb_rename)")
 async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
     return await call(request, "propose_kb_rename", write=True, **body.params())
+
+
+@router.post("/proposals/refresh", dependencies=AUTH,
+             summary="Make the staged proposals again on the target branch's head (refresh_proposals)")  # fmt: skip
+async def refresh(request: Request, body: Refresh) -> JSONResponse:
+    return await call(request, "refresh_proposals", write=True, **body.params())
+
 
 
 @router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")

@@ -2,7 +2,8 @@
 decided ones, one review's page, and the Approve and Deny forms (``review`` scope, CSRF-checked;
 the logged-in token's name is the reviewer the audit log records). A review whose push would
 overwrite commits gitkb did not push shows them above its diff, and its Approve form carries a
-checkbox (``overwrite=yes``) without which the approval is refused."""
+checkbox (``overwrite=yes``) without which the approval is refused. A proposal still staged (or in
+conflict) of a review not pushed can be discarded from the review's page, one at a time."""
 
 from __future__ import annotations
 
@@ -120,3 +121,19 @@ async def approve(request: Request, rid: str) -> Response:
 @router.post("/{rid}/deny")
 async def deny(request: Request, rid: str) -> Response:
     return await _decide(request, rid, "deny")
+
+
+@router.post("/{rid}/proposals/{pid}/discard")
+async def discard(request: Request, rid: str, pid: str) -> Response:
+    """Discard one staged proposal of this review (the policy decides who may)."""
+    form = await request.form()
+    check_csrf(request, form)
+    require_page(request)
+    result = await ws_call(request, "discard_proposal", proposal_id=pid, write=True)
+    if result.get("Success") is False:
+        failure = UiFailure(result)
+        review = await full_review(request, rid)
+        ctx = {"title": review.get("title") or f"Review {rid}", "page": "reviews", "r": review, "view": "unified",
+               "can_review": False, "done": "", "error": failure}  # fmt: skip
+        return render(request, "ui/review.html", ctx, status=status_for(failure.code))
+    return RedirectResponse(f"/ui/reviews/{quote(rid, safe='')}?done=discarded", status_code=303)

@@ -8,6 +8,8 @@
   whose pushed head is now in the synced commit was merged. Its review is
   marked ``merged``, its proposals too, and the proposals staged after it
   are replayed onto the new base (or marked ``conflict`` with the paths).
+* :func:`change_request_merged` -- a merge webhook names the change request: a squash or rebase
+  merge (the merged commit is not the pushed head) settles the same way.
   Working from the synced history makes GitHub, GitLab and local merges
   (merge commits and fast-forwards) look the same. A review a crash left
   mid-push is reconciled with the remote first (services.review_push).
@@ -22,10 +24,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from gitkb.core.errors import GitkbError, InvalidArgument
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services import audit
 from gitkb.services.context import Context
-from gitkb.services.sources.registry import forge_for, proposal_branch, resolve_source
+from gitkb.services.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
@@ -71,7 +73,6 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
 def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: str) -> dict[str, Any]:
     """Settle reviews and proposals whose pushed head is contained in ``commit``."""
     from gitkb.services.review_push import reconcile_in_flight
-    from gitkb.services.sources.staging import restack
 
     reconcile_in_flight(ctx, source_id=row.id)  # a push a crash left unrecorded counts as pushed
 
@@ -80,6 +81,43 @@ def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: st
     merged = [r for r in candidates if r.pushed and repo.is_ancestor(r.push_sha, commit)]
     if not merged:
         return {}
+    return _settle(ctx, row, repo, merged, commit)
+
+
+def change_request_merged(
+    ctx: Context, source: Any, number: Any, commit: str, *, actor: str = "forge"
+) -> dict[str, Any]:
+    """A change request merged on the forge (GitHub's ``merge_commit_sha``, GitLab's merge event).
+
+    By squash or rebase the merged commit is not the pushed head, so the synced history cannot
+    tell; the merge event names the change request. Its approved, pushed reviews are settled as
+    after a merge commit: marked ``merged`` with their proposals, and the later proposals replayed
+    onto the merged commit. The webhook's sha is a hint: it must be on the target branch fetched
+    now. Nothing to settle (no such review, or already settled) answers ``reviews_merged: []``.
+    """
+    row = resolve_source(ctx, source)
+    n = _number(number)
+    reviews = [r for r in prop_rows.review_for_change_request(ctx.catalog.conn, row.id, n)
+               if r.state == "approved" and r.pushed]  # fmt: skip
+    out: dict[str, Any] = {"source": row.name, "number": n, "reviews_merged": []}
+    if not reviews:
+        return {**out, "reason": f"no approved, pushed review of change request #{n} is waiting"}
+    repo = open_repo(ctx, row)
+    head = repo.fetch(row.branch)
+    full = repo.commit_by_id(commit) if isinstance(commit, str) else None
+    if full is None or not repo.is_ancestor(full, head):
+        return {**out, "reason": f"{commit!r} is not on {row.branch!r} at {head[:12]}; nothing settled"}
+    settled = _settle(ctx, row, repo, reviews, full, actor=actor, number=n)
+    return {**out, **settled, "merge_commit": full}
+
+
+def _settle(
+    ctx: Context, row: SourceRow, repo: ManagedRepo, merged: list[prop_rows.ReviewRow], commit: str,
+    *, actor: str = "sync", number: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    from gitkb.services.sources.staging import restack
+
+    conn = ctx.catalog.conn
     ids = {pid for r in merged for pid in r.proposal_ids}
     staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))
     keep = [p for p in staged if p.id not in ids]
@@ -94,8 +132,9 @@ def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: st
                 prop_rows.update_review(w, r.id, state="superseded")
     rest = restack(ctx, row, repo, commit, keep)
     _forget_deleted_branch(repo, proposal_branch(row))
-    audit.record(ctx, actor="sync", action="proposals.merged", target=row.name, result="ok",
-                 detail={"commit": commit, "reviews": [r.id for r in merged], "proposals": sorted(ids), **rest})  # fmt: skip
+    audit.record(ctx, actor=actor, action="proposals.merged", target=row.name, result="ok",
+                 detail={"commit": commit, "reviews": [r.id for r in merged], "proposals": sorted(ids),
+                         **({"number": number} if number is not None else {}), **rest})  # fmt: skip
     return {"reviews_merged": [r.id for r in merged], "proposals_merged": sorted(ids), **rest}
 
 
@@ -149,7 +188,19 @@ def forge_merge(
     """Merge a local change request into its base on the remote, then request the sync a webhook would."""
     row = resolve_source(ctx, source)
     n = _number(number)
-    cr = _local_forge(ctx, row).merge(n)
+    try:
+        cr = _local_forge(ctx, row).merge(n)
+    except Conflict as exc:
+        if "conflicts in" not in exc.message:
+            raise
+        raise Conflict(
+            exc.message,
+            next_steps=[
+                f"refresh the staged proposals on the new {row.branch}: gitkb proposals refresh {row.name}",
+                "then open the review again (gitkb pr open) and approve it; discard proposals that conflict",
+            ],
+            details=exc.details,
+        ) from None
     audit.record(ctx, actor=actor, action="change_request.merge", target=row.name, result="merged",
                  detail={"number": n, "merge_commit": cr.merge_commit_sha})  # fmt: skip
     assert cr.merge_commit_sha is not None

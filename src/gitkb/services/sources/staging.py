@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitkb.core.errors import Conflict, InvalidArgument, NotFound
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound
 from gitkb.core.paging import page_of, paged
 from gitkb.services import audit
 from gitkb.services.context import Context
@@ -109,8 +109,10 @@ def restack(
                 out["kept"].append(p.id)
             elif p.commit_sha in result.conflicts:
                 paths = result.conflicts[p.commit_sha]
+                steps = [f"discard it: gitkb proposals discard {p.id}",
+                         "or propose it again against the new text (propose_kb_edit)"]  # fmt: skip
                 prop_rows.set_proposal_state(
-                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto}
+                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto, "next_steps": steps}
                 )
                 out["conflicts"].append(p.id)
             else:
@@ -139,6 +141,7 @@ def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator")
         blocked = [s.id for s in later if s.commit_sha in probe.conflicts]
         raise Conflict(
             f"cannot discard {p.id}: later proposals build on it ({', '.join(blocked)}); discard them first",
+            next_steps=[f"gitkb proposals discard {b}" for b in reversed(blocked)] + [f"then gitkb proposals discard {p.id}"],
             details={"depends": blocked},
         )
     with ctx.catalog.write() as w:
@@ -153,3 +156,164 @@ def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator")
         "branch_head": repo.head(proposal_branch(row)),
         **rest,
     }
+
+
+# -- refresh: the staged proposals again, on the target branch's head now ----------------------
+
+_AROUND = 3  # lines of context either side of a conflicting edit
+
+
+def _text(repo: ManagedRepo, commit: str, path: str) -> str | None:
+    try:
+        return repo.read_blob(commit, path).decode("utf-8", "replace")
+    except NotFound:
+        return None
+
+
+def _lines_around(text: str | None, line: int) -> list[dict[str, Any]]:
+    """The file's current lines around ``line`` (1-based), as ``{line, text}``."""
+    if text is None:
+        return []
+    lines = text.splitlines()
+    lo, hi = max(1, line - _AROUND), min(len(lines), line + _AROUND)
+    return [{"line": n, "text": lines[n - 1]} for n in range(lo, hi + 1)]
+
+
+def _first_difference(old: str | None, new: str | None) -> int:
+    a, b = (old or "").splitlines(), (new or "").splitlines()
+    for n, (x, y) in enumerate(zip(a, b, strict=False), start=1):
+        if x != y:
+            return n
+    return min(len(a), len(b)) + 1
+
+
+def _reapply(
+    repo: ManagedRepo, p: ProposalRow, tip: str
+) -> tuple[dict[str, bytes | None], dict[str, str]] | dict[str, Any]:
+    """What ``p`` changes when made again on ``tip``: ``(changes, renames)``, or a conflict dict."""
+    now = _text(repo, tip, p.path)
+    search = p.detail.get("search")
+    if p.op == "edit" and isinstance(search, str) and search:
+        found = (now or "").count(search)
+        if now is not None and found == 1:
+            new = now.replace(search, str(p.detail.get("replace") or ""), 1)
+            return {p.path: new.encode("utf-8")}, {}
+        old = _text(repo, p.parent_sha, p.path) or ""
+        line = old[: max(old.find(search), 0)].count("\n") + 1
+        why = "the file is gone" if now is None else f"the search text occurs {found} times in the new text"
+        return {"reason": why, "line": line, "lines": _lines_around(now, line)}
+    before = _text(repo, p.parent_sha, p.path)
+    if before != now:
+        line = _first_difference(before, now)
+        why = "the file was deleted since" if now is None else "the file changed since the proposal's base"
+        if before is None:
+            why = "the file was created since"
+        return {"reason": why, "line": line, "lines": _lines_around(now, line)}
+    if p.op == "rename":
+        assert p.new_path is not None
+        if _text(repo, tip, p.new_path) is not None:
+            return {"reason": f"{p.new_path!r} exists now", "line": 1, "lines": []}
+        return {}, {p.path: p.new_path}
+    if p.op == "delete":
+        return {p.path: None}, {}
+    return {p.path: repo.read_blob(p.commit_sha, p.path)}, {}
+
+
+def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> dict[str, Any]:
+    """Make every staged proposal again on the current head of the target branch.
+
+    A search/replace edit must find its search text exactly once in the new text; a full-content
+    edit, an add, a delete or a rename applies when its file is as it was at the proposal's base.
+    Per proposal: ``applied`` or ``conflict`` (with the file's current lines around the edit and
+    next steps); conflicting ones are marked ``conflict`` (still listed, discardable). Reviews whose
+    staged head is no longer on the branch and that were not pushed are marked ``superseded``.
+    """
+    from gitkb.services.proposals import author  # proposals imports this module
+
+    row = resolve_source(ctx, source)
+    repo = open_repo(ctx, row)
+    branch = proposal_branch(row)
+    warnings: list[str] = []
+    try:
+        onto = repo.fetch(row.branch)
+    except GitkbError as exc:
+        tracked = repo.tracking_head(row.branch)
+        if tracked is None:
+            raise
+        onto = tracked
+        warnings.append(f"could not fetch {row.branch!r} ({exc.message}); refreshed on the last fetched head")
+    staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
+    out: dict[str, Any] = {"source": row.name, "branch": branch, "base": onto, "Proposals": [],
+                           "applied": [], "conflicts": [], "reviews_superseded": []}  # fmt: skip
+    if warnings:
+        out["Warnings"] = warnings
+    if not staged:
+        return {**out, "Message": f"nothing is staged for source {row.name!r}; nothing to refresh"}
+    if staged[0].parent_sha == onto:
+        out["applied"] = [p.id for p in staged]
+        out["Proposals"] = [{"proposal_id": p.id, "path": p.path, "result": "applied"} for p in staged]
+        return {**out, "branch_head": repo.head(branch), "unchanged": True,
+                "Message": f"the {len(staged)} staged proposal(s) already build on {row.branch} at {onto[:12]}"}  # fmt: skip
+    before = repo.head(branch)
+    scratch = f"gitkb/refresh/{row.name}"
+    repo.delete_branch(scratch)
+    tip, moved, conflicts = onto, [], []
+    try:
+        for p in staged:
+            made = _reapply(repo, p, tip)
+            if isinstance(made, dict):
+                conflicts.append((p, made))
+                continue
+            changes, renames = made
+            repo.reset_branch(scratch, tip)
+            message = f"gitkb: {p.op} {p.path}" + (f" -> {p.new_path}" if p.new_path else "")
+            message += f"\n\n{p.note.strip()}" if p.note.strip() else ""
+            try:
+                new = repo.commit_changes(scratch, tip, changes, renames=renames, message=message,
+                                          author=author(ctx))  # fmt: skip
+            except InvalidArgument:  # already in the new base
+                conflicts.append((p, {"reason": "the change is already in the new base", "line": 1,
+                                      "lines": [], "already_applied": True}))  # fmt: skip
+                continue
+            moved.append((p, tip, new))
+            tip = new
+    finally:
+        repo.delete_branch(scratch)
+    repo.reset_branch(branch, tip, expected=before)
+    with ctx.catalog.write() as w:
+        for p, parent, new in moved:
+            prop_rows.move_proposal(w, p.id, parent, new)
+        for p, c in conflicts:
+            state = "merged" if c.get("already_applied") else "conflict"
+            prop_rows.set_proposal_state(w, p.id, state, detail={**p.detail, **c, "base": onto})
+        for r in prop_rows.list_reviews(w, source_id=row.id, states=("pending", "approved"), limit=1000):
+            if not r.pushed and r.pushing_sha is None and not repo.is_ancestor(r.head_sha, tip):
+                prop_rows.update_review(w, r.id, state="superseded")
+                out["reviews_superseded"].append(r.id)
+    for p, _parent, new in moved:
+        out["applied"].append(p.id)
+        out["Proposals"].append({"proposal_id": p.id, "path": p.path, "result": "applied", "commit": new})
+    for p, c in conflicts:
+        if c.get("already_applied"):
+            out["Proposals"].append({"proposal_id": p.id, "path": p.path, "result": "already_applied"})
+            continue
+        out["conflicts"].append(p.id)
+        out["Proposals"].append({
+            "proposal_id": p.id, "path": p.path, "result": "conflict", "reason": c["reason"],
+            "line": c["line"], "current_lines": c["lines"],
+            "next_steps": [
+                f"discard it: gitkb proposals discard {p.id}",
+                f"or propose again against the new text: read {p.path} at {row.branch} and call "
+                f"propose_kb_edit (gitkb propose {row.name} {p.path} ...), then discard {p.id}",
+            ],
+        })  # fmt: skip
+    audit.record(ctx, actor=actor, action="proposals.refresh", target=row.name, result="ok",
+                 detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]})  # fmt: skip
+    out["branch_head"] = tip
+    msg = f"Refreshed on {row.branch} at {onto[:12]}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
+    if out["conflicts"]:
+        msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
+    if out["reviews_superseded"]:
+        msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
+    out["Message"] = msg
+    return out

@@ -464,6 +464,62 @@ def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
     )
 
 
+
+_RETIRE_COLUMNS = (
+    "chunk_id, index_id, document_id, path, source_uri, origin, metadata, line_start, line_end,"
+    " char_start, char_end, text, retired_at"
+)
+
+
+def m021_retired_chunks(conn: sqlite3.Connection) -> None:
+    """Chunk ids that left the index keep their last document, ``source_uri`` and lines, so an old
+    citation can still be checked (``cite_check`` answers ``stale``). Triggers record them on every
+    path: a document whose text changes or that is deleted retires its chunks with the values it had
+    (``INSERT OR REPLACE``: the last time wins); a chunk removed on its own (RECHUNK) with its
+    document's values now, unless already recorded."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE retired_chunks (
+            chunk_id TEXT NOT NULL,
+            index_id TEXT NOT NULL,
+            document_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            source_uri TEXT,
+            origin TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            line_start INTEGER NOT NULL,
+            line_end INTEGER NOT NULL,
+            char_start INTEGER NOT NULL,
+            char_end INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            retired_at REAL NOT NULL,
+            PRIMARY KEY (chunk_id, index_id)
+        );
+        CREATE INDEX retired_chunks_id ON retired_chunks(chunk_id, retired_at)
+        """,
+    )
+    now = "(julianday('now') - 2440587.5) * 86400.0"
+    old_doc = (
+        f"INSERT OR REPLACE INTO retired_chunks({_RETIRE_COLUMNS})"
+        " SELECT c.id, OLD.index_id, OLD.id, OLD.path, OLD.source_uri, OLD.origin, OLD.metadata, c.line_start,"
+        f" c.line_end, c.char_start, c.char_end, c.text, {now} FROM chunks c WHERE c.document_rowid = OLD.rowid;"
+    )
+    conn.execute(  # a trigger body holds ';', so not through run_script
+        "CREATE TRIGGER documents_retire_on_change BEFORE UPDATE OF content_hash ON documents"
+        f" WHEN OLD.content_hash IS NOT NEW.content_hash BEGIN {old_doc} END"
+    )
+    conn.execute(f"CREATE TRIGGER documents_retire_on_delete BEFORE DELETE ON documents BEGIN {old_doc} END")
+    conn.execute(
+        "CREATE TRIGGER chunks_retire BEFORE DELETE ON chunks"
+        " WHEN EXISTS (SELECT 1 FROM documents WHERE rowid = OLD.document_rowid) BEGIN"
+        f" INSERT OR IGNORE INTO retired_chunks({_RETIRE_COLUMNS})"
+        " SELECT OLD.id, d.index_id, d.id, d.path, d.source_uri, d.origin, d.metadata, OLD.line_start,"
+        f" OLD.line_end, OLD.char_start, OLD.char_end, OLD.text, {now} FROM documents d"
+        " WHERE d.rowid = OLD.document_rowid; END"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -478,6 +534,7 @@ MIGRATIONS: list[Migration] = [
     m012_job_staged_texts,
     m014_vector_outcomes,
     m014_document_overrides,
+    m021_retired_chunks,
 ]
 
 
