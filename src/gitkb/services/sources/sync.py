@@ -179,6 +179,10 @@ def sync_source(
     }
     if settled:
         out["merged"] = settled
+    from gitkb.services.checkouts import refresh_source
+
+    if refreshed := refresh_source(ctx, row, target):
+        out["checkouts_refreshed"] = refreshed
     if warnings:
         out["Warnings"] = warnings
     if rollback:
