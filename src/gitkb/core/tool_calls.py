@@ -280,8 +280,8 @@ def _command(argv: list[str], state: dict[str, str], env: Mapping[str, str], dep
 
     if name in ("cd", "pushd"):
         target = pos[0] if pos else env.get("HOME", "")
-        if target:
-            state["cwd"] = _join(cwd, target)
+        if target:  # the shell's cd is logical: ``link/..`` is the folder holding the link
+            state["cwd"] = posixpath.normpath(_join(cwd, target))
         return []
     if name == "git":
         return _git(args, cwd)
