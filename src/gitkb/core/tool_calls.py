@@ -67,15 +67,17 @@ def classify(data: Mapping[str, Any], *, default_cwd: str, env: Mapping[str, str
     env = env or {}
     if not isinstance(data, Mapping):
         raise ValueError("the hook input must be a JSON object")
-    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else default_cwd
+    given_cwd = data.get("cwd")
+    cwd: str = given_cwd if isinstance(given_cwd, str) and given_cwd else default_cwd
     if "tool_name" in data:
         name, args = data.get("tool_name"), data.get("tool_input")
         if not isinstance(name, str) or not isinstance(args, Mapping):
             raise ValueError("tool_name must be a string and tool_input an object")
         return ToolCall("claude", name, cwd, tuple(_claude(name, args, cwd, env)))
     if "tool" in data or "command" in data:
-        name = data.get("tool") if isinstance(data.get("tool"), str) else "shell"
-        return ToolCall("plain", name, cwd, tuple(_plain(name, data, cwd, env)))
+        tool = data.get("tool")
+        plain: str = tool if isinstance(tool, str) else "shell"
+        return ToolCall("plain", plain, cwd, tuple(_plain(plain, data, cwd, env)))
     raise ValueError("expected Claude Code's PreToolUse input (tool_name, tool_input) or {tool, path, command}")
 
 
@@ -100,7 +102,7 @@ def _claude(name: str, args: Mapping[str, Any], cwd: str, env: Mapping[str, str]
 
 def _unknown_tool(name: str, args: Mapping[str, Any], cwd: str) -> list[Touch]:
     """A tool we do not know: every path-like argument is touched in an unknown way."""
-    out = []
+    out: list[Touch] = []
     for key, value in args.items():
         values = value if isinstance(value, list) else [value]
         if PATH_KEYS.search(str(key)):
@@ -124,9 +126,7 @@ def _plain(name: str, data: Mapping[str, Any], cwd: str, env: Mapping[str, str])
         out.extend(Touch(READ, _join(cwd, p), name) for p in given)
     elif low in PLAIN_WRITE:
         out.extend(Touch(WRITE, _join(cwd, p), name) for p in given)
-    elif low not in SHELL_TOOLS:
-        out.extend(Touch(UNKNOWN, _join(cwd, p), name) for p in given)
-    elif given:
+    else:  # an unknown tool, or a path beside a shell command
         out.extend(Touch(UNKNOWN, _join(cwd, p), name) for p in given)
     return out
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.tool_calls import READ, Touch, ToolCall, classify
+from gitkb.core.tool_calls import READ, ToolCall, Touch, classify
 from gitkb.stores.checkout_tree import read_marker
 
 
@@ -105,7 +105,8 @@ def run_guard(text: str, *, default_cwd: str, env: Mapping[str, str]) -> tuple[i
     if denial is None:
         return 0, "", ""
     if call.runtime == "claude":
-        reason = denial.message() + " " + json.dumps(denial.details(), sort_keys=True)
+        fields = {k: v for k, v in denial.details().items() if k != "reason"}  # the message says it already
+        reason = denial.message() + " " + json.dumps(fields, sort_keys=True)
         out = {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
