@@ -322,3 +322,25 @@ def test_guard_as_a_real_process_needs_no_workspace(co: Path, tmp_path: Path) ->
                           env=env, cwd=tmp_path, timeout=60)  # fmt: skip
     assert (proc.returncode, proc.stdout) == (0, "")
     assert not (tmp_path / ".gitkb").exists()
+
+
+def test_guard_reads_other_runtimes_tools_in_the_same_shape(co: Path, tmp_path: Path) -> None:
+    def call(tool: str, **tool_input: Any) -> dict[str, Any]:
+        return {"hook_event_name": "BeforeTool", "cwd": str(tmp_path), "tool_name": tool, "tool_input": tool_input}
+
+    for payload in (
+        call("run_shell_command", command="rm README.md", directory=str(co)),
+        call("run_shell_command", command=f"sed -i s/a/b/ {co}/README.md"),
+        call("write_file", file_path=str(co / "docs/new.md"), content="x"),
+        call("replace", file_path=str(co / ROTATE), old_string="a", new_string="b"),
+        call("frobnicate", target=str(co / "README.md")),
+    ):
+        code, out, _ = guard(payload)
+        assert code == 0 and details(out)["code"] == "managed_repo_guard", payload
+    for payload in (
+        call("read_file", file_path=str(co / ROTATE)),
+        call("run_shell_command", command="grep -rn days .", directory=str(co)),
+        call("run_shell_command", command="rm -f notes.md"),
+        call("write_file", file_path=str(tmp_path / "notes.md"), content="x"),
+    ):
+        assert guard(payload) == (0, "", ""), payload

@@ -97,16 +97,24 @@ def _claude(name: str, args: Mapping[str, Any], cwd: str, env: Mapping[str, str]
         return [Touch(WRITE, _join(cwd, str(args.get(CLAUDE_WRITE_TOOLS[name]) or "")), name)]
     if name in CLAUDE_READ_TOOLS:
         return [Touch(READ, _join(cwd, str(args.get(CLAUDE_READ_TOOLS[name]) or "")), name)]
-    return _unknown_tool(name, args, cwd)
+    return _other_tool(name, args, cwd, env)
 
 
-def _unknown_tool(name: str, args: Mapping[str, Any], cwd: str) -> list[Touch]:
-    """A tool we do not know: every path-like argument is touched in an unknown way."""
+def _other_tool(name: str, args: Mapping[str, Any], cwd: str, env: Mapping[str, str]) -> list[Touch]:
+    """Another runtime's tool in the same input shape (``run_shell_command``, ``write_file``...), or one
+    we do not know: a ``command`` is classified as shell, every path-like argument is touched as the
+    tool's name says (read, write) or in an unknown way."""
+    low = name.lower()
+    kind = READ if low in PLAIN_READ else WRITE if low in PLAIN_WRITE else UNKNOWN
     out: list[Touch] = []
+    if isinstance(args.get("command"), str):
+        out.extend(shell_touches(args["command"], _join(cwd, str(args.get("directory") or "")), env))
+        if low in SHELL_TOOLS:
+            return out
     for key, value in args.items():
         values = value if isinstance(value, list) else [value]
         if PATH_KEYS.search(str(key)):
-            out.extend(Touch(UNKNOWN, _join(cwd, v), name) for v in values if isinstance(v, str) and v)
+            out.extend(Touch(kind, _join(cwd, v), name) for v in values if isinstance(v, str) and v)
     return out
 
 

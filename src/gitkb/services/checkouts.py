@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.sources import SourceRow
 
 log = logging.getLogger("gitkb")
+_refreshing = threading.Lock()  # one refresh of this process's checkouts at a time (threads of a server)
 
 
 def node_name(ctx: Context) -> str:
@@ -104,10 +106,18 @@ def refresh_source(ctx: Context, row: SourceRow, commit: str) -> list[str]:
 
 
 def refresh_moved(ctx: Context) -> list[str]:
-    """This node's checkouts whose source's synced commit moved (a sync on another node): refresh them."""
-    done = []
-    for rec in checkout_rows.stale_for_node(ctx.catalog.conn, node_name(ctx)):
-        row = source_rows.get_by_id(ctx.catalog.conn, rec.source_id)
-        if row is not None and row.synced_commit and _refresh(ctx, row, rec, row.synced_commit):
-            done.append(rec.path)
+    """This node's checkouts whose source's synced commit moved (a sync on another node): refresh them.
+
+    One indexed query when nothing moved; a thread that finds another one refreshing goes on."""
+    done: list[str] = []
+    stale = checkout_rows.stale_for_node(ctx.catalog.conn, node_name(ctx))
+    if not stale or not _refreshing.acquire(blocking=False):
+        return done
+    try:
+        for rec in stale:
+            row = source_rows.get_by_id(ctx.catalog.conn, rec.source_id)
+            if row is not None and row.synced_commit and _refresh(ctx, row, rec, row.synced_commit):
+                done.append(rec.path)
+    finally:
+        _refreshing.release()
     return done
