@@ -89,6 +89,19 @@ def test_bad_checkout_folders_write_nothing(source_ws: Any, tmp_path: Path) -> N
     assert not (tmp_path / "x").exists()
 
 
+def test_no_checkout_inside_a_checkout_and_a_broken_one_is_taken_again(source_ws: Any, co: Path) -> None:
+    out = source_ws.checkout(SOURCE, str(co / "docs" / "nested"))
+    assert out["code"] == "invalid_argument" and str(co) in out["Error"]
+    assert not (co / "docs" / "nested").exists()
+    from gitkb.stores import checkout_tree
+
+    checkout_tree.make_writable_for_refresh(co)  # a refresh that died half way: files gone, the mark kept
+    (co / ROTATE).unlink()
+    again = source_ws.checkout(SOURCE, str(co))
+    assert again["Success"], again
+    assert (co / ROTATE).exists() and write_bits(co) == []
+
+
 def test_checkout_is_admin_only(source_ws: Any, tmp_path: Path) -> None:
     from gitkb.core.action_table import ACTIONS
 

@@ -49,6 +49,9 @@ def _directory(ctx: Context, directory: str) -> Path:
     home = Path(os.path.realpath(ctx.settings.home))
     if path == home or home in path.parents or path in home.parents:
         raise InvalidArgument(f"{path} is inside (or holds) the gitkb home {home}; choose a folder outside it")
+    outer = checkout_tree.enclosing_checkout(path)
+    if outer is not None:
+        raise InvalidArgument(f"{path} is inside the checkout {outer}; choose a folder outside it")
     return path
 
 

@@ -130,6 +130,7 @@ def materialise(git_dir: Path, directory: Path, commit: str, source: str, docume
         directory.mkdir(parents=True, exist_ok=True)
         _git(directory, "init", "-q")
         _install_hooks(directory, source)
+        _write_marker(directory, source, None, documents_root)  # marked (and guarded) before any file lands
     elif existing.get("source") != source:
         raise InvalidArgument(
             f"{directory} is a checkout of source {existing.get('source')!r}, not {source!r}; nothing was written",
@@ -143,12 +144,24 @@ def materialise(git_dir: Path, directory: Path, commit: str, source: str, docume
         _git(directory, "-c", "advice.detachedHead=false", "checkout", "-q", "--force", "--detach", commit,
              refresh=True)  # fmt: skip
         _git(directory, "clean", "-q", "-ffdx", refresh=True)
-        marker = {"source": source, "commit": commit, "documents_root": documents_root, "managed_document_repo": True}
-        tmp = marker_path(directory).with_name(MARKER + ".tmp")
-        tmp.write_text(json.dumps(marker, sort_keys=True) + "\n")
-        os.replace(tmp, marker_path(directory))
+        _write_marker(directory, source, commit, documents_root)
     finally:
         set_writable(directory, False)
+
+
+def _write_marker(directory: Path, source: str, commit: str | None, documents_root: str) -> None:
+    marker = {"source": source, "commit": commit, "documents_root": documents_root, "managed_document_repo": True}
+    tmp = marker_path(directory).with_name(MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, sort_keys=True) + "\n")
+    os.replace(tmp, marker_path(directory))
+
+
+def enclosing_checkout(path: Path) -> Path | None:
+    """The checkout ``path`` lies in (``path`` itself excluded), if any."""
+    for folder in Path(path).parents:
+        if read_marker(folder) is not None:
+            return folder
+    return None
 
 
 def _install_hooks(directory: Path, source: str) -> None:
