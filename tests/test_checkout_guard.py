@@ -203,6 +203,10 @@ DENIED_SHELL = [
     "cat <<EOF > docs/new.md\nhello\nEOF",
     "echo 'unterminated",
     "make docs",
+    'echo x >"README.md"',
+    "{ rm README.md; }",
+    "rm \\\n README.md",
+    "ls; # a comment\nrm README.md",
 ]
 ALLOWED_SHELL = [
     "cat README.md",
@@ -223,6 +227,9 @@ ALLOWED_SHELL = [
     "git branch",
     "cat README.md 2>/dev/null | grep gitkb > /dev/null",
     "echo ok 2>&1",
+    "grep '|' docs/runbooks/rotate-api-keys.md",  # a quoted operator is a word: Markdown tables
+    'grep -n ">" README.md',  # and blockquotes
+    "grep -c 'a;b' README.md # rm README.md",
 ]
 
 

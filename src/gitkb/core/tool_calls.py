@@ -2,8 +2,9 @@
 
 :func:`classify` takes a hook's JSON -- Claude Code's PreToolUse input (``tool_name``,
 ``tool_input``, ``cwd``) or the plain ``{"tool", "path", "command", "cwd"}`` form -- and returns
-the paths the call would read, write, or do something unknown to. A shell command is split with
-:mod:`shlex` and classified conservatively:
+the paths the call would read, write, or do something unknown to. A shell command is split the way
+a POSIX shell splits it (quotes, escapes, operators; :func:`split_shell`) and classified
+conservatively:
 
 * reads: ``cat``, ``grep``, ``rg``, ``ls``, ``head``, ``find`` without actions, ``sed`` without
   ``-i``, ``git log/show/diff/status/...`` and the like touch their arguments as ``read``;
@@ -129,7 +130,7 @@ def _plain(name: str, data: Mapping[str, Any], cwd: str, env: Mapping[str, str])
     if isinstance(command, str) and (low in SHELL_TOOLS or "path" not in data):
         out.extend(shell_touches(command, cwd, env))
     elif isinstance(command, list) and all(isinstance(c, str) for c in command):
-        out.extend(shell_touches(shlex.join(command), cwd, env))
+        out.extend(shell_touches(shlex.join(command), cwd, env))  # argv: quoted back into one line
     if low in PLAIN_READ:
         out.extend(Touch(READ, _join(cwd, p), name) for p in given)
     elif low in PLAIN_WRITE:
@@ -174,26 +175,99 @@ GIT_SUB_READS = {"remote": {"", "-v", "show", "get-url"}, "stash": {"list", "sho
 GIT_OPTS_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
 
 
+class Op(str):
+    """An unquoted shell operator (``;``, ``&&``, ``|``, ``>``, ``2>``'s ``>``...), not a word."""
+
+
+OPERATORS = sorted(
+    ["&&", "||", ";;", "|&", "<<<", "<<-", "<<", ">>&", ">>", "&>>", "&>", ">&", "<&", ">|", "<>",
+     ";", "&", "|", "<", ">", "(", ")", "\n"],
+    key=len, reverse=True,
+)  # fmt: skip
+RESERVED = {"{", "}", "!"}
+
+
+def split_shell(command: str) -> list[str]:
+    """Words (quotes removed) and :class:`Op` operators; ``ValueError`` on an unclosed quote.
+
+    A quoted ``">"`` or ``'|'`` is a word (``grep '|' table.md`` reads), an unquoted one an operator."""
+    out: list[str] = []
+    word: list[str] = []
+    quoted = False
+    i, n = 0, len(command)
+
+    def end_word() -> None:
+        nonlocal quoted
+        if word or quoted:
+            text = "".join(word)
+            out.append(Op(text) if text in RESERVED and not quoted else text)
+        word.clear()
+        quoted = False
+
+    while i < n:
+        ch = command[i]
+        if ch in " \t\r":
+            end_word()
+            i += 1
+        elif ch == "\\":
+            if i + 1 < n and command[i + 1] == "\n":
+                i += 2  # a line continuation
+                continue
+            word.append(command[i + 1] if i + 1 < n else "")
+            quoted = True
+            i += 2
+        elif ch == "'":
+            j = command.find("'", i + 1)
+            if j < 0:
+                raise ValueError("unclosed single quote")
+            word.append(command[i + 1 : j])
+            quoted, i = True, j + 1
+        elif ch == '"':
+            i += 1
+            while i < n and command[i] != '"':
+                if command[i] == "\\" and i + 1 < n and command[i + 1] in '"\\$`\n':
+                    i += 1
+                word.append(command[i])
+                i += 1
+            if i >= n:
+                raise ValueError("unclosed double quote")
+            quoted, i = True, i + 1
+        elif ch == "#" and not word and not quoted:
+            j = command.find("\n", i)
+            i = n if j < 0 else j  # a comment, up to the line's end
+        elif ch in ";&|<>()\n":
+            end_word()
+            op = next(o for o in OPERATORS if command.startswith(o, i))
+            out.append(Op(op))
+            i += len(op)
+        else:
+            word.append(ch)
+            i += 1
+    end_word()
+    return out
+
+
+def _is(tok: str, ops: set[str]) -> bool:
+    return isinstance(tok, Op) and tok in ops
+
+
 def shell_touches(command: str, cwd: str, env: Mapping[str, str] | None = None, depth: int = 0) -> list[Touch]:
     env = env or {}
     try:
-        lex = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
-        lex.whitespace = " \t\r"
-        lex.whitespace_split = True
-        tokens = list(lex)
+        tokens = split_shell(command)
     except ValueError:
         return [Touch(UNKNOWN, cwd, "unparsable shell"),
                 *(Touch(UNKNOWN, _join(cwd, w), "unparsable shell") for w in command.split())]  # fmt: skip
     if depth > 3 or "$(" in command or "`" in command or "<(" in command or ">(" in command:
         # command substitution / process substitution: what runs is not known from the text
-        words = [t for t in tokens if t not in SEPARATORS and t not in WRITE_REDIRECTS | READ_REDIRECTS]
+        words = [t for t in tokens if not isinstance(t, Op)]
         return [Touch(UNKNOWN, cwd, "command substitution"),
                 *(Touch(UNKNOWN, _join(cwd, w), "command substitution") for w in words)]  # fmt: skip
     out: list[Touch] = []
     segment: list[str] = []
     state = {"cwd": cwd}
-    for tok in [*tokens, ";"]:
-        if tok in SEPARATORS:
+    for tok in [*tokens, Op(";")]:
+        if _is(tok, SEPARATORS):
             if segment:
                 out.extend(_segment(segment, state, env, depth))
             segment = []
@@ -224,7 +298,7 @@ def _segment(tokens: list[str], state: dict[str, str], env: Mapping[str, str], d
     while i < len(tokens):
         tok = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if tok in WRITE_REDIRECTS | READ_REDIRECTS | {"<<", "<<-"}:
+        if _is(tok, WRITE_REDIRECTS | READ_REDIRECTS | {"<<", "<<-"}):
             if words and words[-1].isdigit():
                 words.pop()  # the fd number of ``2>``
             if nxt is not None:
@@ -371,13 +445,11 @@ def _git(args: list[str], cwd: str) -> list[Touch]:
         return [Touch(WRITE, where, f"{why} --output")]
     if sub in GIT_READS:
         return [Touch(READ, where, why)]
-    if sub in GIT_LIST_ONLY:
+    if sub in GIT_LIST_ONLY:  # ``git branch``, ``git tag -l 'v*'`` list; ``git tag v1``, ``git branch -D x`` write
         flags = GIT_LIST_ONLY[sub]
-        listing = not _positional(rest) and not any(a in flags or a.split("=")[0] in flags for a in rest)
-        if sub == "tag" and any(a in ("-l", "--list") for a in rest) and not any(a in flags for a in rest):
-            listing = True
-        if sub == "branch" and any(a in ("-l", "--list", "-a", "-r") for a in rest) and not any(a in flags for a in rest):
-            listing = listing or not any(a in flags for a in rest)
+        mutating = any(a in flags or a.split("=")[0] in flags for a in rest)
+        list_flag = any(a in ("-l", "--list") for a in rest)
+        listing = not mutating and (list_flag or not _positional(rest))
         return [Touch(READ if listing else WRITE, where, why)]
     if sub in GIT_SUB_READS:
         first = _positional(rest)[:1] or [next((a for a in rest if a.startswith("-")), "")]
