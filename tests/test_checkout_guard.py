@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitkb.cli.main import cli
 from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
@@ -364,3 +367,19 @@ def test_guard_reads_other_runtimes_tools_in_the_same_shape(co: Path, tmp_path: 
         call("write_file", file_path=str(tmp_path / "notes.md"), content="x"),
     ):
         assert guard(payload) == (0, "", ""), payload
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab -'\"\\\t.*/", max_size=30))
+def test_shell_words_split_as_shlex_splits_them_without_operators(line: str) -> None:
+    """Where there is no operator, comment or expansion, the guard's splitter and shlex agree (on
+    ``\\\\#`` shlex sees a comment where a shell sees the word ``\\#``: the alphabet leaves ``#`` out)."""
+    from gitkb.core.tool_calls import split_shell
+
+    try:
+        expected = shlex.split(line, comments=True)
+    except ValueError:
+        with pytest.raises(ValueError):
+            split_shell(line)
+        return
+    assert [str(w) for w in split_shell(line)] == expected

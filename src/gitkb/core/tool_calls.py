@@ -213,7 +213,9 @@ def split_shell(command: str) -> list[str]:
             if i + 1 < n and command[i + 1] == "\n":
                 i += 2  # a line continuation
                 continue
-            word.append(command[i + 1] if i + 1 < n else "")
+            if i + 1 >= n:
+                raise ValueError("a backslash ends the line")
+            word.append(command[i + 1])
             quoted = True
             i += 2
         elif ch == "'":
