@@ -124,7 +124,7 @@ def test_every_sync_refreshes_the_checkout(source_ws: Any, co: Path, upstream: U
     (upstream.work / "docs/policies/gone.md").unlink()
     new = upstream.commit_push("remove")
     out = source_ws.source_sync(SOURCE)
-    assert out["Success"] and out["checkouts_refreshed"] == [str(co)], out
+    assert out["Success"] and out["checkouts_refreshed"] == 1, out
     assert git(co, "rev-parse", "HEAD") == new
     assert "30 days" in (co / ROTATE).read_text()
     assert not (co / "docs/policies/gone.md").exists()

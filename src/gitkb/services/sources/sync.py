@@ -182,7 +182,7 @@ def sync_source(
     from gitkb.services.checkouts import refresh_source
 
     if refreshed := refresh_source(ctx, row, target):
-        out["checkouts_refreshed"] = refreshed
+        out["checkouts_refreshed"] = len(refreshed)  # how many; their paths stay on this node
     if warnings:
         out["Warnings"] = warnings
     if rollback:
