@@ -88,6 +88,8 @@ def test_lines_that_are_not_an_edit_of_each_other_get_no_marks(tmp_path: Path) -
     (f,) = parse_diff(prose_diff(tmp_path, PARAGRAPH, "Completely unrelated words replaced everything here."))
     assert not any("<mark" in str(ln.html) for h in f.hunks for ln in h.lines)
     assert changed_spans("same", "same") is None
+    long_line = "word " * 4000
+    assert changed_spans(long_line, long_line + "x") is None  # a minified file: whole lines, fast
 
 
 def test_marks_sit_inside_syntax_spans_and_escape_html() -> None:

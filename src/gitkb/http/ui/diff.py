@@ -24,6 +24,7 @@ HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 WORD = re.compile(r"\w+|\s+|[^\w\s]")
 HTML_PIECE = re.compile(r"(<[^>]*>)|(&(?:#\d+|#x[0-9a-fA-F]+|\w+);)|([^<&]+)")
 MIN_SIMILAR = 0.3  # below this two paired lines are different lines, not an edit of one: no word marks
+MAX_TOKENS = 6000  # longer pairs (minified files) are shown as whole changed lines: the matcher is quadratic
 
 
 @dataclass
@@ -169,8 +170,10 @@ def changed_spans(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple
     """Character ranges of the words that differ, in ``old`` and in ``new``; None when the lines are
     too different for word marks to help (or identical)."""
     a, b = WORD.findall(old), WORD.findall(new)
+    if old == new or len(a) + len(b) > MAX_TOKENS:
+        return None
     sm = SequenceMatcher(None, a, b, autojunk=False)
-    if old == new or sm.ratio() < MIN_SIMILAR:
+    if sm.ratio() < MIN_SIMILAR:
         return None
     starts_a, starts_b = _starts(a), _starts(b)
     spans_a: list[tuple[int, int]] = []
