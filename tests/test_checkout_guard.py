@@ -117,6 +117,27 @@ def test_checkout_is_admin_only(source_ws: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "agent-co").exists()
 
 
+def test_cli_checkout_then_the_guard_refuses_a_write_to_it(
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "ws"
+    home.mkdir()
+    (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
+
+    def gitkb(*args: str, stdin: str | None = None) -> Any:
+        return CliRunner().invoke(cli, ["--home", str(home), *args], input=stdin, catch_exceptions=False)
+
+    assert gitkb("source", "add", SOURCE, str(upstream.remote)).exit_code == 0
+    assert gitkb("checkout", SOURCE, "kb-ro").exit_code == 1  # never synced: nothing to show yet
+    assert gitkb("source", "sync", SOURCE).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    made = gitkb("checkout", SOURCE, "kb-ro")  # relative to the CLI's cwd
+    assert made.exit_code == 0 and "read-only" in made.output, made.output
+    assert (tmp_path / "kb-ro" / ROTATE).exists()
+    hook = gitkb("guard", stdin=json.dumps({"tool": "edit", "path": f"kb-ro/{ROTATE}"}))
+    assert hook.exit_code == 2 and json.loads(hook.stdout)["path"] == ROTATE
+
+
 def test_every_sync_refreshes_the_checkout(source_ws: Any, co: Path, upstream: Upstream) -> None:
     upstream.write("docs/runbooks/rotate-api-keys.md", "# Rotate\n\nRotate every 30 days.\n")
     (upstream.work / "docs/policies").joinpath("gone.md").write_text("# tmp\n")
