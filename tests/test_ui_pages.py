@@ -199,7 +199,8 @@ def test_review_page_shows_diff_badges_and_notes(open_client: TestClient, upstre
     assert f'id="review-{rid}"' in queue and "Rotate keys every 60 days" in queue
     assert "Keys expire after 60 days &lt;b&gt;now&lt;/b&gt;" in queue  # notes escaped
     assert 'class="badge fs fs-M"' in queue and "gitkb/proposals/handbook" in queue
-    assert "expire every 90 days" in queue and "expire every 60 days" in queue
+    assert 'expire every <mark class="wd">90</mark> days' in queue  # the changed word marked (word diff)
+    assert 'expire every <mark class="wd">60</mark> days' in queue
     split = c.get(f"/ui/reviews/{rid}", params={"view": "split"}).text
     assert 'class="diff split"' in split and 'class="diff unified"' not in split
     assert c.get("/ui/reviews/rev_missing").status_code == 404

@@ -163,6 +163,7 @@ class Workspace:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()
         self._resume_in_background = resume_in_background
         self._closed = False
+        self._follow_checkouts()
         _open_workspaces.add(self)
 
     @property
@@ -206,6 +207,16 @@ class Workspace:
 
     def _check(self, name: str, params: dict[str, Any]) -> None:
         policy.check(self.principal, name, params)
+        self._follow_checkouts()
+
+    def _follow_checkouts(self) -> None:
+        """This node's checkouts follow the synced commit, whichever node synced (one indexed query)."""
+        from gitkb.services.checkouts import refresh_moved
+
+        try:
+            refresh_moved(self.ctx)
+        except Exception as exc:  # noqa: BLE001 - a checkout that cannot follow never fails a call
+            log.warning("refreshing this node's checkouts failed: %s", exc)
 
     def _scope(self) -> scope.AgentScope:
         """The agent's scope for an agent principal, else the operator's (no limit)."""
@@ -397,6 +408,13 @@ class Workspace:
         from gitkb.services import sources
 
         return sources.remove_source(self.ctx, source, keep_documents=keep_documents)
+
+    @tool
+    def checkout(self, source: str, directory: str) -> dict[str, Any]:
+        """Admin: a read-only working copy of ``source`` at its synced commit in ``directory``."""
+        from gitkb.services import checkouts
+
+        return checkouts.checkout(self.ctx, source, directory)
 
     @tool
     def propose_kb_edit(

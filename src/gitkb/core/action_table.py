@@ -492,6 +492,14 @@ METHODS: tuple[Action, ...] = (
         "gitkb source remove",
         target="source",
     ),
+    _m(
+        "checkout",
+        "admin",  # it writes a folder the caller names on the server's disk
+        (SOURCE, P("directory", PATH, "an absolute folder on the server's disk, new or empty", required=True)),
+        "a read-only working copy of the source at its synced commit, refreshed by every sync",
+        "gitkb checkout",
+        target="source",
+    ),
     # proposals and reviews
     _m(
         "propose_kb_edit",

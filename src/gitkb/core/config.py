@@ -116,6 +116,7 @@ class Settings:
     chroma_port: int | None = None
     chroma_headers: dict[str, str] = field(default_factory=dict)
     promote_after_seconds: float = 2.0
+    node: str | None = None  # the host name checkouts are recorded under (default: this host's name)
     credentials: tuple[Credential, ...] = ()  # [[credentials]]: the only secrets a source may use
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
@@ -196,6 +197,8 @@ def load_settings(
         values["chroma_port"] = int(env["GITKB_CHROMA_PORT"])
     if env.get("GITKB_PROMOTE_AFTER_SECONDS"):
         values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
+    if env.get("GITKB_NODE"):
+        values["node"] = env["GITKB_NODE"]
     values.update({k: v for k, v in overrides.items() if v is not None})
     if "credentials" in overrides and overrides["credentials"] is not None:
         values["credentials"] = parse_credentials(overrides["credentials"])

@@ -15,7 +15,7 @@ def register_all(group: click.Group) -> None:
         mod.register(group)
     for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
-    from gitkb.cli.commands import actions, cite, forge, pr, proposals, review, source
+    from gitkb.cli.commands import actions, checkout, cite, forge, pr, proposals, review, source
 
-    for mod in (source, proposals, cite, pr, review, forge, actions):
+    for mod in (source, proposals, cite, pr, review, forge, actions, checkout):
         mod.register(group)

@@ -1,14 +1,19 @@
 """A review's staged diff (git's unified format) parsed for display: files, hunks, numbered lines,
-the side-by-side pairing, and syntax highlighting of each side as a whole (so a code fence that
-opens in one line still colours the next).
+the side-by-side pairing, syntax highlighting of each side as a whole (so a code fence that
+opens in one line still colours the next), and the changed words inside a changed line: a
+deleted line and the added line paired with it (as in the side-by-side view) are compared word
+by word (difflib's SequenceMatcher on word, space and punctuation tokens) and the words that
+differ are wrapped in ``<mark class="wd">`` in both views, over the syntax colours.
 
 Pure functions of the diff text; the page only renders what ``parse_diff`` returns.
 """
 
 from __future__ import annotations
 
+import html as html_lib
 import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from itertools import zip_longest
 
 from markupsafe import Markup
@@ -16,6 +21,10 @@ from markupsafe import Markup
 from gitkb.http.ui.render import highlight_lines
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+WORD = re.compile(r"\w+|\s+|[^\w\s]")
+HTML_PIECE = re.compile(r"(<[^>]*>)|(&(?:#\d+|#x[0-9a-fA-F]+|\w+);)|([^<&]+)")
+MIN_SIMILAR = 0.3  # below this two paired lines are different lines, not an edit of one: no word marks
+MAX_TOKENS = 6000  # longer pairs (minified files) are shown as whole changed lines: the matcher is quadratic
 
 
 @dataclass
@@ -150,7 +159,87 @@ def parse_diff(text: str) -> list[FileDiff]:
             new_no += 1
     for f in files:
         _highlight(f)
+        for h in f.hunks:
+            for old, new in h.rows():
+                if old is not None and new is not None and old.kind == "del" and new.kind == "add":
+                    mark_words(old, new)
     return files
+
+
+def changed_spans(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """Character ranges of the words that differ, in ``old`` and in ``new``; None when the lines are
+    too different for word marks to help (or identical)."""
+    a, b = WORD.findall(old), WORD.findall(new)
+    if old == new or len(a) + len(b) > MAX_TOKENS:
+        return None
+    sm = SequenceMatcher(None, a, b, autojunk=False)
+    if sm.ratio() < MIN_SIMILAR:
+        return None
+    starts_a, starts_b = _starts(a), _starts(b)
+    spans_a: list[tuple[int, int]] = []
+    spans_b: list[tuple[int, int]] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            spans_a.append((starts_a[i1], starts_a[i2]))
+        if j2 > j1:
+            spans_b.append((starts_b[j1], starts_b[j2]))
+    return spans_a, spans_b
+
+
+def _starts(tokens: list[str]) -> list[int]:
+    out = [0]
+    for t in tokens:
+        out.append(out[-1] + len(t))
+    return out
+
+
+def mark_words(old: Line, new: Line) -> None:
+    """Wrap the differing words of a paired deleted and added line in ``<mark class="wd">``."""
+    spans = changed_spans(old.text, new.text)
+    if spans is None:
+        return
+    for line, ranges in zip((old, new), spans, strict=True):
+        line.html = marked_html(line.html, line.text, ranges)
+
+
+def marked_html(piece: Markup, text: str, ranges: list[tuple[int, int]]) -> Markup:
+    """``piece`` (the highlighted HTML of ``text``) with the characters in ``ranges`` inside marks.
+
+    Marks never cross a tag: a run is closed before a syntax span opens or closes and opened again
+    after it. When the HTML does not spell ``text`` exactly, the line is escaped and marked alone."""
+    inside = [False] * len(text)
+    for lo, hi in ranges:
+        for k in range(lo, min(hi, len(text))):
+            inside[k] = True
+    parts = HTML_PIECE.findall(str(piece))
+    plain = "".join(html_lib.unescape(e) if e else t for _tag, e, t in parts)
+    if plain != text:
+        parts = [("", str(Markup.escape(ch)), "") if ch in "<>&\"'" else ("", "", ch) for ch in text]
+    out: list[str] = []
+    pos, open_ = 0, False
+    for tag, entity, chunk in parts:
+        if tag:
+            if open_:
+                out.append("</mark>")
+                open_ = False
+            out.append(tag)
+            continue
+        units = [entity] if entity else [ch if ch not in "<>&\"'" else str(Markup.escape(ch)) for ch in chunk]
+        for unit in units:
+            want = pos < len(inside) and inside[pos]
+            if want and not open_:
+                out.append('<mark class="wd">')
+                open_ = True
+            elif not want and open_:
+                out.append("</mark>")
+                open_ = False
+            out.append(unit)
+            pos += 1
+    if open_:
+        out.append("</mark>")
+    return Markup("".join(out))  # noqa: S704 - built from escaped pieces and our own tags
 
 
 def _highlight(f: FileDiff) -> None:

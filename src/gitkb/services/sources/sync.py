@@ -180,6 +180,10 @@ def sync_source(
     }
     if settled:
         out["merged"] = settled
+    from gitkb.services.checkouts import refresh_source
+
+    if refreshed := refresh_source(ctx, row, target):
+        out["checkouts_refreshed"] = len(refreshed)  # how many; their paths stay on this node
     if warnings:
         out["Warnings"] = warnings
     if rollback:

@@ -520,6 +520,25 @@ def m021_retired_chunks(conn: sqlite3.Connection) -> None:
     )
 
 
+def m020_checkouts(conn: sqlite3.Connection) -> None:
+    """Read-only working copies (``gitkb checkout``) each node made: refreshed when the synced commit moves."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE checkouts (
+            id TEXT PRIMARY KEY,
+            source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            node TEXT NOT NULL,
+            path TEXT NOT NULL,
+            commit_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            refreshed_at REAL NOT NULL,
+            UNIQUE (node, path)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -535,6 +554,7 @@ MIGRATIONS: list[Migration] = [
     m014_vector_outcomes,
     m014_document_overrides,
     m021_retired_chunks,
+    m020_checkouts,
 ]
 
 

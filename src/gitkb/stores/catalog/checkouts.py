@@ -1,0 +1,72 @@
+"""Checkout rows: the read-only working copies ``gitkb checkout`` made, one per (node, path).
+
+A node is the host that made the copy (its files are on that host's disk); each node refreshes
+only its own rows when it sees the source's synced commit move.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CheckoutRow:
+    id: str
+    source_id: str
+    node: str
+    path: str
+    commit_id: str
+    created_at: float
+    refreshed_at: float
+
+
+def _row(r: sqlite3.Row) -> CheckoutRow:
+    return CheckoutRow(
+        id=r["id"], source_id=r["source_id"], node=r["node"], path=r["path"], commit_id=r["commit_id"],
+        created_at=r["created_at"], refreshed_at=r["refreshed_at"],
+    )  # fmt: skip
+
+
+def get(conn: sqlite3.Connection, node: str, path: str) -> CheckoutRow | None:
+    r = conn.execute("SELECT * FROM checkouts WHERE node = ? AND path = ?", (node, path)).fetchone()
+    return _row(r) if r else None
+
+
+def for_node(conn: sqlite3.Connection, node: str, source_id: str | None = None) -> list[CheckoutRow]:
+    if source_id is None:
+        rows = conn.execute("SELECT * FROM checkouts WHERE node = ? ORDER BY path", (node,))
+    else:
+        rows = conn.execute(
+            "SELECT * FROM checkouts WHERE node = ? AND source_id = ? ORDER BY path", (node, source_id)
+        )
+    return [_row(r) for r in rows]
+
+
+def stale_for_node(conn: sqlite3.Connection, node: str) -> list[CheckoutRow]:
+    """This node's checkouts whose source was synced to another commit since they were refreshed."""
+    rows = conn.execute(
+        "SELECT c.* FROM checkouts c JOIN sources s ON s.id = c.source_id"
+        " WHERE c.node = ? AND s.synced_commit IS NOT NULL AND s.synced_commit != c.commit_id ORDER BY c.path",
+        (node,),
+    )
+    return [_row(r) for r in rows]
+
+
+def upsert(conn: sqlite3.Connection, *, source_id: str, node: str, path: str, commit_id: str) -> CheckoutRow:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO checkouts(id, source_id, node, path, commit_id, created_at, refreshed_at)"
+        " VALUES (?,?,?,?,?,?,?) ON CONFLICT(node, path) DO UPDATE SET"
+        " source_id = excluded.source_id, commit_id = excluded.commit_id, refreshed_at = excluded.refreshed_at",
+        ("co_" + uuid.uuid4().hex, source_id, node, path, commit_id, now, now),
+    )
+    row = get(conn, node, path)
+    assert row is not None
+    return row
+
+
+def delete(conn: sqlite3.Connection, checkout_id: str) -> None:
+    conn.execute("DELETE FROM checkouts WHERE id = ?", (checkout_id,))
