@@ -68,8 +68,11 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def warnings_of(data: dict[str, Any]) -> None:
+    """Warnings on stderr, in CLI words (commands, not the library's method names)."""
+    from gitkb.cli.hints import cli_words
+
     for w in data.get("Warnings") or []:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {cli_words(str(w))}", err=True)
 
 
 Renderer = Callable[[dict[str, Any]], None]
