@@ -94,8 +94,9 @@ def _what_goes(ws: Any, name: str) -> tuple[str, list[str]] | None:
     goes = [counted(d.get("file_count"), "document(s)"), counted(d.get("chunk_count"), "chunk(s) with their keyword entries")]
     if d.get("embeddings"):
         emb = ws.embeddings_status()
-        vectors = ((emb.get("indexes") or {}).get(real) or {}).get("vectors") if emb.get("Success") else None
-        goes.append(counted(vectors, "vector(s)"))
+        state = ((emb.get("indexes") or {}).get(real) or {}).get("vectors") if emb.get("Success") else None
+        ready = state == "ready"  # every chunk has its vector
+        goes.append(counted(d.get("chunk_count"), "vector(s)") if ready else f"the vectors of its chunks ({state})")
     return f"index {real!r}", goes
 
 
