@@ -2,6 +2,8 @@
 take --yes; without a terminal, or with --json, they refuse unless --yes (exit 2, saying so).
 Per-item removals (`docs rm`) do not ask."""
 
+# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
+
 from __future__ import annotations
 
 import json
