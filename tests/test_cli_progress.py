@@ -126,3 +126,17 @@ def test_jobs_wait_shows_the_job_then_its_vectors(home: Path, tmp_path: Path) ->
     n = job["result"]["vectors_total"]
     assert seen["embedding"] == (n, n), ran.tty
     assert json.loads(ran.stdout[ran.stdout.index("{"):])["vectors"] == "ready"
+
+
+def test_rechunk_and_embeddings_build_show_their_phases(home: Path, tmp_path: Path) -> None:
+    assert no_tty("--home", str(home), "add", "kb", str(pages(tmp_path / "pages", 10))).code == 0
+    ran = on_tty("--home", str(home), "index", "rechunk", "kb", "--chunk-size", "128", "--chunk-overlap", "16")
+    assert ran.code == 0, ran
+    seen = phases(ran.tty)
+    assert seen["re-chunking"][0] == seen["re-chunking"][1] > 0, ran.tty
+    done, total = seen["embedding"]
+    assert done == total > 100, ran.tty
+    built = on_tty("--home", str(home), "embeddings", "build", "--force")
+    assert built.code == 0, built
+    chunks = json.loads(no_tty("--home", str(home), "--json", "index", "list").stdout)["IndexDetails"]["kb"]["chunk_count"]
+    assert phases(built.tty)["embedding"] == (chunks, chunks), built.tty

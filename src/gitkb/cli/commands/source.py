@@ -117,7 +117,12 @@ def sync(name: str, commit: str | None, full: bool) -> None:
 @click.argument("commit")
 def rollback(name: str, commit: str) -> None:
     """Admin: move source NAME's indexes back to COMMIT, an older commit of its tracked branch."""
-    run(lambda ws: ws.source_rollback(name, commit), _render_sync)
+
+    def call(ws: Any) -> dict[str, Any]:
+        with Bar("rolling back") as bar:
+            return ws.source_rollback(name, commit, progress=bar)  # type: ignore[no-any-return]
+
+    run(call, _render_sync)
 
 
 def _find(ws: Any, name: str) -> dict[str, Any] | None:
