@@ -91,6 +91,11 @@ def test_source_sync_shows_its_phase_and_says_it_does_not_wait_for_vectors(
     line = next(x for x in ran.stdout.splitlines() if x.startswith("vectors:"))
     assert "not waited for" in line and "`gitkb status`" in line and "`gitkb embeddings build`" in line, line
     assert "()" not in ran.stdout + ran.tty  # no Python call in what a person reads
+    staged = no_tty("--home", str(home), "propose", "handbook", "runbooks/rotate-api-keys.md",
+                    "--search", "every 90 days", "--replace", "every 60 days")  # fmt: skip
+    assert staged.code == 0, staged.stderr
+    first = staged.stdout.splitlines()[0]
+    assert "`gitkb pr open SOURCE` sends it for review" in first and "open_kb_pull_request" not in first, first
 
 
 def test_no_wait_says_how_to_follow_in_cli_words(home: Path, tmp_path: Path) -> None:
