@@ -45,6 +45,7 @@ def test_add_shows_the_indexing_and_the_vector_phase_on_a_terminal(home: Path, t
     seen = phases(ran.tty)
     assert seen["indexing"] == (20, 20), ran.tty
     assert seen["embedding"] == (n, n), ran.tty
+    assert re.search(r"embedding .*\d+/\d+ .*\d+\.\d/s", ran.tty), ran.tty  # and its rate
     assert f"vectors: {n} chunk(s) embedded" in ran.stdout
     assert ran.tty.index("indexing") < ran.tty.index("embedding")
 

@@ -41,7 +41,7 @@ class Bar:
             return None
         seconds = time.monotonic() - self._t0
         done = self._bar.pos - self._first
-        return f"{done / seconds:.1f}/s" if seconds > 0.2 and done > 0 else None
+        return f"{done / seconds:.1f}/s" if seconds > 0.05 and done > 0 else None
 
     def __call__(self, done: int, total: int, *_: Any) -> None:
         if not self.enabled or total <= 0:
