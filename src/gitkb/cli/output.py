@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,7 +83,3 @@ def default_render(data: dict[str, Any]) -> None:
         click.echo(msg)
     else:
         emit_json(data)
-
-
-def is_tty() -> bool:
-    return sys.stderr.isatty()
