@@ -56,8 +56,6 @@ class Bar:
             self._bar.length = total
         self._bar.update(max(0, min(done, total) - self._bar.pos), current_item=True)
 
-    update = __call__
-
     def close(self) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
@@ -68,9 +66,6 @@ class Bar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-ProgressBar = Bar  # the older name
 
 
 def job_line(data: dict[str, Any]) -> str:
