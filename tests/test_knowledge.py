@@ -172,6 +172,6 @@ def test_cli_kb_and_agent(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert gitkb("agent", "assign", "bot", "ops", "--mode", "write").exit_code == 0
     assert gitkb("agent", "assign", "bot", "ops", "--mode", "admin").exit_code == 2  # agents never get more
     assert "no query embeddings" in gitkb("agent", "usage", "bot").output
-    assert gitkb("kb", "delete", "ops").exit_code == 1
-    assert gitkb("kb", "delete", "ops", "--force").exit_code == 0
+    assert gitkb("kb", "delete", "ops", "--yes").exit_code == 1
+    assert gitkb("kb", "delete", "ops", "--force", "--yes").exit_code == 0
     assert gitkb("agent", "show", "nobody").exit_code == 1

@@ -64,5 +64,5 @@ def test_source_and_proposal_commands(tmp_path: Path, upstream: Upstream) -> Non
     guard = gitkb(home, "docs", "rm", "handbook", "docs/runbooks/rotate-api-keys.md")
     assert guard.exit_code == 1 and "gitkb propose" in guard.stderr  # the hint in CLI words
 
-    assert gitkb(home, "source", "remove", "handbook").exit_code == 0
+    assert gitkb(home, "source", "remove", "handbook", "--yes").exit_code == 0
     assert "No sources yet" in gitkb(home, "source", "list").output

@@ -109,6 +109,10 @@ def report(data: dict[str, Any], render: Renderer = default_render) -> None:
         sys.exit(3 if data.get("code") == "internal" else 1)
     if not state.as_json:
         safe = terminal_safe(data)
+        if isinstance(safe.get("Message"), str):  # in CLI words, as errors and warnings are
+            from gitkb.cli.hints import cli_words
+
+            safe["Message"] = cli_words(safe["Message"])
         warnings_of(safe)
         render(safe)
 

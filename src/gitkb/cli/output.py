@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,8 +67,11 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def warnings_of(data: dict[str, Any]) -> None:
+    """Warnings on stderr, in CLI words (commands, not the library's method names)."""
+    from gitkb.cli.hints import cli_words
+
     for w in data.get("Warnings") or []:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {cli_words(str(w))}", err=True)
 
 
 Renderer = Callable[[dict[str, Any]], None]
@@ -81,7 +83,3 @@ def default_render(data: dict[str, Any]) -> None:
         click.echo(msg)
     else:
         emit_json(data)
-
-
-def is_tty() -> bool:
-    return sys.stderr.isatty()

@@ -217,6 +217,7 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
     finally:
         for lock in reversed(held):
             lock.release()
+    report.at = 0.0  # the last count always reaches the caller's bar, however soon after the one before
     report()
     upto = changes.head(conn)
     got = outcomes.RangeCounts()

@@ -10,7 +10,7 @@ import click
 
 from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
 from gitkb.cli.main import run
-from gitkb.cli.output import is_tty
+from gitkb.cli.progress import Bar
 
 
 def _chunk_options(f: Any) -> Any:
@@ -40,25 +40,12 @@ def _render_add(data: dict[str, Any]) -> None:
 @click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
 def add(index: str, path: str, base_path: str | None, no_wait: bool, **opts: Any) -> None:
     """Add a file or a directory (recursively) to INDEX."""
-    bar: Any = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if not is_tty():
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label="adding", file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - bar.pos)
 
     def call(ws: Any) -> dict[str, Any]:
-        try:
+        with Bar("indexing") as bar:
             data: dict[str, Any] = ws.document_index(
-                "ADD_DOCUMENTS", index_name=index, filepath=path, base_path=base_path, progress=progress, **opts
+                "ADD_DOCUMENTS", index_name=index, filepath=path, base_path=base_path, progress=bar, **opts
             )
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
         return data if no_wait else wait_for_vectors(ws, data)
 
     run(call, _render_add)

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from gitkb.cli.main import run
+from gitkb.cli.names import Renamed
 from gitkb.cli.output import table
 
 
@@ -25,13 +26,18 @@ def agent_group() -> None:
     " sources feeding these indexes; write: also add and delete documents in indexes no source feeds.",
 )
 @click.option("--read-only", is_flag=True, help="The same as --mode read.")
-@click.option("--top-k", "top_k", type=int, help="The agent's default number of search results (1-50).")
-def assign(agent_id: str, kbs: tuple[str, ...], mode: str | None, read_only: bool, top_k: int | None) -> None:
+@click.option(
+    "--default-top-k", "default_top_k", cls=Renamed, old=("--top-k",), type=int,
+    help="The agent's default number of search results (1-50).",
+)
+def assign(
+    agent_id: str, kbs: tuple[str, ...], mode: str | None, read_only: bool, default_top_k: int | None
+) -> None:
     """Bind AGENT_ID to the knowledge bases KBS in a mode."""
     if read_only and mode not in (None, "read"):
         raise click.UsageError("--read-only is --mode read; give one of them")
     chosen = "read" if read_only else mode
-    run(lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=top_k), _render_show)
+    run(lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=default_top_k), _render_show)
 
 
 @agent_group.command("unassign")

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from gitkb.cli.main import run
+from gitkb.cli.names import Renamed
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
 
@@ -32,16 +33,19 @@ def _render_list(data: dict[str, Any]) -> None:
 @click.argument("index")
 @click.option("--path-filter", help="Part of the path (runbooks/) or a glob over the whole path (docs/*.md).")
 @click.option("--query", help="Documents whose content holds every word (keyword index).")
-@click.option("--files-only", is_flag=True, help="File-level entries only, without their chunks.")
+@click.option(
+    "--show-files-only", cls=Renamed, old=("--files-only",), is_flag=True,
+    help="File-level entries only, without their chunks.",
+)
 @page_options
 def list_(
-    index: str, path_filter: str | None, query: str | None, files_only: bool, start: int | None, count: int | None
+    index: str, path_filter: str | None, query: str | None, show_files_only: bool, start: int | None, count: int | None
 ) -> None:
     """List documents of INDEX, a page at a time (at most 50)."""
     run(
         lambda ws: ws.document_index(
             "LIST_DOCUMENTS", index_name=index, path_filter=path_filter, query=query,
-            show_files_only=files_only, start=start, count=count,
+            show_files_only=show_files_only, start=start, count=count,
         ),
         with_more(_render_list),
     )
@@ -65,7 +69,10 @@ def _render_get(data: dict[str, Any]) -> None:
 @click.argument("index")
 @click.argument("filepath", required=False)
 @click.option("--file-id")
-@click.option("--mode", "pagination_mode", type=click.Choice(["lines", "chars", "chunks"]), default="lines", show_default=True)
+@click.option(
+    "--pagination-mode", "pagination_mode", cls=Renamed, old=("--mode",),
+    type=click.Choice(["lines", "chars", "chunks"]), default="lines", show_default=True,
+)
 @click.option("--start", type=int, default=0, show_default=True)
 @click.option("--count", type=int)
 def get(index: str, filepath: str | None, file_id: str | None, pagination_mode: str, start: int, count: int | None) -> None:

@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
 from gitkb.cli.main import run
-from gitkb.cli.output import is_tty, table
-
-
-class _Bar:
-    """A click progress bar on stderr, only on a terminal; callable as ``progress(done, total)``."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
-
-    def __call__(self, done: int, total: int, *_: Any) -> None:
-        if not is_tty() or total <= 0:
-            return
-        if self.bar is None:
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-        if total != self.bar.length:
-            self.bar.length = total
-        self.bar.update(max(done - self.bar.pos, 0))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+from gitkb.cli.output import table
+from gitkb.cli.progress import Bar
 
 
 def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +16,7 @@ def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:
     bar; put their true counts under ``embeddings``, fold warnings into ``data``."""
     if not data.get("Success") or data.get("vectors") != "pending":
         return data  # nothing to wait for (keyword-only, unchanged, or already stored)
-    bar = _Bar("embedding")
+    bar = Bar("embedding")
     try:
         built = ws.wait_for_vectors(data["vectors_range"], progress=bar)
     finally:
@@ -69,8 +46,8 @@ def vectors_line(data: dict[str, Any]) -> str:
         return line + (f", {emb['chunks_had_vector']} already had one" if emb.get("chunks_had_vector") else "")
     if data.get("vectors") == "pending":
         return (
-            f"vectors: pending for {data.get('vectors_pending')} chunk(s); they follow in the background"
-            " (`gitkb status` shows the progress)"
+            f"vectors: not waited for; {data.get('vectors_pending')} chunk(s) get theirs in the background"
+            " (`gitkb status` shows the progress, `gitkb embeddings build` waits for them)"
         )
     return ""
 
@@ -115,7 +92,7 @@ def build(force: bool) -> None:
     """Embed every chunk that has no vector yet (waits, with a progress bar)."""
 
     def call(ws: Any) -> dict[str, Any]:
-        bar = _Bar("embedding")
+        bar = Bar("embedding")
         try:
             return ws.build_embeddings(force=force, progress=bar)  # type: ignore[no-any-return]
         finally:
@@ -130,7 +107,7 @@ def reembed(index_name: str | None) -> None:
     """Re-embed from the catalog's text into the active identity's collection."""
 
     def call(ws: Any) -> dict[str, Any]:
-        bar = _Bar("re-embedding")
+        bar = Bar("re-embedding")
         try:
             return ws.reembed(index_name, progress=bar)  # type: ignore[no-any-return]
         finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -10,29 +9,29 @@ import click
 
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.progress import Bar
 
 MODES = ["keyword", "semantic", "hybrid"]
 
 
 class StageBars:
-    """One click progress bar per stage (ingest, embed, search, ask), on stderr."""
+    """One progress bar per stage (ingest, embed, search, ask), on stderr, only on a terminal."""
 
     def __init__(self) -> None:
         self.stage: str | None = None
-        self.bar: Any = None
+        self.bar: Bar | None = None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if stage != self.stage:
             self.close()
             self.stage = stage
-            self.bar = click.progressbar(length=max(total, 1), label=f"{stage:<7}", file=sys.stderr)
-            self.bar.__enter__()
+            self.bar = Bar(f"{stage:<7}")
         if self.bar is not None:
-            self.bar.update(max(0, done - self.bar.pos))
+            self.bar(done, max(total, 1))
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.__exit__(None, None, None)
+            self.bar.close()
             self.bar = None
 
 

@@ -6,8 +6,10 @@ from typing import Any
 
 import click
 
+from gitkb.cli.confirm import confirmed, yes_option
 from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.progress import Bar
 
 
 @click.group("index")
@@ -80,11 +82,31 @@ def rename(name: str, new_name: str) -> None:
     run(lambda ws: ws.document_index("RENAME_INDEX", index_name=name, new_index_name=new_name))
 
 
+def _what_goes(ws: Any, name: str) -> tuple[str, list[str]] | None:
+    """What deleting index NAME removes (None when there is no such index)."""
+    from gitkb.cli.confirm import counted
+
+    details = ws.document_index("LIST_INDICES").get("IndexDetails") or {}
+    found = [(n, d) for n, d in details.items() if name in (n, d.get("index_id"))]
+    if not found:
+        return None
+    real, d = found[0]
+    goes = [counted(d.get("file_count"), "document(s)"), counted(d.get("chunk_count"), "chunk(s) with their keyword entries")]
+    if d.get("embeddings"):
+        emb = ws.embeddings_status()
+        state = ((emb.get("indexes") or {}).get(real) or {}).get("vectors") if emb.get("Success") else None
+        ready = state == "ready"  # every chunk has its vector
+        goes.append(counted(d.get("chunk_count"), "vector(s)") if ready else f"the vectors of its chunks ({state})")
+    return f"index {real!r}", goes
+
+
 @index_group.command("delete")
 @click.argument("name")
-def delete(name: str) -> None:
-    """Delete index NAME with its documents and derived entries."""
-    run(lambda ws: ws.document_index("DELETE_INDEX", index_name=name))
+@yes_option
+def delete(name: str, yes: bool) -> None:
+    """Delete index NAME with its documents, chunks and vectors (asks first; --yes does not)."""
+    act = lambda ws: ws.document_index("DELETE_INDEX", index_name=name)  # noqa: E731
+    run(confirmed(yes, f"index {name!r} with its documents, chunks and vectors", lambda ws: _what_goes(ws, name), act))
 
 
 def _render_stats(data: dict[str, Any]) -> None:
@@ -133,11 +155,10 @@ def rechunk(
     name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_wait: bool
 ) -> None:
     """Cut every document of index NAME again (in a temporary index, swapped in at the end)."""
-    from gitkb.cli.commands.embeddings import _Bar, wait_for_vectors
+    from gitkb.cli.commands.embeddings import wait_for_vectors
 
     def call(ws: Any) -> dict[str, Any]:
-        bar = _Bar("re-chunking")
-        try:
+        with Bar("re-chunking") as bar:
             data: dict[str, Any] = ws.document_index(
                 "RECHUNK",
                 index_name=name,
@@ -146,8 +167,6 @@ def rechunk(
                 chunk_strategy=chunk_strategy,
                 progress=bar,
             )
-        finally:
-            bar.close()
         return data if no_wait else wait_for_vectors(ws, data)
 
     run(call, _render_rechunk)

@@ -9,7 +9,7 @@ import click
 from gitkb.cli.main import run
 from gitkb.cli.output import emit_json, table
 from gitkb.cli.paging import page_options, with_more
-from gitkb.cli.progress import ProgressBar
+from gitkb.cli.progress import Bar
 
 
 @click.group("jobs")
@@ -54,9 +54,20 @@ def get(job_id: str) -> None:
 @click.argument("job_id")
 @click.option("--timeout", type=float, help="Give up waiting after this many seconds.")
 def wait(job_id: str, timeout: float | None) -> None:
-    """Wait for a job with a progress bar (this process runs it if no writer is up)."""
-    with ProgressBar("waiting") as bar:
-        run(lambda ws: ws.wait_job(job_id, timeout=timeout, progress=bar.update), _render_job)
+    """Wait for a job, then for the vectors of what it wrote, a progress bar for each (this process
+    runs the job if no writer is up)."""
+    from gitkb.cli.commands.embeddings import wait_for_vectors
+
+    def call(ws: Any) -> dict[str, Any]:
+        with Bar(f"job {job_id}") as bar:
+            data: dict[str, Any] = ws.wait_job(job_id, timeout=timeout, progress=bar)
+        result = data.get("result")
+        if data.get("Success") and data.get("status") == "completed" and isinstance(result, dict):
+            data["result"] = wait_for_vectors(ws, {"Success": True, **result})
+            data["result"].pop("Success", None)
+        return data
+
+    run(call, _render_job)
 
 
 @jobs_group.command("cancel")

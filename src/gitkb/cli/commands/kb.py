@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.confirm import confirmed, yes_option
 from gitkb.cli.main import run
 from gitkb.cli.output import table
 
@@ -43,12 +44,28 @@ def list_() -> None:
     run(lambda ws: ws.kb_list(), _render_list)
 
 
+def _what_goes(ws: Any, name: str, force: bool) -> tuple[str, list[str]] | None:
+    """What deleting knowledge base NAME removes (None when there is none)."""
+    found = [k for k in ws.kb_list().get("KnowledgeBases") or [] if name in (k.get("name"), k.get("kb_id"))]
+    if not found:
+        return None
+    kb = found[0]
+    indexes = ", ".join(i["index_name"] for i in kb.get("indexes") or []) or "none"
+    goes = [f"the bundle itself; its indexes ({indexes}) keep their documents, chunks and vectors"]
+    agents = kb.get("agents") or []
+    if agents:
+        goes.append(f"the assignment of agent(s) {', '.join(agents)}" + ("" if force else " (refused without --force)"))
+    return f"knowledge base {kb['name']!r}", goes
+
+
 @kb_group.command("delete")
 @click.argument("name")
 @click.option("--force", is_flag=True, help="Also unassign it from the agents that use it.")
-def delete(name: str, force: bool) -> None:
-    """Delete knowledge base NAME (its indexes stay)."""
-    run(lambda ws: ws.kb_delete(name, force=force))
+@yes_option
+def delete(name: str, force: bool, yes: bool) -> None:
+    """Delete knowledge base NAME (its indexes stay; asks first, --yes does not)."""
+    act = lambda ws: ws.kb_delete(name, force=force)  # noqa: E731
+    run(confirmed(yes, f"knowledge base {name!r}", lambda ws: _what_goes(ws, name, force), act))
 
 
 def register(group: click.Group) -> None:

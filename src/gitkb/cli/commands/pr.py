@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from gitkb.cli.main import run
+from gitkb.cli.names import Renamed
 from gitkb.cli.output import table
 
 
@@ -37,7 +38,8 @@ def _render_open(data: dict[str, Any]) -> None:
 @click.option(
     "--target-index", default="", help="The index the change is for, when the source feeds several."
 )
-@click.option("--proposal", "proposal_ids", multiple=True, help="Review only this staged proposal (repeatable).")
+@click.option("--proposal-id", "proposal_ids", cls=Renamed, old=("--proposal",), multiple=True,
+              help="Review only this staged proposal (repeatable).")  # fmt: skip
 def open_(source: str, title: str, body: str, commit_message: str, target_index: str,
           proposal_ids: tuple[str, ...]) -> None:  # fmt: skip
     """Ask for review of SOURCE's staged proposals; nothing is pushed until it is approved."""

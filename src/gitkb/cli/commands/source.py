@@ -6,9 +6,11 @@ from typing import Any
 
 import click
 
+from gitkb.cli.confirm import confirmed, yes_option
 from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
+from gitkb.cli.progress import Bar
 
 
 @click.group("source")
@@ -90,6 +92,10 @@ def _render_sync(data: dict[str, Any]) -> None:
     if data.get("status") == "synced":
         click.echo(f"  chunks added {data.get('chunks_added')}, removed {data.get('chunks_removed')}; "
                    f"{data.get('took_ms')} ms")  # fmt: skip
+    from gitkb.cli.commands.embeddings import vectors_line
+
+    if vectors_line(data):
+        click.echo(vectors_line(data))
 
 
 @source_group.command("sync")
@@ -97,8 +103,13 @@ def _render_sync(data: dict[str, Any]) -> None:
 @click.option("--commit", help="Sync to this commit instead of the branch head.")
 @click.option("--full", is_flag=True, help="Compare every file, not only what changed since the last sync.")
 def sync(name: str, commit: str | None, full: bool) -> None:
-    """Fetch source NAME and re-index only what changed."""
-    run(lambda ws: ws.source_sync(name, commit=commit, full=full), _render_sync)
+    """Fetch source NAME and re-index only what changed (vectors follow in the background)."""
+
+    def call(ws: Any) -> dict[str, Any]:
+        with Bar("syncing") as bar:
+            return ws.source_sync(name, commit=commit, full=full, progress=bar)  # type: ignore[no-any-return]
+
+    run(call, _render_sync)
 
 
 @source_group.command("rollback")
@@ -106,15 +117,55 @@ def sync(name: str, commit: str | None, full: bool) -> None:
 @click.argument("commit")
 def rollback(name: str, commit: str) -> None:
     """Admin: move source NAME's indexes back to COMMIT, an older commit of its tracked branch."""
-    run(lambda ws: ws.source_rollback(name, commit), _render_sync)
+
+    def call(ws: Any) -> dict[str, Any]:
+        with Bar("rolling back") as bar:
+            return ws.source_rollback(name, commit, progress=bar)  # type: ignore[no-any-return]
+
+    run(call, _render_sync)
+
+
+def _find(ws: Any, name: str) -> dict[str, Any] | None:
+    start: int | None = 0
+    while start is not None:
+        page = ws.source_list(start=start, count=500)
+        for s in page.get("Sources") or []:
+            if name in (s.get("name"), s.get("source_id")):
+                return s  # type: ignore[no-any-return]
+        start = page.get("next_start") if page.get("has_more") else None
+    return None
+
+
+def _what_goes(ws: Any, name: str, keep_documents: bool) -> tuple[str, list[str]] | None:
+    """What removing source NAME deletes (None when there is no such source)."""
+    from gitkb.cli.confirm import counted
+
+    s = _find(ws, name)
+    if s is None:
+        return None
+    goes = [f"its clone of {s['url']} ({s['branch']}), its proposals and reviews"]
+    if keep_documents:
+        goes.append(f"not its documents: they stay in {', '.join(s['indexes']) or 'its indexes'}")
+    else:
+        details = ws.document_index("LIST_INDICES").get("IndexDetails") or {}
+        for ix in s["indexes"]:
+            d = details.get(ix) or {}
+            goes.append(
+                f"its documents in index {ix!r}: up to {counted(d.get('file_count'), 'document(s)')}, "
+                f"{counted(d.get('chunk_count'), 'chunk(s)')} and their vectors"
+            )
+    return f"source {s['name']!r}", goes
 
 
 @source_group.command("remove")
 @click.argument("name")
 @click.option("--keep-documents", is_flag=True, help="Leave the synced documents in the indexes.")
-def remove(name: str, keep_documents: bool) -> None:
-    """Forget source NAME: its clone, proposals, reviews and (by default) its documents."""
-    run(lambda ws: ws.source_remove(name, keep_documents=keep_documents))
+@yes_option
+def remove(name: str, keep_documents: bool, yes: bool) -> None:
+    """Forget source NAME: its clone, proposals, reviews and (by default) its documents (asks first)."""
+    what = f"source {name!r}: its clone" + ("" if keep_documents else " and its documents, chunks and vectors")
+    act = lambda ws: ws.source_remove(name, keep_documents=keep_documents)  # noqa: E731
+    run(confirmed(yes, what, lambda ws: _what_goes(ws, name, keep_documents), act))
 
 
 def register(group: click.Group) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from gitkb.cli.main import run
-from gitkb.cli.progress import ProgressBar
+from gitkb.cli.progress import Bar, job_line
 
 
 def _render_status(d: dict[str, Any]) -> None:
@@ -55,19 +55,36 @@ def _render_reindex(d: dict[str, Any]) -> None:
     for s in paths.get("skipped") or []:
         if s.get("category") != "excluded":
             click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
+    from gitkb.cli.commands.embeddings import vectors_line
+
+    if vectors_line(d):
+        click.echo(vectors_line(d))
 
 
 @click.command("reindex")
 @click.option("--force", is_flag=True, help="Parse every file again and rebuild the keyword index.")
 @click.option("--index", "index_name", help="Only this index.")
-@click.option("--no-wait", is_flag=True, help="Queue the job and return its id.")
+@click.option("--no-wait", is_flag=True, help="Queue the job and return its id (follow it with `gitkb jobs wait ID`).")
 def reindex(force: bool, index_name: str | None, no_wait: bool) -> None:
-    """Bring directory-fed indexes up to date with files changed on disk."""
+    """Bring directory-fed indexes up to date with files changed on disk, then wait for their vectors."""
     if no_wait:
-        run(lambda ws: ws.promoted("reindex", force=force, index_name=index_name, wait=0))
+        run(lambda ws: ws.promoted("reindex", force=force, index_name=index_name, wait=0), _render_queued)
         return
-    with ProgressBar("reindexing") as bar:
-        run(lambda ws: ws.reindex(force=force, index_name=index_name, progress=bar.update), _render_reindex)
+    from gitkb.cli.commands.embeddings import wait_for_vectors
+
+    def call(ws: Any) -> dict[str, Any]:
+        with Bar("reindexing") as bar:
+            data: dict[str, Any] = ws.reindex(force=force, index_name=index_name, progress=bar)
+        return wait_for_vectors(ws, data)
+
+    run(call, _render_reindex)
+
+
+def _render_queued(d: dict[str, Any]) -> None:
+    if d.get("status") == "working":
+        click.echo(job_line(d))
+    else:  # it finished at once
+        _render_reindex(d)
 
 
 def register(group: click.Group) -> None:
