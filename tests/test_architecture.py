@@ -207,3 +207,89 @@ def test_every_answer_starts_with_success(ws: Any) -> None:
     for answer in (ws.get_index_status(), ws.kb_list(), ws.list_jobs(), ws.embeddings_status(),
                    ws.document_index("LIST_INDICES"), ws.search_index("anything"), ws.cancel_job("job_nope")):  # fmt: skip
         assert next(iter(answer)) == "Success", answer
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The gitkb modules ``path`` imports when it runs (inside functions too; not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text("utf-8"))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                target = sub if sub in modules else node.module
+                if target in modules:
+                    out.add(target)
+    return out
+
+
+def _module_graph() -> dict[str, set[str]]:
+    paths = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        paths[name] = path
+    names = set(paths)
+    return {m: _runtime_imports(p, names) - {m} for m, p in paths.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles() -> None:
+    """No circle of imports, counting the imports inside functions (a lazy import hides a cycle, it
+    does not remove it); imports under ``if TYPE_CHECKING:`` never run and do not count."""
+    cycles = _cycles(_module_graph())
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_cycle_check_sees_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -23,7 +23,7 @@ def yes_option(f: Any) -> Any:
 
 
 def _state() -> Any:
-    from gitkb.cli.main import CliState
+    from gitkb.cli.runner import CliState
 
     return click.get_current_context().find_object(CliState)
 
@@ -32,7 +32,7 @@ def refuse_unless_confirmable(yes: bool, what: str) -> None:
     """Exit 2 when the command could not ask (no terminal, or ``--json``) and ``--yes`` is missing."""
     if yes:
         return
-    from gitkb.cli.main import command_words
+    from gitkb.cli.runner import command_words
 
     state = _state()
     why = "with --json" if state is not None and state.as_json else "without a terminal to ask on"

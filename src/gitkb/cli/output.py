@@ -1,6 +1,6 @@
 """Rendering of response dicts for people (tables, text) and for scripts (--json).
 
-Everything printed passes :func:`terminal_safe` once (``gitkb.cli.main.run``
+Everything printed passes :func:`terminal_safe` once (``gitkb.cli.runner.run``
 applies it to every response before a renderer sees it): control characters,
 bidi overrides and bytes that were not UTF-8 are spelled out (``\\x1b``,
 ``\\u202e``, ``\\xff``), so a document name can never drive the operator's

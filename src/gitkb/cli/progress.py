@@ -22,7 +22,7 @@ def bars_wanted() -> bool:
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return True
-    from gitkb.cli.main import CliState
+    from gitkb.cli.runner import CliState
 
     state = ctx.find_object(CliState)
     return not (state is not None and state.as_json)

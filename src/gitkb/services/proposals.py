@@ -26,6 +26,7 @@ from gitkb.services import audit
 from gitkb.services.context import Context
 from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.sources.sidecars import SCHEMA_FILES, parse_sidecar
+from gitkb.services.sources.staging import author as author
 from gitkb.services.sources.staging import (  # listing, showing, discarding, replaying
     discard_proposal,
     get_proposal,
@@ -44,11 +45,6 @@ _BINARY = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # control characters text
 
 def _settings(ctx: Context) -> dict[str, Any]:
     return ctx.settings.section("proposals")
-
-
-def author(ctx: Context) -> tuple[str, str]:
-    s = _settings(ctx)
-    return str(s.get("author_name") or "gitkb"), str(s.get("author_email") or "gitkb@localhost")
 
 
 def _text_arg(name: str, value: Any) -> str:

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
-from gitkb.cli.main import run
 from gitkb.cli.progress import Bar
+from gitkb.cli.runner import run
 
 
 def _chunk_options(f: Any) -> Any:

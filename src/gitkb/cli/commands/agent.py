@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.names import Renamed
 from gitkb.cli.output import table
+from gitkb.cli.runner import run
 
 
 @click.group("agent")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
+from gitkb.cli.runner import run
 
 
 def _render(data: dict[str, Any]) -> None:

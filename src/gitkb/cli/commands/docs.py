@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.names import Renamed
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
+from gitkb.cli.runner import run
 
 
 @click.group("docs")

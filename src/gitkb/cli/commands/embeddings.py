@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.progress import Bar
+from gitkb.cli.runner import run
 
 
 def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.progress import Bar
+from gitkb.cli.runner import run
 
 MODES = ["keyword", "semantic", "hybrid"]
 

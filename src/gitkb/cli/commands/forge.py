@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
+from gitkb.cli.runner import run
 
 
 @click.group("forge")

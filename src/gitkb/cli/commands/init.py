@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import CliState, report, run
+from gitkb.cli.runner import CliState, report, run
 from gitkb.core.config import DEFAULT_HOME
 from gitkb.core.errors import InvalidArgument
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.output import emit_json, table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
+from gitkb.cli.runner import run
 
 
 @click.group("jobs")

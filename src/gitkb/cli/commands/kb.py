@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from gitkb.cli.confirm import confirmed, yes_option
-from gitkb.cli.main import run
 from gitkb.cli.output import table
+from gitkb.cli.runner import run
 
 
 @click.group("kb")

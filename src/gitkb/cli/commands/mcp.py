@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gitkb.cli.main import CliState
+from gitkb.cli.runner import CliState
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
+from gitkb.cli.runner import run
 
 
 def _render_staged(data: dict[str, Any]) -> None:

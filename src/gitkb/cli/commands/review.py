@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from gitkb.cli.commands.pr import render_files
-from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
+from gitkb.cli.runner import run
 
 
 def _me() -> str:

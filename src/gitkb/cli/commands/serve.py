@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from gitkb.cli.main import CliState
+from gitkb.cli.runner import CliState
 
 
 def _bind(host: str, port: int) -> socket.socket:

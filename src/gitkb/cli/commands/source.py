@@ -7,10 +7,10 @@ from typing import Any
 import click
 
 from gitkb.cli.confirm import confirmed, yes_option
-from gitkb.cli.main import run
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
+from gitkb.cli.runner import run
 
 
 @click.group("source")

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from gitkb.cli.main import run
 from gitkb.cli.progress import Bar, job_line
+from gitkb.cli.runner import run
 
 
 def _render_status(d: dict[str, Any]) -> None:

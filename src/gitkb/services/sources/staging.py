@@ -23,6 +23,12 @@ from gitkb.stores.git_replay import replay
 from gitkb.stores.repos import ManagedRepo
 
 
+def author(ctx: Context) -> tuple[str, str]:
+    """The author of gitkb's proposal commits (``[proposals] author_name/author_email`` in gitkb.toml)."""
+    s = ctx.settings.section("proposals")
+    return str(s.get("author_name") or "gitkb"), str(s.get("author_email") or "gitkb@localhost")
+
+
 def describe(p: ProposalRow, source_name: str) -> dict[str, Any]:
     return {
         "proposal_id": p.id,
@@ -228,8 +234,6 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     next steps); conflicting ones are marked ``conflict`` (still listed, discardable). Reviews whose
     staged head is no longer on the branch and that were not pushed are marked ``superseded``.
     """
-    from gitkb.services.proposals import author  # proposals imports this module
-
     row = resolve_source(ctx, source)
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
