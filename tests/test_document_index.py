@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from action_results import ok
 from gitkb import Workspace
+from helpers import ok
 
 
 def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ were, no sync job was queued, and the unreviewed text is not found by keyword se
 Real git (a bare repository as the remote), the HTTP app through its client, real signatures.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
@@ -28,8 +27,7 @@ from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
 from gitkb.stores.repos import ManagedRepo
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, git
 
 SECRET = "inbound-gate-secret"
 TOKENS = {"ci": ("c" * 24, "write"), "viewer": ("v" * 24, "read"), "root": ("a" * 24, "admin")}

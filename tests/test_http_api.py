@@ -18,7 +18,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
 from gitkb.services import jobs
-from http_shape import error_code, error_message
+from helpers import error_code, error_message
 
 LOCAL = ("127.0.0.1", 50000)
 

@@ -16,7 +16,7 @@ from gitkb.core.config import load_settings
 from gitkb.core.errors import Forbidden, Unauthorized
 from gitkb.http import auth, create_app
 from gitkb.http.config import ServerConfig, TokenSpec, load_server_config, token_digest
-from http_shape import error_code
+from helpers import error_code
 
 TOKENS = {
     "reader": "r" * 24,

@@ -2,7 +2,6 @@
 nothing pushed) → approve (needs the `review` scope; the token's name is the recorded
 reviewer) → merge → the sync brings the new text into the index. Deny records its reason."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import time
@@ -15,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
-from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream
 
 TOKENS = {"writer": "w" * 24, "alice": "v" * 24, "reader": "r" * 24, "root": "a" * 24}
 SCOPES = {"writer": "write", "alice": "review", "reader": "read", "root": "admin"}

@@ -3,7 +3,6 @@ valid GitHub/GitLab/generic events enqueue the sync and the index catches up;
 forged ones (bad or missing signature, replayed delivery, oversize body, wrong
 content type, unknown source) are refused and enqueue nothing."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
@@ -21,8 +20,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message
 
 SECRET = "It's a Secret to Everybody"
 WRITER = "w" * 24

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from action_results import fails, ok
 from gitkb import Workspace
 from gitkb.services.fusion import rrf
+from helpers import fails, ok
 
 
 @pytest.fixture

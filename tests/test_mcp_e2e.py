@@ -20,13 +20,11 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-import test_sources_helpers as helpers
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
+from helpers import SOURCE, Upstream
 
 # the git-source fixtures (real repositories, a bare remote)
-git_env, upstream, source_ws = helpers.git_env, helpers.upstream, helpers.source_ws
-SOURCE, Upstream = helpers.SOURCE, helpers.Upstream
 
 AGENT = "docs-bot"
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from action_results import fails, ok
 from gitkb import Workspace
+from helpers import fails, ok
 
 
 def collections(w: Workspace) -> dict[str, int]:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 """Every list answer pages with ``start``/``count`` and says ``total_count``, ``actual_count``,
 ``has_more``, ``next_start``: in the library, over HTTP and on the CLI. Out of range:
 ``invalid_argument``."""
@@ -16,8 +15,7 @@ from fastapi.testclient import TestClient
 from gitkb.core.paging import PAGE_KEYS, page_fields, page_of, paged
 from gitkb.http import create_app
 from gitkb.services import audit
-from http_shape import error_code
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, error_code
 
 ROTATE = "runbooks/rotate-api-keys.md"
 

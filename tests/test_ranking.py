@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.services import fusion, vectors_catchup
 from gitkb.services.fusion import rrf, score_fusion
 from gitkb.services.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from helpers import ok
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from action_results import fails, ok
 from gitkb import Workspace
+from helpers import fails, ok
 
 REPO = Path(__file__).resolve().parents[1]
 

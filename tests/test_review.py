@@ -1,5 +1,4 @@
 """The review gate: deny, stale lease, closed change requests, bad calls, GitHub, CLI."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from forge_servers.github_mock import GitHubMock
 from forge_servers.gitlab_mock import GitLabMock
 from gitkb.cli.main import cli
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"

@@ -2,7 +2,6 @@
 wherever it is shown, and approving it needs an explicit acknowledgement -- through the library,
 the CLI, HTTP and the web page; ``requested_by`` is recorded and shown. Every refusal checks that
 the remote branch did not move (nothing was pushed)."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services.review import local_requester
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, git
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 ROTATE = "runbooks/rotate-api-keys.md"

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.stores.keywords import KeywordDoc, KeywordIndex, rescore
+from helpers import ok
 
 SHORT = "Kafka brokers restart."
 # The long text mentions kafka three times among many other words.

@@ -18,12 +18,11 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from action_results import fails, ok
 from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.mcp import build_server
-from http_shape import error_code
+from helpers import error_code, fails, ok
 
 ATTACKS: list[str] = [
     "../../etc/passwd",

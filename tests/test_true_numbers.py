@@ -11,10 +11,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.services.vectors_catchup import identity_locks
 from gitkb.stores.catalog import vector_state as vs
+from helpers import ok
 
 IDENT = "hashing/hashing-384"
 

@@ -10,7 +10,6 @@ at their lines; watches the status panel refresh without a reload.
 Screenshots of the review page and the status page go to the test's tmp dir, or to
 docs/screenshots/ when UPDATE_SCREENSHOTS=1 (how the committed ones were made).
 """
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,7 +1,6 @@
 """The web page through the in-process ASGI client, on a real workspace with a git source and a
 bare remote: every page, the login cookie, scopes, CSRF, approve and deny, and HTML (never JSON)
 errors. The browser-driven version of the same flows is tests/test_ui_browser.py."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.ui.session import load_secret
 from gitkb.services import jobs
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 LOCAL = ("127.0.0.1", 50000)
 TOKENS = {
