@@ -4,9 +4,10 @@ Real SQLite, tantivy and Chroma in a temp workspace; the fast ``hashing`` embedd
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +34,9 @@ def snapshot(home: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.fixture
-def make_ws(tmp_path: Path) -> Iterator[Callable[..., Workspace]]:
-    opened: list[Workspace] = []
-
-    def make(home: Path | None = None, **kw: Any) -> Workspace:
-        kw.setdefault("embedding_provider", "hashing")
-        kw.setdefault("embedding_model", "h1")
-        w = Workspace(home or tmp_path / "ws", **kw)
-        opened.append(w)
-        return w
-
-    yield make
-    for w in opened:
-        w.close()
+def make_ws(make_ws: Callable[..., Workspace]) -> Callable[..., Workspace]:
+    """The shared factory with the model ``h1`` (the identities below read ``hashing/h1``)."""
+    return functools.partial(make_ws, embedding_model="h1")
 
 
 def collections(w: Workspace) -> dict[str, int]:

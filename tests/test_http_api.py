@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ def client_for(home: Path, toml: str = "") -> TestClient:
         (home / "gitkb.toml").write_text(toml)
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     return TestClient(create_app(settings), client=LOCAL)
-
-
-@pytest.fixture
-def client(home: Path) -> Iterator[TestClient]:
-    with client_for(home) as c:
-        yield c
 
 
 def ok(r: Any, status: int = 200) -> dict[str, Any]:

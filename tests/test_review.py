@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,8 @@ CREDENTIALS = [
 
 
 @pytest.fixture
-def ws(home: Path) -> Iterator[Any]:
-    from gitkb import Workspace
-
-    w = Workspace(home, embedding_provider="hashing", embedding_model="hashing-384", credentials=CREDENTIALS)
-    try:
-        yield w
-    finally:
-        w.close()
+def ws(make_ws: Callable[..., Any]) -> Any:
+    return make_ws(credentials=CREDENTIALS)
 
 
 def stage(ws: Any, search: str = "every 90 days", replace: str = "every 60 days") -> dict[str, Any]:
