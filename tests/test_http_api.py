@@ -17,7 +17,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
 from gitkb.services import jobs
-from helpers import error_code, error_message
+from helpers import error_code, error_message, wait_until
 
 LOCAL = ("127.0.0.1", 50000)
 
@@ -142,12 +142,12 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
         state = client.app.state.gitkb  # type: ignore[attr-defined]
         r = state.workspace.promoted("reindex_slow_test", wait=0.05)
         assert r["status"] == "working"
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            got = ok(client.get(f"/jobs/{r['job_id']}"))
-            if got["status"] == "completed":
-                break
-            time.sleep(0.05)
+        got = wait_until(
+            lambda: (job := ok(client.get(f"/jobs/{r['job_id']}")))["status"] == "completed" and job,
+            timeout=10,
+            interval=0.05,
+            what="the promoted job to complete",
+        )
         assert got["status"] == "completed" and got["result"]["Message"] == "done"
     finally:
         jobs.remove_kind("reindex_slow_test")
@@ -162,14 +162,16 @@ def test_a_cancelled_job_answers_409_cancelled(home: Path) -> None:
         return {"Message": "released"}
 
     def cancel_queued_reindex() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            queued = [j for j in ws.list_jobs(state="queued")["Jobs"] if j["kind"] == "reindex"]
-            if queued:
-                assert ws.cancel_job(queued[0]["job_id"])["status"] == "cancelled"
-                break
-            time.sleep(0.02)
-        release.set()
+        try:
+            queued = wait_until(
+                lambda: [j for j in ws.list_jobs(state="queued")["Jobs"] if j["kind"] == "reindex"],
+                timeout=30,
+                interval=0.02,
+                what="a queued reindex job",
+            )
+            assert ws.cancel_job(queued[0]["job_id"])["status"] == "cancelled"
+        finally:
+            release.set()
 
     jobs.add_kind("http_block_test", jobs.JobKind(block))
     home.mkdir(parents=True)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,10 @@ def bearer(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def secured(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def secured(make_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch) -> TestClient:
     for name, value in TOKENS.items():
         monkeypatch.setenv(f"GITKB_TEST_TOKEN_{name.upper()}", value)
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("203.0.113.9", 40000)) as c:  # a remote peer
-        yield c
+    return make_client(TOML, peer=("203.0.113.9", 40000))  # a remote peer
 
 
 def code_of(r: Any) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from helpers import wait_until
+
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 CHROMA = REPO / ".venv" / "bin" / "chroma"
@@ -33,15 +35,13 @@ def free_port() -> int:
 
 
 def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def up() -> bool:
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
+            return httpx.get(url, timeout=2).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not come up")
+            return False
+
+    wait_until(up, timeout=timeout, interval=0.2, what=f"{url} to come up")
 
 
 @pytest.fixture
@@ -143,10 +143,12 @@ def test_two_servers_share_a_workspace(tmp_path: Path, chroma: tuple[str, int], 
         a.stop(signal.SIGKILL)
         wait_job(b, b.post("/indexes/kb/texts", {"text": "The corona cutover drill.", "filepath": "f.md"}))
         assert b.get("/readyz").json()["writer"] is True
-        deadline = time.monotonic() + 10
-        while json.loads((home / "server.json").read_text())["url"] != b.url:
-            assert time.monotonic() < deadline, "server.json still names the dead server"
-            time.sleep(0.2)
+        wait_until(
+            lambda: json.loads((home / "server.json").read_text())["url"] == b.url,
+            timeout=10,
+            interval=0.2,
+            what="server.json to stop naming the dead server",
+        )
         assert b.post("/search", {"query": "corona", "mode": "keyword"}).json()["Results"]
     finally:
         a.stop(signal.SIGKILL)

@@ -11,7 +11,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from mcp import Client, StdioServerParameters
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import SOURCE, Upstream
+from helpers import SOURCE, Upstream, wait_until
 
 # the git-source fixtures (real repositories, a bare remote)
 
@@ -121,10 +120,7 @@ def http_url(ws: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    wait_until(lambda: server.started, timeout=10, interval=0.02, what="the MCP HTTP server to start")
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from gitkb import Workspace
-from helpers import fails, ok
+from helpers import fails, ok, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -239,12 +238,12 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
     assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(1,)]
     ws = Workspace(home, embedding_provider="hashing", embedding_model="h1")
     try:
-        deadline = time.monotonic() + 60  # the writer may rerun the interrupted RECHUNK job
-        while time.monotonic() < deadline:
-            jobs = ok(ws.list_jobs())["Jobs"]
-            if not any(j["status"] in ("queued", "running") for j in jobs):
-                break
-            time.sleep(0.1)
+        wait_until(  # the writer may rerun the interrupted RECHUNK job
+            lambda: not any(j["status"] in ("queued", "running") for j in ok(ws.list_jobs())["Jobs"]),
+            timeout=60,
+            interval=0.1,
+            what="no job queued or running",
+        )
         docs = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb"))
         assert docs["TotalCount"] == 9
         texts_now = "".join(t for _, _, t in chunk_rows(home, "kb"))

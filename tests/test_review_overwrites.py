@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,15 +205,12 @@ def as_(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
-        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
-        assert c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")).status_code == 200
-        yield c
+def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
+    c = make_client(TOML, peer=("127.0.0.1", 1))
+    # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
+    assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
+    assert c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")).status_code == 200
+    return c
 
 
 def test_http_review_shows_overwrites_and_approve_needs_overwrite_true(

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import SOURCE, Upstream
+from helpers import SOURCE, Upstream, WaitTimeout, wait_until
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -122,17 +122,17 @@ def served(tmp_path: Path, upstream: Upstream) -> Iterator[Served]:
         "warning",
     ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def served_url() -> str | None:
+        assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+        m = re.search(r"on (http://127\.0\.0\.1:\d+)", (tmp_path / "serve.log").read_text())
+        return m.group(1) if m else None
+
     try:
-        url = None
-        deadline = time.monotonic() + 60
-        while url is None:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, (
-                "gitkb serve did not start: " + (tmp_path / "serve.log").read_text()
-            )
-            m = re.search(r"on (http://127\.0\.0\.1:\d+)", (tmp_path / "serve.log").read_text())
-            url = m.group(1) if m else None
-            time.sleep(0.1)
+        try:
+            url = wait_until(served_url, timeout=60, interval=0.1, what="gitkb serve to print its address")
+        except WaitTimeout as e:
+            raise AssertionError("gitkb serve did not start: " + (tmp_path / "serve.log").read_text()) from e
         while httpx.get(url + "/healthz", timeout=5).status_code != 200:
             time.sleep(0.1)
         yield Served(url, upstream.remote, upstream, screenshots_dir(tmp_path))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.ui.session import load_secret
 from gitkb.services import jobs
-from helpers import SOURCE, Upstream, git
+from helpers import SOURCE, Upstream, git, wait_until
 
 LOCAL = ("127.0.0.1", 50000)
 TOKENS = {
@@ -160,10 +159,12 @@ def test_status_panel_shows_the_job_in_flight(open_client: TestClient) -> None:
     finally:
         release.set()
         jobs.remove_kind("ui_progress_test")
-    deadline = time.monotonic() + 10
-    while c.get("/ui/status.json").json()["in_flight_job"] is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(
+        lambda: c.get("/ui/status.json").json()["in_flight_job"] is None,
+        timeout=10,
+        interval=0.05,
+        what="the status panel to show no job in flight",
+    )
     assert "no job running" in c.get("/ui").text
 
 
