@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,13 +98,16 @@ class Server:
 def wait_job(s: Server, r: Any) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     body = dict(r.json())
-    while body.get("status") == "working":
-        time.sleep(0.1)
+    if body.get("status") != "working":
+        return body
+
+    def finished() -> dict[str, Any] | None:
         job = s.get(f"/jobs/{body['job_id']}").json()
-        if job["status"] in ("completed", "failed", "cancelled"):
-            assert job["status"] == "completed", job
-            return dict(job["result"])
-    return body
+        return dict(job) if job["status"] in ("completed", "failed", "cancelled") else None
+
+    job = wait_until(finished, timeout=120, interval=0.1, what=f"job {body['job_id']} to finish")
+    assert job["status"] == "completed", job
+    return dict(job["result"])
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,8 +132,12 @@ def served(tmp_path: Path, upstream: Upstream) -> Iterator[Served]:
             url = wait_until(served_url, timeout=60, interval=0.1, what="gitkb serve to print its address")
         except WaitTimeout as e:
             raise AssertionError("gitkb serve did not start: " + (tmp_path / "serve.log").read_text()) from e
-        while httpx.get(url + "/healthz", timeout=5).status_code != 200:
-            time.sleep(0.1)
+        wait_until(
+            lambda: httpx.get(url + "/healthz", timeout=5).status_code == 200,
+            timeout=60,
+            interval=0.1,
+            what="gitkb serve's /healthz to answer 200",
+        )
         yield Served(url, upstream.remote, upstream, screenshots_dir(tmp_path))
     finally:
         proc.terminate()
