@@ -87,7 +87,7 @@ def test_lists_after_a_colon_and_table_rows(ws: Workspace, tmp_path: Path) -> No
     assert_footnotes_verbatim(r, lambda p: DOCS[p])
 
 
-def test_nothing_relevant(ws: Workspace, tmp_path: Path) -> None:
+def test_unrelated_questions_answer_nothing_relevant_without_sources(ws: Workspace, tmp_path: Path) -> None:
     _kb(ws, tmp_path / "kb")
     for q in ["How long should sourdough bread rise?", "xyzzy plugh", "what is it?"]:
         r = ws.document_index("ASK", query=q)

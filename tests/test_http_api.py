@@ -198,7 +198,7 @@ def test_reindex_route_answers(client: TestClient) -> None:
     assert r.get("status") == "working" or "added" in r
 
 
-def test_caps(home: Path) -> None:
+def test_server_caps_refuse_a_bigger_top_n_or_count_on_every_route(home: Path) -> None:
     with client_for(home, "[server]\nmax_top_n = 5\nmax_count = 7\n") as c:
         ok(c.post("/indexes", json={"index_name": "kb"}))
         err(c.post("/search", json={"query": "x", "top_n": 6}), 400, "invalid_argument")
@@ -210,7 +210,7 @@ def test_caps(home: Path) -> None:
         err(c.post("/search", json={"query": "x", "top_n": "5"}), 422, "validation")  # strict: no "5" → 5
 
 
-def test_allowed_roots(home: Path, tmp_path: Path) -> None:
+def test_add_documents_over_http_stays_inside_allowed_roots_and_refuses_escapes(home: Path, tmp_path: Path) -> None:
     root = tmp_path / "docs"
     (root / "team").mkdir(parents=True)
     (root / "team" / "a.md").write_text("# A\n\nInside the root.\n")

@@ -56,7 +56,7 @@ def test_missing_malformed_and_unknown_tokens(secured: TestClient) -> None:
         assert r.status_code == 401 and code_of(r) == "unauthorized", header
 
 
-def test_scopes(secured: TestClient) -> None:
+def test_each_token_scope_reaches_only_its_action_classes(secured: TestClient) -> None:
     assert secured.get("/indexes", headers=bearer("reader")).status_code == 200
     for who in ("reader", "writer", "reviewer"):  # creating an index is admin: write is content only
         r = secured.post("/indexes", json={"index_name": "kb"}, headers=bearer(who))
@@ -164,7 +164,7 @@ def test_serve_refuses_a_public_bind_without_tokens(home: Path) -> None:
     assert "refusing to listen on 0.0.0.0" in result.output
 
 
-def test_token_sources(home: Path) -> None:
+def test_tokens_come_from_literal_sha256_or_env_entries(home: Path) -> None:
     home.mkdir()
     digest = token_digest("s" * 20).hex()
     (home / "gitkb.toml").write_text(

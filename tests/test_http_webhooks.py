@@ -186,7 +186,7 @@ def test_github_pull_request_ping_and_other_branches(hook: TestClient, upstream:
     assert r.status_code == 200 and r.json()["queued"] is False and "branch" in r.json()["reason"]
 
 
-def test_gitlab_events(hook: TestClient, upstream: Upstream, home: Path) -> None:
+def test_gitlab_merge_and_push_hooks_sync_and_a_replay_is_a_duplicate(hook: TestClient, upstream: Upstream, home: Path) -> None:
     upstream.write("docs/runbooks/gl.md", page("GitLab", "The pulsar drain steps."))
     sha = upstream.commit_push("gitlab merge")
     payload = {

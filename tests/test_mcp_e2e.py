@@ -128,7 +128,7 @@ def http_url(ws: Any) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def test_streamable_http(http_url: str) -> None:
+def test_streamable_http_lists_searches_and_refuses_writes_when_read_only(http_url: str) -> None:
     async def main() -> tuple[list[str], dict[str, Any], Any]:
         async with Client(http_url) as client:
             names = [t.name for t in (await client.list_tools()).tools]
@@ -144,7 +144,7 @@ def test_streamable_http(http_url: str) -> None:
 
 
 @pytest.mark.slow  # a subprocess: importing the mcp SDK alone takes seconds on a small machine
-def test_stdio_subprocess(ws: Any, home: Path) -> None:
+def test_gitkb_mcp_over_stdio_lists_tools_and_searches(ws: Any, home: Path) -> None:
     """`gitkb mcp --agent ID` over stdio, as an MCP client configuration would launch it."""
     ws.document_index("CREATE_INDEX", index_name="notes")
     ws.document_index("ADD_TEXT", index_name="notes", text="Backups run nightly at 02:00 UTC.")

@@ -20,7 +20,7 @@ from helpers import SOURCE, error_code
 ROTATE = "runbooks/rotate-api-keys.md"
 
 
-def test_page_helper() -> None:
+def test_page_of_and_paged_slice_pages_and_refuse_bad_bounds() -> None:
     assert page_of(None, None, default=7) == page_of(0, 7, default=1)
     rows, fields = paged(list(range(10)), page_of(8, 5, default=5))
     assert rows == [8, 9] and fields == {"start": 8, "count": 5, "total_count": 10, "actual_count": 2,

@@ -512,7 +512,7 @@ def test_hooks_ship_with_the_package() -> None:
 # --------------------------------------------------------------------------- credentials and redaction
 
 
-def test_redact() -> None:
+def test_redact_hides_tokens_plain_and_percent_encoded() -> None:
     token = "ghp_ab+cd/ef=1234"
     text = (
         f"fatal: unable to access 'https://x-access-token:{token}@github.com/o/r.git/': "
