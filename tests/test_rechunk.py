@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,13 @@ LONG = "\n\n".join(
 
 
 @pytest.fixture
-def w(tmp_path: Path, kb_copy: Path) -> Iterator[Workspace]:
-    ws = Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1")
+def w(make_ws: Callable[..., Workspace], kb_copy: Path) -> Workspace:
+    ws = make_ws(embedding_model="h1")
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(ws.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="notes/long.txt", metadata={"title": "Long"}))
     ok(ws.build_embeddings())
-    yield ws
-    ws.close()
+    return ws
 
 
 def test_rechunk_swaps_in_new_chunking_keeping_ids_and_reusing_vectors(w: Workspace, tmp_path: Path) -> None:
