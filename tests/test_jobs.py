@@ -15,12 +15,7 @@ import pytest
 from gitkb import Workspace
 from gitkb.services import jobs
 from gitkb.stores.catalog import jobs as job_rows
-from helpers import wait_until
-
-
-def ok(r: dict[str, Any]) -> dict[str, Any]:
-    assert r["Success"] is True, r
-    return r
+from helpers import ok, wait_until
 
 
 @pytest.fixture
