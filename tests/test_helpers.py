@@ -1,9 +1,11 @@
 """The shared test helpers themselves: ``wait_until`` returns what it waited for and fails saying
-what it waited for and the last value it saw."""
+what it waited for and the last value it saw; and no test module edits ``sys.path``."""
 
 from __future__ import annotations
 
+import ast
 import time
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,14 @@ def test_wait_until_lets_the_predicates_own_failure_through_at_once() -> None:
     with pytest.raises(AssertionError, match="status 500"):
         wait_until(broken, timeout=30, what="never reached")
     assert time.monotonic() - start < 5
+
+
+def test_no_test_module_edits_sys_path() -> None:
+    """pytest puts tests/ on the path (rootdir conftest, ``prepend`` mode): a test that edits
+    ``sys.path`` itself hides an import that only works from one directory."""
+    offenders = []
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys":
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
