@@ -1,17 +1,6 @@
-"""Assertions on gitkb's response dicts, shared by the test modules (imported like
-``test_sources_helpers``: pytest puts tests/ on the path)."""
+"""Moved to helpers/results.py (``from helpers import ok, fails``); this re-export keeps
+branches written before the move importing. Remove once they are merged."""
 
-from __future__ import annotations
+from helpers.results import fails, ok
 
-from typing import Any
-
-
-def ok(resp: dict[str, Any]) -> dict[str, Any]:
-    assert resp["Success"] is True, resp
-    return resp
-
-
-def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
-    assert resp["Success"] is False, resp
-    assert resp["code"] == code, resp
-    return resp
+__all__ = ["fails", "ok"]

@@ -1,13 +1,25 @@
-"""Shared fixtures: an isolated workspace per test, real SQLite and tantivy on disk."""
+"""Shared fixtures: an isolated workspace per test, real SQLite and tantivy on disk.
+
+Workspaces: ``ws`` (one, hashing embedder), ``make_ws`` (a factory of them). HTTP: ``client``
+(the app over a fresh workspace through the ASGI TestClient), ``make_client`` (a factory, for a
+gitkb.toml or another peer). Git: ``git_env``, ``upstream`` (example_kb_repo/ pushed to a bare
+remote), ``source_ws`` (``ws`` with it synced as source ``handbook``). Plain helpers, imported
+from the ``helpers`` package: ``wait_until``, ``ok``/``fails``, ``error_code``/``error_message``,
+``git``/``Upstream``/``SOURCE``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from helpers.sources import SOURCE, Upstream, git
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_KB = REPO / "example_kb_repo"
@@ -36,15 +48,69 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(home: Path) -> Iterator[object]:
-    """A workspace with the fast deterministic embedder (real model tests opt in)."""
+def make_ws(home: Path) -> Iterator[Callable[..., Any]]:
+    """A factory of workspaces (at ``home`` unless given another) with the fast deterministic
+    embedder; keyword arguments go to ``Workspace`` and override those defaults. All are closed
+    at teardown."""
     from gitkb import Workspace
 
-    w = Workspace(home, embedding_provider="hashing", embedding_model="hashing-384")
-    try:
-        yield w
-    finally:
+    opened: list[Any] = []
+
+    def make(at: Path | None = None, **kw: Any) -> Any:
+        kw.setdefault("embedding_provider", "hashing")
+        kw.setdefault("embedding_model", "hashing-384")
+        w = Workspace(at or home, **kw)
+        opened.append(w)
+        return w
+
+    yield make
+    for w in reversed(opened):
         w.close()
+
+
+@pytest.fixture
+def ws(make_ws: Callable[..., Any]) -> Any:
+    """A workspace with the fast deterministic embedder (real model tests opt in)."""
+    return make_ws()
+
+
+LOCAL_PEER = ("127.0.0.1", 50000)
+
+
+@pytest.fixture
+def make_client(home: Path) -> Iterator[Callable[..., Any]]:
+    """A factory of HTTP clients: the app over the workspace at ``home`` (or ``at``), hashing
+    embedder, through the ASGI TestClient, started now and closed at teardown. ``toml`` is
+    written to gitkb.toml first; ``peer`` is the client address the app sees."""
+    from fastapi.testclient import TestClient
+
+    from gitkb.core.config import load_settings
+    from gitkb.http import create_app
+
+    with contextlib.ExitStack() as stack:
+
+        def make(
+            toml: str | None = None,
+            *,
+            at: Path | None = None,
+            peer: tuple[str, int] = LOCAL_PEER,
+            raise_server_exceptions: bool = True,
+        ) -> Any:
+            where = at or home
+            where.mkdir(parents=True, exist_ok=True)
+            if toml is not None:
+                (where / "gitkb.toml").write_text(toml)
+            settings = load_settings(where, embedding_provider="hashing", embedding_model="hashing-384")
+            app = create_app(settings)
+            return stack.enter_context(TestClient(app, client=peer, raise_server_exceptions=raise_server_exceptions))
+
+        yield make
+
+
+@pytest.fixture
+def client(make_client: Callable[..., Any]) -> Any:
+    """The HTTP app over a fresh workspace (no gitkb.toml), seen from a local peer."""
+    return make_client()
 
 
 @pytest.fixture
@@ -53,3 +119,36 @@ def kb_copy(tmp_path: Path) -> Path:
     dst = tmp_path / "kb"
     shutil.copytree(EXAMPLE_KB, dst)
     return dst
+
+
+@pytest.fixture
+def git_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "userhome"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GITKB_WRITER_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def upstream(git_env: None, kb_copy: Path, tmp_path: Path) -> Upstream:
+    """example_kb_repo/ committed and pushed to a bare repository (the forge side)."""
+    git(kb_copy, "init", "-q", "-b", "main")
+    git(kb_copy, "add", "-A")
+    git(kb_copy, "commit", "-q", "-m", "initial handbook")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(kb_copy), str(remote))
+    git(kb_copy, "remote", "add", "origin", str(remote))
+    git(kb_copy, "fetch", "-q", "origin")
+    git(kb_copy, "branch", "-q", "--set-upstream-to=origin/main", "main")
+    return Upstream(kb_copy, remote)
+
+
+@pytest.fixture
+def source_ws(ws: Any, upstream: Upstream) -> Iterator[Any]:
+    """``ws`` with the example handbook registered as source ``handbook`` and synced."""
+    added = ws.source_add(SOURCE, str(upstream.remote))
+    assert added["Success"], added
+    synced = ws.source_sync(SOURCE)
+    assert synced["Success"], synced
+    yield ws

@@ -1,30 +1,6 @@
-"""Reading an HTTP error answer in tests, whichever envelope the server uses.
+"""Moved to helpers/http_shape.py (``from helpers import error_code``); this re-export keeps
+branches written before the move importing. Remove once they are merged."""
 
-The HTTP error shape is moving from ``{"ok": false, "error": {"code", "message"}}`` to the
-library's envelope at the top level (``{"Success": false, "Error", "code", ...}``); tests read
-the code and the message through these two functions so they hold across that change.
-"""
+from helpers.http_shape import error_code, error_message
 
-from __future__ import annotations
-
-from typing import Any
-
-
-def _body(resp: Any) -> dict[str, Any]:
-    body = resp.json() if hasattr(resp, "json") else resp
-    assert isinstance(body, dict), body
-    return body
-
-
-def error_code(resp: Any) -> str:
-    body = _body(resp)
-    if "code" in body:
-        return str(body["code"])
-    return str(body["error"]["code"])
-
-
-def error_message(resp: Any) -> str:
-    body = _body(resp)
-    if "Error" in body:
-        return str(body["Error"])
-    return str(body["error"]["message"])
+__all__ = ["error_code", "error_message"]

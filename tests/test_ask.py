@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,7 @@ def test_lists_after_a_colon_and_table_rows(ws: Workspace, tmp_path: Path) -> No
     assert_footnotes_verbatim(r, lambda p: DOCS[p])
 
 
-def test_nothing_relevant(ws: Workspace, tmp_path: Path) -> None:
+def test_unrelated_questions_answer_nothing_relevant_without_sources(ws: Workspace, tmp_path: Path) -> None:
     _kb(ws, tmp_path / "kb")
     for q in ["How long should sourdough bread rise?", "xyzzy plugh", "what is it?"]:
         r = ws.document_index("ASK", query=q)
@@ -211,17 +211,14 @@ def stub() -> Iterator[tuple[Stub, str]]:
 
 
 @pytest.fixture
-def gen_ws(home: Path, tmp_path: Path, stub: tuple[Stub, str]) -> Iterator[Workspace]:
+def gen_ws(home: Path, tmp_path: Path, stub: tuple[Stub, str], make_ws: Callable[..., Workspace]) -> Workspace:
     home.mkdir(parents=True)
     (home / "gitkb.toml").write_text(
         f'[ask]\nmode = "generative"\nbase_url = "{stub[1]}"\nmodel = "stub-model"\napi_key = "sk-test"\ntimeout_s = 5\n'
     )
-    w = Workspace(home, embedding_provider="hashing", embedding_model="hashing-384")
+    w = make_ws()
     _kb(w, tmp_path / "kb")
-    try:
-        yield w
-    finally:
-        w.close()
+    return w
 
 
 def test_generative_answer_renumbers_and_cites(gen_ws: Workspace, stub: tuple[Stub, str]) -> None:

@@ -1,6 +1,5 @@
 """Nothing one entry does stops the rest: bad names, deep trees, unreadable and special
 entries on disk and in git trees are skipped entries; ADD_TEXT's size cap."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -14,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from action_results import fails, ok
 from gitkb.core.models import SkippedFile
 from gitkb.core.walking import MAX_DEPTH, WalkEntry, walk
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, fails, git, ok
 
 MakeDeep = Callable[[Path, int], None]
 BAD = os.fsdecode(b"\xff\xfe-bytes.md")  # not UTF-8: a lone-surrogate str under surrogateescape

@@ -18,6 +18,7 @@ import pytest
 from gitkb.core.chunking import chunk_many
 from gitkb.core.models import ChunkConfig
 from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
+from helpers import wait_until
 
 ITEMS = [
     (f"# Page {i}\n\nSome text about topic {i}. Another sentence.\n", ChunkConfig("auto"), True)
@@ -97,12 +98,13 @@ def test_the_chunk_worker_dies_with_a_killed_gitkb_add(tmp_path: Path) -> None:
         proc = subprocess.Popen([gitkb, "--home", home, "add", "kb", str(corpus), "--no-wait"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         parent = psutil.Process(proc.pid)
-        deadline = time.monotonic() + 120
-        kids: list[psutil.Process] = []
-        while not kids and time.monotonic() < deadline and proc.poll() is None:
-            kids = _spawned_workers(parent)
-            time.sleep(0.05)
-        assert kids, "the ingest never started its chunking worker"
+
+        def started() -> list[psutil.Process]:  # called by wait_until at once, in this iteration
+            kids = _spawned_workers(parent)  # noqa: B023
+            assert kids or proc.poll() is None, "the ingest never started its chunking worker"  # noqa: B023
+            return kids
+
+        kids = wait_until(started, timeout=120, interval=0.05, what="the ingest to start its chunking worker")
         time.sleep(0.5)  # chunking now
         kids = parent.children(recursive=True)  # the worker and multiprocessing's resource tracker
         proc.send_signal(signal.SIGKILL)

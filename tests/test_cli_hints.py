@@ -81,7 +81,7 @@ def test_every_library_hint_reads_in_cli_words() -> None:
         ("SEARCHING and CREATE_INDEXES are not names", "SEARCHING and CREATE_INDEXES are not names"),
     ],
 )  # fmt: skip
-def test_translations(hint: str, cli: str) -> None:
+def test_hints_translate_to_cli_words(hint: str, cli: str) -> None:
     assert cli_words(hint) == cli
 
 

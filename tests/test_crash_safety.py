@@ -13,7 +13,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import psutil
 import pytest
 
 from gitkb import Workspace
+from helpers import wait_until
 
 CHILD = """
 import sys
@@ -54,13 +54,12 @@ def make_corpus(root: Path, n: int) -> Path:
 
 
 def wait_caught_up(ws: Workspace, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def caught_up() -> dict[str, Any] | None:
         st = ws.get_index_status()
         assert st["Success"], st
-        if st["caught_up"] or time.monotonic() > deadline:
-            return st
-        time.sleep(0.1)
+        return st if st["caught_up"] else None
+
+    return wait_until(caught_up, timeout=timeout, interval=0.1, what="the index to catch up")
 
 
 @pytest.mark.slow
@@ -129,9 +128,8 @@ def test_status_after_a_crash_answers_while_the_vectors_catch_up_in_the_backgrou
         finally:
             con.close()
 
-    deadline = time.monotonic() + 240
-    while build_job()[0] != "completed" and time.monotonic() < deadline:  # no gitkb command runs meanwhile
-        time.sleep(0.2)
+    # no gitkb command runs meanwhile
+    wait_until(lambda: build_job()[0] == "completed", timeout=240, interval=0.2, what="the build job to complete")
     state, runner = build_job()
     assert state == "completed" and runner.split(":")[1] != str(status.pid), (state, runner)
     for p in _resumers(home):  # the background process exits once caught up

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from action_results import ok
 from gitkb import Workspace
+from helpers import ok
 
 
 def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def test_delete_orphan_by_file_id_when_file_is_gone(ws: Workspace, tmp_path: Pat
     assert ok(ws.document_index("LIST_DOCUMENTS", index_name="kb"))["TotalCount"] == 0
 
 
-def test_indices_stats(ws: Workspace) -> None:
+def test_indices_stats_report_chunk_config_and_counts(ws: Workspace) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="plain"))
     ok(ws.document_index("CREATE_INDEX", index_name="tuned", chunk_size=300, chunk_overlap=30))
     st = ok(ws.document_index("GET_INDICES_STATS"))["Stats"]

@@ -5,7 +5,6 @@ pushed, change request open, changed_files M -> a second proposal adding a file 
 -> pr open -> approve -> same change request updated, changed_files with A and R -> forge merge ->
 sync job -> the new text is found with a citation at the merge commit, the old text is gone.
 """
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any
 
 from gitkb.services import sources
 from gitkb.services.review import local_requester
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "docs/runbooks/rotate-api-keys.md"

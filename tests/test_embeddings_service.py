@@ -4,16 +4,16 @@ Real SQLite, tantivy and Chroma in a temp workspace; the fast ``hashing`` embedd
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from action_results import ok
 from gitkb import Workspace
+from helpers import ok, wait_until
 
 
 def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
@@ -33,19 +33,9 @@ def snapshot(home: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.fixture
-def make_ws(tmp_path: Path) -> Iterator[Callable[..., Workspace]]:
-    opened: list[Workspace] = []
-
-    def make(home: Path | None = None, **kw: Any) -> Workspace:
-        kw.setdefault("embedding_provider", "hashing")
-        kw.setdefault("embedding_model", "h1")
-        w = Workspace(home or tmp_path / "ws", **kw)
-        opened.append(w)
-        return w
-
-    yield make
-    for w in opened:
-        w.close()
+def make_ws(make_ws: Callable[..., Workspace]) -> Callable[..., Workspace]:
+    """The shared factory with the model ``h1`` (the identities below read ``hashing/h1``)."""
+    return functools.partial(make_ws, embedding_model="h1")
 
 
 def collections(w: Workspace) -> dict[str, int]:
@@ -264,9 +254,7 @@ def test_background_thread_catches_up_and_stops_on_close(make_ws: Callable[..., 
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
     ok(w.document_index("ADD_TEXT", index_name="kb", text="Vectors arrive in the background.", filepath="a.txt"))
     worker = w.ctx.embedding_worker
-    deadline = time.monotonic() + 20
-    while ok(w.embeddings_status())["pending_embeddings"] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not ok(w.embeddings_status())["pending_embeddings"], timeout=20, what="no pending embeddings")
     assert ok(w.embeddings_status())["pending_embeddings"] == 0
     assert collections(w) == {"hashing/h1": 1}
     assert worker.running and worker.last_error is None
@@ -286,9 +274,7 @@ def test_background_errors_are_kept_not_raised(make_ws: Callable[..., Workspace]
     ok(w2.document_index("ADD_TEXT", index_name="kb", text="Second.", filepath="b.txt"))
     r = fails(w2.build_embeddings(), "conflict")
     assert "hashing/h1@64" in r["Error"] and "hashing/h1@384" in r["Error"]
-    deadline = time.monotonic() + 20
-    while w2.ctx.embedding_worker.last_error is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: w2.ctx.embedding_worker.last_error, timeout=20, what="the background worker's error")
     assert w2.ctx.embedding_worker.last_error["code"] == "conflict"
     assert ok(w2.embeddings_status())["worker"]["last_error"]["code"] == "conflict"
     fails(w2.document_index("SEARCH", query="first", mode="semantic"), "conflict")

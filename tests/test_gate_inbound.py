@@ -7,14 +7,12 @@ were, no sync job was queued, and the unreviewed text is not found by keyword se
 Real git (a bare repository as the remote), the HTTP app through its client, real signatures.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +21,10 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from gitkb.cli.main import cli
-from gitkb.core.config import load_settings
-from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
 from gitkb.stores.repos import ManagedRepo
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, git, wait_until
 
 SECRET = "inbound-gate-secret"
 TOKENS = {"ci": ("c" * 24, "write"), "viewer": ("v" * 24, "read"), "root": ("a" * 24, "admin")}
@@ -49,19 +44,16 @@ def page(title: str, text: str) -> str:
 
 
 @pytest.fixture
-def gate(home: Path, upstream: Upstream) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
-        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
-        r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=bearer("ci"))
-        assert r.status_code == 200, r.text
-        if r.json().get("status") == "working":
-            wait_job(c, r.json()["job_id"])
-        webhook_intake.set_webhook_secret(workspace(c).ctx, SOURCE, SECRET)
-        yield c
+def gate(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
+    c = make_client(TOML, peer=("127.0.0.1", 1))
+    # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
+    assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
+    r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=bearer("ci"))
+    assert r.status_code == 200, r.text
+    if r.json().get("status") == "working":
+        wait_job(c, r.json()["job_id"])
+    webhook_intake.set_webhook_secret(workspace(c).ctx, SOURCE, SECRET)
+    return c
 
 
 def workspace(c: TestClient) -> Any:
@@ -69,14 +61,12 @@ def workspace(c: TestClient) -> Any:
 
 
 def wait_job(c: TestClient, job_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def finished() -> dict[str, Any] | None:
         r = c.get(f"/jobs/{job_id}", headers=bearer("viewer"))
         assert r.status_code == 200, r.text
-        if r.json()["status"] in ("completed", "failed", "cancelled"):
-            return dict(r.json())
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
+        return dict(r.json()) if r.json()["status"] in ("completed", "failed", "cancelled") else None
+
+    return wait_until(finished, timeout=timeout, interval=0.05, what=f"job {job_id} to finish")
 
 
 def staged_proposal(c: TestClient) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
 from gitkb.services import jobs
-from http_shape import error_code, error_message
+from helpers import error_code, error_message, wait_until
 
 LOCAL = ("127.0.0.1", 50000)
 
@@ -29,12 +28,6 @@ def client_for(home: Path, toml: str = "") -> TestClient:
         (home / "gitkb.toml").write_text(toml)
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     return TestClient(create_app(settings), client=LOCAL)
-
-
-@pytest.fixture
-def client(home: Path) -> Iterator[TestClient]:
-    with client_for(home) as c:
-        yield c
 
 
 def ok(r: Any, status: int = 200) -> dict[str, Any]:
@@ -149,12 +142,12 @@ def test_long_call_is_promoted_and_polled(client: TestClient) -> None:
         state = client.app.state.gitkb  # type: ignore[attr-defined]
         r = state.workspace.promoted("reindex_slow_test", wait=0.05)
         assert r["status"] == "working"
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            got = ok(client.get(f"/jobs/{r['job_id']}"))
-            if got["status"] == "completed":
-                break
-            time.sleep(0.05)
+        got = wait_until(
+            lambda: (job := ok(client.get(f"/jobs/{r['job_id']}")))["status"] == "completed" and job,
+            timeout=10,
+            interval=0.05,
+            what="the promoted job to complete",
+        )
         assert got["status"] == "completed" and got["result"]["Message"] == "done"
     finally:
         jobs.remove_kind("reindex_slow_test")
@@ -169,14 +162,16 @@ def test_a_cancelled_job_answers_409_cancelled(home: Path) -> None:
         return {"Message": "released"}
 
     def cancel_queued_reindex() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            queued = [j for j in ws.list_jobs(state="queued")["Jobs"] if j["kind"] == "reindex"]
-            if queued:
-                assert ws.cancel_job(queued[0]["job_id"])["status"] == "cancelled"
-                break
-            time.sleep(0.02)
-        release.set()
+        try:
+            queued = wait_until(
+                lambda: [j for j in ws.list_jobs(state="queued")["Jobs"] if j["kind"] == "reindex"],
+                timeout=30,
+                interval=0.02,
+                what="a queued reindex job",
+            )
+            assert ws.cancel_job(queued[0]["job_id"])["status"] == "cancelled"
+        finally:
+            release.set()
 
     jobs.add_kind("http_block_test", jobs.JobKind(block))
     home.mkdir(parents=True)
@@ -203,7 +198,7 @@ def test_reindex_route_answers(client: TestClient) -> None:
     assert r.get("status") == "working" or "added" in r
 
 
-def test_caps(home: Path) -> None:
+def test_server_caps_refuse_a_bigger_top_n_or_count_on_every_route(home: Path) -> None:
     with client_for(home, "[server]\nmax_top_n = 5\nmax_count = 7\n") as c:
         ok(c.post("/indexes", json={"index_name": "kb"}))
         err(c.post("/search", json={"query": "x", "top_n": 6}), 400, "invalid_argument")
@@ -215,7 +210,7 @@ def test_caps(home: Path) -> None:
         err(c.post("/search", json={"query": "x", "top_n": "5"}), 422, "validation")  # strict: no "5" → 5
 
 
-def test_allowed_roots(home: Path, tmp_path: Path) -> None:
+def test_add_documents_over_http_stays_inside_allowed_roots_and_refuses_escapes(home: Path, tmp_path: Path) -> None:
     root = tmp_path / "docs"
     (root / "team").mkdir(parents=True)
     (root / "team" / "a.md").write_text("# A\n\nInside the root.\n")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from gitkb.core.config import load_settings
 from gitkb.core.errors import Forbidden, Unauthorized
 from gitkb.http import auth, create_app
 from gitkb.http.config import ServerConfig, TokenSpec, load_server_config, token_digest
-from http_shape import error_code
+from helpers import error_code
 
 TOKENS = {
     "reader": "r" * 24,
@@ -35,14 +35,10 @@ def bearer(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def secured(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def secured(make_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch) -> TestClient:
     for name, value in TOKENS.items():
         monkeypatch.setenv(f"GITKB_TEST_TOKEN_{name.upper()}", value)
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("203.0.113.9", 40000)) as c:  # a remote peer
-        yield c
+    return make_client(TOML, peer=("203.0.113.9", 40000))  # a remote peer
 
 
 def code_of(r: Any) -> str:
@@ -60,7 +56,7 @@ def test_missing_malformed_and_unknown_tokens(secured: TestClient) -> None:
         assert r.status_code == 401 and code_of(r) == "unauthorized", header
 
 
-def test_scopes(secured: TestClient) -> None:
+def test_each_token_scope_reaches_only_its_action_classes(secured: TestClient) -> None:
     assert secured.get("/indexes", headers=bearer("reader")).status_code == 200
     for who in ("reader", "writer", "reviewer"):  # creating an index is admin: write is content only
         r = secured.post("/indexes", json={"index_name": "kb"}, headers=bearer(who))
@@ -168,7 +164,7 @@ def test_serve_refuses_a_public_bind_without_tokens(home: Path) -> None:
     assert "refusing to listen on 0.0.0.0" in result.output
 
 
-def test_token_sources(home: Path) -> None:
+def test_tokens_come_from_literal_sha256_or_env_entries(home: Path) -> None:
     home.mkdir()
     digest = token_digest("s" * 20).hex()
     (home / "gitkb.toml").write_text(

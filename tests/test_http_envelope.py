@@ -6,7 +6,7 @@ with the same ``ERROR_KEYS``; here each route family's success and error answers
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,8 @@ ERROR_KEYS = ("Success", "Error", "code", "next_steps", "details")  # pinned: th
 
 
 @pytest.fixture
-def client(home: Path) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=LOCAL, raise_server_exceptions=False) as c:
-        yield c
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    return make_client(raise_server_exceptions=False)
 
 
 def success(r: Any, status: int = 200) -> dict[str, Any]:

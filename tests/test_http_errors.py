@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,8 @@ def auth(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def client(home: Path) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1), raise_server_exceptions=False) as c:
-        yield c
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    return make_client(TOML, peer=("127.0.0.1", 1), raise_server_exceptions=False)
 
 
 class Walk:

@@ -12,13 +12,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from helpers import wait_until
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -33,15 +34,13 @@ def free_port() -> int:
 
 
 def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def up() -> bool:
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
+            return httpx.get(url, timeout=2).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not come up")
+            return False
+
+    wait_until(up, timeout=timeout, interval=0.2, what=f"{url} to come up")
 
 
 @pytest.fixture
@@ -99,13 +98,16 @@ class Server:
 def wait_job(s: Server, r: Any) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     body = dict(r.json())
-    while body.get("status") == "working":
-        time.sleep(0.1)
+    if body.get("status") != "working":
+        return body
+
+    def finished() -> dict[str, Any] | None:
         job = s.get(f"/jobs/{body['job_id']}").json()
-        if job["status"] in ("completed", "failed", "cancelled"):
-            assert job["status"] == "completed", job
-            return dict(job["result"])
-    return body
+        return dict(job) if job["status"] in ("completed", "failed", "cancelled") else None
+
+    job = wait_until(finished, timeout=120, interval=0.1, what=f"job {body['job_id']} to finish")
+    assert job["status"] == "completed", job
+    return dict(job["result"])
 
 
 @pytest.fixture
@@ -143,10 +145,12 @@ def test_two_servers_share_a_workspace(tmp_path: Path, chroma: tuple[str, int], 
         a.stop(signal.SIGKILL)
         wait_job(b, b.post("/indexes/kb/texts", {"text": "The corona cutover drill.", "filepath": "f.md"}))
         assert b.get("/readyz").json()["writer"] is True
-        deadline = time.monotonic() + 10
-        while json.loads((home / "server.json").read_text())["url"] != b.url:
-            assert time.monotonic() < deadline, "server.json still names the dead server"
-            time.sleep(0.2)
+        wait_until(
+            lambda: json.loads((home / "server.json").read_text())["url"] == b.url,
+            timeout=10,
+            interval=0.2,
+            what="server.json to stop naming the dead server",
+        )
         assert b.post("/search", {"query": "corona", "mode": "keyword"}).json()["Results"]
     finally:
         a.stop(signal.SIGKILL)

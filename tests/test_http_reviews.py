@@ -2,20 +2,15 @@
 nothing pushed) → approve (needs the `review` scope; the token's name is the recorded
 reviewer) → merge → the sync brings the new text into the index. Deny records its reason."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from gitkb.core.config import load_settings
-from gitkb.http import create_app
-from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, wait_until
 
 TOKENS = {"writer": "w" * 24, "alice": "v" * 24, "reader": "r" * 24, "root": "a" * 24}
 SCOPES = {"writer": "write", "alice": "review", "reader": "read", "root": "admin"}
@@ -35,15 +30,12 @@ def ok(r: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        # adding a source is admin (here the operator, in-process); a write token syncs it (operate)
-        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
-        ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))
-        yield c
+def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
+    c = make_client(TOML, peer=("127.0.0.1", 1))
+    # adding a source is admin (here the operator, in-process); a write token syncs it (operate)
+    assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
+    ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))
+    return c
 
 
 def open_pull(c: TestClient, search: str, replace: str) -> dict[str, Any]:
@@ -82,22 +74,21 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
     assert r.status_code == 403 and r.json()["details"]["required_class"] == "review"
     merged = ok(api.post(f"/pulls/{SOURCE}/{done['number']}/merge", headers=as_("alice")))
     job = merged.get("job_id") or (merged.get("sync") or {}).get("job_id")
-    deadline = time.time() + 60
-    while job and time.time() < deadline:
-        j = ok(api.get(f"/jobs/{job}", headers=as_("reader")))
-        if j["status"] in ("completed", "failed"):
-            break
-        time.sleep(0.05)
-    deadline = time.time() + 60
-    while time.time() < deadline:
+    if job:
+        wait_until(
+            lambda: ok(api.get(f"/jobs/{job}", headers=as_("reader")))["status"] in ("completed", "failed"),
+            timeout=60,
+            interval=0.05,
+            what=f"the merge's job {job} to end",
+        )
+
+    def merged_text_found() -> bool:
         hits = ok(
             api.post("/search", json={"query": "every 60 days", "mode": "keyword"}, headers=as_("reader"))
         )
-        if hits["Results"] and "60 days" in hits["Results"][0]["snippet"]:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError(f"the merged text never became searchable: {merged}")
+        return bool(hits["Results"]) and "60 days" in hits["Results"][0]["snippet"]
+
+    wait_until(merged_text_found, timeout=60, interval=0.1, what=f"the merged text to become searchable: {merged}")
 
 
 def test_deny_records_reason_and_reviewer(api: TestClient, upstream: Upstream) -> None:

@@ -3,26 +3,21 @@ valid GitHub/GitLab/generic events enqueue the sync and the index catches up;
 forged ones (bad or missing signature, replayed delivery, oversize body, wrong
 content type, unknown source) are refused and enqueue nothing."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from gitkb.core.config import load_settings
-from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, wait_until
 
 SECRET = "It's a Secret to Everybody"
 WRITER = "w" * 24
@@ -35,21 +30,18 @@ TOML = (
 
 
 @pytest.fixture
-def hook(home: Path, upstream: Upstream) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        auth = {"Authorization": f"Bearer {WRITER}"}
-        # adding a source is admin (the operator here); syncing it is operate, which write includes
-        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
-        r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=auth)
-        assert r.status_code == 200, r.text
-        if r.json().get("status") == "working":
-            wait_job(c, r.json()["job_id"])
-        ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
-        webhook_intake.set_webhook_secret(ws.ctx, SOURCE, SECRET)
-        yield c
+def hook(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
+    c = make_client(TOML, peer=("127.0.0.1", 1))
+    auth = {"Authorization": f"Bearer {WRITER}"}
+    # adding a source is admin (the operator here); syncing it is operate, which write includes
+    assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
+    r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=auth)
+    assert r.status_code == 200, r.text
+    if r.json().get("status") == "working":
+        wait_job(c, r.json()["job_id"])
+    ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+    webhook_intake.set_webhook_secret(ws.ctx, SOURCE, SECRET)
+    return c
 
 
 def page(title: str, text: str) -> str:
@@ -57,14 +49,12 @@ def page(title: str, text: str) -> str:
 
 
 def wait_job(c: TestClient, job_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def finished() -> dict[str, Any] | None:
         r = c.get(f"/jobs/{job_id}", headers={"Authorization": f"Bearer {READER}"})
         assert r.status_code == 200, r.text
-        if r.json()["status"] in ("completed", "failed", "cancelled"):
-            return dict(r.json())
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
+        return dict(r.json()) if r.json()["status"] in ("completed", "failed", "cancelled") else None
+
+    return wait_until(finished, timeout=timeout, interval=0.05, what=f"job {job_id} to finish")
 
 
 def counts(home: Path) -> tuple[int, int]:
@@ -196,7 +186,7 @@ def test_github_pull_request_ping_and_other_branches(hook: TestClient, upstream:
     assert r.status_code == 200 and r.json()["queued"] is False and "branch" in r.json()["reason"]
 
 
-def test_gitlab_events(hook: TestClient, upstream: Upstream, home: Path) -> None:
+def test_gitlab_merge_and_push_hooks_sync_and_a_replay_is_a_duplicate(hook: TestClient, upstream: Upstream, home: Path) -> None:
     upstream.write("docs/runbooks/gl.md", page("GitLab", "The pulsar drain steps."))
     sha = upstream.commit_push("gitlab merge")
     payload = {

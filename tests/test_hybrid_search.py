@@ -4,34 +4,25 @@ results always checked against the catalog; the CLI's --mode and embeddings comm
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from action_results import fails, ok
 from gitkb import Workspace
 from gitkb.services.fusion import rrf
+from helpers import fails, ok
 
 
 @pytest.fixture
-def make_ws(tmp_path: Path) -> Iterator[Callable[..., Workspace]]:
-    opened: list[Workspace] = []
-
-    def make(name: str = "ws", **kw: Any) -> Workspace:
-        kw.setdefault("embedding_provider", "hashing")
-        kw.setdefault("embedding_model", "h1")
-        w = Workspace(tmp_path / name, **kw)
-        opened.append(w)
-        return w
-
-    yield make
-    for w in opened:
-        w.close()
+def make_ws(make_ws: Callable[..., Workspace]) -> Callable[..., Workspace]:
+    """The shared factory with the model ``h1`` (the identities below read ``hashing/h1``)."""
+    return functools.partial(make_ws, embedding_model="h1")
 
 
 def files(resp: dict[str, Any]) -> list[str]:

@@ -15,11 +15,7 @@ import pytest
 from gitkb import Workspace
 from gitkb.services import jobs
 from gitkb.stores.catalog import jobs as job_rows
-
-
-def ok(r: dict[str, Any]) -> dict[str, Any]:
-    assert r["Success"] is True, r
-    return r
+from helpers import ok, wait_until
 
 
 @pytest.fixture
@@ -56,14 +52,16 @@ def cancel_when_queued(ws: Workspace, kind: str, release: threading.Event) -> th
     """In the background: cancel the first queued job of ``kind``, then let the writer go on."""
 
     def run() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            queued = [j for j in ok(ws.list_jobs(state="queued"))["Jobs"] if j["kind"] == kind]
-            if queued:
-                ok(ws.cancel_job(queued[0]["job_id"]))
-                break
-            time.sleep(0.02)
-        release.set()
+        try:
+            queued = wait_until(
+                lambda: [j for j in ok(ws.list_jobs(state="queued"))["Jobs"] if j["kind"] == kind],
+                timeout=30,
+                interval=0.02,
+                what=f"a queued {kind} job",
+            )
+            ok(ws.cancel_job(queued[0]["job_id"]))
+        finally:
+            release.set()
 
     t = threading.Thread(target=run)
     t.start()

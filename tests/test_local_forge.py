@@ -102,7 +102,7 @@ def test_merge_writes_a_merge_commit(forge: LocalForge, remote: Path) -> None:
     assert [c.state for c in forge.list()] == ["merged"]
 
 
-def test_close(forge: LocalForge) -> None:
+def test_close_closes_once_and_the_next_request_gets_a_new_number(forge: LocalForge) -> None:
     forge.create(head=HEAD, base="main", title="Edit", body="")
     assert forge.close(1).state == "closed"
     with pytest.raises(Conflict):
@@ -111,7 +111,7 @@ def test_close(forge: LocalForge) -> None:
     assert created and cr.number == 2
 
 
-def test_remote_paths() -> None:
+def test_only_paths_and_file_urls_are_local_remotes() -> None:
     assert local_path("/srv/kb.git") == Path("/srv/kb.git")
     assert local_path("file:///srv/k%20b.git") == Path("/srv/k b.git")
     for url in ("https://github.com/o/r.git", "git@github.com:o/r.git", "ssh://git@h/r.git", "git://h/r"):

@@ -11,7 +11,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,11 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-import test_sources_helpers as helpers
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
+from helpers import SOURCE, Upstream, wait_until
 
 # the git-source fixtures (real repositories, a bare remote)
-git_env, upstream, source_ws = helpers.git_env, helpers.upstream, helpers.source_ws
-SOURCE, Upstream = helpers.SOURCE, helpers.Upstream
 
 AGENT = "docs-bot"
 
@@ -123,10 +120,7 @@ def http_url(ws: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    wait_until(lambda: server.started, timeout=10, interval=0.02, what="the MCP HTTP server to start")
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -134,7 +128,7 @@ def http_url(ws: Any) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def test_streamable_http(http_url: str) -> None:
+def test_streamable_http_lists_searches_and_refuses_writes_when_read_only(http_url: str) -> None:
     async def main() -> tuple[list[str], dict[str, Any], Any]:
         async with Client(http_url) as client:
             names = [t.name for t in (await client.list_tools()).tools]
@@ -150,7 +144,7 @@ def test_streamable_http(http_url: str) -> None:
 
 
 @pytest.mark.slow  # a subprocess: importing the mcp SDK alone takes seconds on a small machine
-def test_stdio_subprocess(ws: Any, home: Path) -> None:
+def test_gitkb_mcp_over_stdio_lists_tools_and_searches(ws: Any, home: Path) -> None:
     """`gitkb mcp --agent ID` over stdio, as an MCP client configuration would launch it."""
     ws.document_index("CREATE_INDEX", index_name="notes")
     ws.document_index("ADD_TEXT", index_name="notes", text="Backups run nightly at 02:00 UTC.")

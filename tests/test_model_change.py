@@ -5,15 +5,15 @@ identity's collection, reports a collection it could not purge, and a retry fini
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from action_results import fails, ok
 from gitkb import Workspace
+from helpers import fails, ok
 
 
 def collections(w: Workspace) -> dict[str, int]:
@@ -21,16 +21,15 @@ def collections(w: Workspace) -> dict[str, int]:
 
 
 @pytest.fixture
-def w(tmp_path: Path, kb_copy: Path) -> Iterator[Workspace]:
-    ws = Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="old-model")
+def w(make_ws: Callable[..., Workspace], kb_copy: Path) -> Workspace:
+    ws = make_ws(embedding_model="old-model")
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=300, chunk_overlap=30))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(ws.document_index("CREATE_INDEX", index_name="pinned", embedding_provider="hashing", embedding_model="pin"))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="pinned", filepath=str(kb_copy / "docs" / "policies")))
     ok(ws.document_index("CREATE_INDEX", index_name="empty"))
     ok(ws.build_embeddings())
-    yield ws
-    ws.close()
+    return ws
 
 
 def test_stranded_index_after_model_change_then_reembed(w: Workspace) -> None:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 """Every list answer pages with ``start``/``count`` and says ``total_count``, ``actual_count``,
 ``has_more``, ``next_start``: in the library, over HTTP and on the CLI. Out of range:
 ``invalid_argument``."""
@@ -16,13 +15,12 @@ from fastapi.testclient import TestClient
 from gitkb.core.paging import PAGE_KEYS, page_fields, page_of, paged
 from gitkb.http import create_app
 from gitkb.services import audit
-from http_shape import error_code
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, error_code
 
 ROTATE = "runbooks/rotate-api-keys.md"
 
 
-def test_page_helper() -> None:
+def test_page_of_and_paged_slice_pages_and_refuse_bad_bounds() -> None:
     assert page_of(None, None, default=7) == page_of(0, 7, default=1)
     rows, fields = paged(list(range(10)), page_of(8, 5, default=5))
     assert rows == [8, 9] and fields == {"start": 8, "count": 5, "total_count": 10, "actual_count": 2,

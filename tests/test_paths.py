@@ -33,7 +33,7 @@ def norm(p: str, root: str = ROOT) -> str:
         (".github/x.md", "docs/.github/x.md"),
     ],
 )
-def test_accepted(given_path: str, expected: str) -> None:
+def test_accepted_paths_normalise_idempotently(given_path: str, expected: str) -> None:
     assert norm(given_path) == expected
     assert norm(expected) == expected  # idempotent
 
@@ -88,7 +88,7 @@ def test_accepted(given_path: str, expected: str) -> None:
         ("KB-MANIFEST.JSON", "not_in_folder"),
     ],
 )
-def test_refused(bad: str, reason: str) -> None:
+def test_refused_paths_name_their_reason(bad: str, reason: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         norm(bad)
     assert err.value.details["reason"] == reason, err.value.message

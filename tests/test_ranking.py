@@ -5,33 +5,25 @@ vector is reused under. Real SQLite, tantivy and Chroma; the fast ``hashing`` em
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.services import fusion, vectors_catchup
 from gitkb.services.fusion import rrf, score_fusion
 from gitkb.services.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from helpers import ok
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    w = Workspace(
-        tmp_path / "ws",
-        embedding_provider="hashing",
-        embedding_model="rank-h",
-        embedding_options={"max_input_tokens": 200},
-    )
+def ws(make_ws: Callable[..., Workspace]) -> Workspace:
+    w = make_ws(embedding_model="rank-h", embedding_options={"max_input_tokens": 200})
     w.ctx.embedding_worker.close()
-    try:
-        yield w
-    finally:
-        w.close()
+    return w
 
 
 # -- fusion -------------------------------------------------------------------------------------

@@ -9,15 +9,14 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from action_results import fails, ok
 from gitkb import Workspace
+from helpers import fails, ok, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,16 +45,15 @@ LONG = "\n\n".join(
 
 
 @pytest.fixture
-def w(tmp_path: Path, kb_copy: Path) -> Iterator[Workspace]:
-    ws = Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1")
+def w(make_ws: Callable[..., Workspace], kb_copy: Path) -> Workspace:
+    ws = make_ws(embedding_model="h1")
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(ws.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="notes/long.txt", metadata={"title": "Long"}))
     # one chunk under both chunkings (the sidecars, no longer documents, used to be these)
     ok(ws.document_index("ADD_TEXT", index_name="kb", text="On-call hands over at 09:00 UTC.", filepath="notes/short.txt"))
     ok(ws.build_embeddings())
-    yield ws
-    ws.close()
+    return ws
 
 
 def test_rechunk_swaps_in_new_chunking_keeping_ids_and_reusing_vectors(w: Workspace, tmp_path: Path) -> None:
@@ -241,12 +239,12 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
     assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(1,)]
     ws = Workspace(home, embedding_provider="hashing", embedding_model="h1")
     try:
-        deadline = time.monotonic() + 60  # the writer may rerun the interrupted RECHUNK job
-        while time.monotonic() < deadline:
-            jobs = ok(ws.list_jobs())["Jobs"]
-            if not any(j["status"] in ("queued", "running") for j in jobs):
-                break
-            time.sleep(0.1)
+        wait_until(  # the writer may rerun the interrupted RECHUNK job
+            lambda: not any(j["status"] in ("queued", "running") for j in ok(ws.list_jobs())["Jobs"]),
+            timeout=60,
+            interval=0.1,
+            what="no job queued or running",
+        )
         docs = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb"))
         assert docs["TotalCount"] == 8  # 6 pages + 2 notes
         texts_now = "".join(t for _, _, t in chunk_rows(home, "kb"))

@@ -240,7 +240,7 @@ def _resolve(world: World, args: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case, agent, tool, args", REFUSED, ids=[c[0] for c in REFUSED])
-def test_refused(world: World, case: str, agent: str, tool: str, args: dict[str, Any]) -> None:
+def test_refused_agent_calls_write_nothing_and_leak_nothing(world: World, case: str, agent: str, tool: str, args: dict[str, Any]) -> None:
     args = _resolve(world, args)
     before = world.counts()
     is_error, text, structured = world.call(agent, tool, args)

@@ -23,6 +23,7 @@ from gitkb.core.errors import Conflict, ForgeError, InvalidArgument, NotFound, S
 from gitkb.stores import git_guard
 from gitkb.stores.git_auth import ASKPASS_SCRIPT, GitCredentials, cli_auth_env, redact, write_askpass
 from gitkb.stores.repos import ManagedRepo, merge_into
+from helpers import WaitTimeout, wait_until
 
 AUTHOR = ("Gitkb Test", "gitkb@example.com")
 BRANCH = "gitkb/proposals/kb"
@@ -511,7 +512,7 @@ def test_hooks_ship_with_the_package() -> None:
 # --------------------------------------------------------------------------- credentials and redaction
 
 
-def test_redact() -> None:
+def test_redact_hides_tokens_plain_and_percent_encoded() -> None:
     token = "ghp_ab+cd/ef=1234"
     text = (
         f"fatal: unable to access 'https://x-access-token:{token}@github.com/o/r.git/': "
@@ -679,16 +680,19 @@ def test_git_protocol_via_git_daemon(tmp_path: Path, remote: Path, monkeypatch: 
          f"--base-path={remote.parent}", str(remote.parent)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+    def listening() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.skip("git daemon did not start")
-                time.sleep(0.05)
+        try:
+            wait_until(listening, timeout=10, interval=0.05, what="git daemon to listen")
+        except WaitTimeout:
+            pytest.skip("git daemon did not start")
         monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "git")
         m = ManagedRepo.clone(f"git://127.0.0.1:{port}/{remote.name}", tmp_path / "g", branch="main")
         assert m.tracking_head("main") == remote_sha(remote, "main")

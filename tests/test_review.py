@@ -1,10 +1,9 @@
 """The review gate: deny, stale lease, closed change requests, bad calls, GitHub, CLI."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from forge_servers.github_mock import GitHubMock
 from forge_servers.gitlab_mock import GitLabMock
 from gitkb.cli.main import cli
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"
@@ -26,14 +25,8 @@ CREDENTIALS = [
 
 
 @pytest.fixture
-def ws(home: Path) -> Iterator[Any]:
-    from gitkb import Workspace
-
-    w = Workspace(home, embedding_provider="hashing", embedding_model="hashing-384", credentials=CREDENTIALS)
-    try:
-        yield w
-    finally:
-        w.close()
+def ws(make_ws: Callable[..., Any]) -> Any:
+    return make_ws(credentials=CREDENTIALS)
 
 
 def stage(ws: Any, search: str = "every 90 days", replace: str = "every 60 days") -> dict[str, Any]:

@@ -3,7 +3,6 @@ but before recording it, after the change request was opened but before recordin
 before the push -- leaves a review the next review call reconciles with the remote: pushed
 and with exactly one change request, or "interrupted" and approvable again. Real crashes:
 a child process armed with ``GITKB_CRASH_AT`` (gitkb.core.faults)."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import pytest
 from gitkb import Workspace
 from gitkb.services.review_push import INTERRUPTED, push_lock
 from gitkb.stores.catalog import proposals as prop_rows
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 CHILD = """

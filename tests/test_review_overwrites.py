@@ -2,13 +2,12 @@
 wherever it is shown, and approving it needs an explicit acknowledgement -- through the library,
 the CLI, HTTP and the web page; ``requested_by`` is recorded and shown. Every refusal checks that
 the remote branch did not move (nothing was pushed)."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services.review import local_requester
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, git
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 ROTATE = "runbooks/rotate-api-keys.md"
@@ -207,15 +205,12 @@ def as_(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
-    home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
-        # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
-        assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
-        assert c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")).status_code == 200
-        yield c
+def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
+    c = make_client(TOML, peer=("127.0.0.1", 1))
+    # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
+    assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
+    assert c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")).status_code == 200
+    return c
 
 
 def test_http_review_shows_overwrites_and_approve_needs_overwrite_true(

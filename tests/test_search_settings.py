@@ -5,17 +5,17 @@ SET_SEARCH_SETTINGS / CREATE_INDEX settings validated before anything is written
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.stores.keywords import KeywordDoc, KeywordIndex, rescore
+from helpers import ok
 
 SHORT = "Kafka brokers restart."
 # The long text mentions kafka three times among many other words.
@@ -104,15 +104,12 @@ def test_rescore_leaves_nodes_it_does_not_know_alone() -> None:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    w = Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="hashing-384")
-    try:
-        ok(w.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
-        ok(w.document_index("ADD_TEXT", index_name="kb", text=SHORT, filepath="short.txt"))
-        ok(w.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="long.txt"))
-        yield w
-    finally:
-        w.close()
+def ws(make_ws: Callable[..., Workspace]) -> Workspace:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    ok(w.document_index("ADD_TEXT", index_name="kb", text=SHORT, filepath="short.txt"))
+    ok(w.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="long.txt"))
+    return w
 
 
 def _top(w: Workspace) -> str:

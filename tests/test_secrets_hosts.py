@@ -9,7 +9,6 @@
 * files under the home are 0600 and directories 0700 from creation; the login cookie is a
   session id (``Secure`` over https or behind a trusted proxy only); ``/readyz`` names no path.
 """
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ from gitkb.core.hosts import host_matches
 from gitkb.http import create_app
 from gitkb.http.ui.session import SESSION_COOKIE
 from gitkb.services.sources import credentials as creds
-from http_shape import error_code, error_message
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, error_code, error_message, git
 
 TOKENS = {
     "writer": "writer-token-0123456789",

@@ -1,6 +1,5 @@
 """`gitkb source add --webhook-secret` stores the source's webhook secret, never shows it again."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
@@ -12,7 +11,7 @@ from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.stores.catalog import deliveries
 from gitkb.stores.catalog import sources as source_rows
-from test_sources_helpers import SOURCE, Upstream, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream
 
 
 def test_cli_source_add_sets_the_webhook_secret(home: Path, upstream: Upstream) -> None:

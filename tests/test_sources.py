@@ -1,5 +1,4 @@
 """Git sources against real repositories: add, sync (incremental, renames, force-push), sidecars, guard."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb import Workspace
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 
 def docs(ws: Any, index: str = SOURCE) -> dict[str, dict[str, Any]]:

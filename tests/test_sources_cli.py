@@ -1,5 +1,4 @@
 """The CLI for sources and proposals: gitkb source|propose|proposals|cite."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from gitkb.cli.main import cli
-from test_sources_helpers import Upstream, git, git_env, upstream  # noqa: F401
+from helpers import Upstream
 
 
 def gitkb(home: Path, *args: str) -> Result:

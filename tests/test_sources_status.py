@@ -1,11 +1,10 @@
 """Files a git source skips show up in get_index_status, and clear when they load again."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 from typing import Any
 
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream
 
 
 def skipped(ws: Any) -> dict[str, str]:

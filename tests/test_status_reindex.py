@@ -5,14 +5,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from gitkb import Workspace
-
-
-def ok(r: dict[str, Any]) -> dict[str, Any]:
-    assert r["Success"] is True, r
-    return r
+from helpers import ok
 
 
 def test_status_fields_and_skipped_files(ws: Workspace, tmp_path: Path) -> None:

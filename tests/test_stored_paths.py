@@ -8,7 +8,7 @@ with ``invalid_argument`` with nothing written.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,9 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from action_results import fails, ok
 from gitkb.cli.main import cli
-from gitkb.core.config import load_settings
-from gitkb.http import create_app
 from gitkb.mcp import build_server
-from http_shape import error_code
+from helpers import error_code, fails, ok
 
 ATTACKS: list[str] = [
     "../../etc/passwd",
@@ -167,13 +164,11 @@ def test_cli_add_text_refuses_bad_filepaths(cli_home: Path, bad: str) -> None:
 
 
 @pytest.fixture
-def client(home: Path) -> Iterator[TestClient]:
-    home.mkdir(parents=True, exist_ok=True)
-    settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
-        r = c.post("/indexes", json={"index_name": "kb"})
-        assert r.status_code == 200, r.text
-        yield c
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    c = make_client()
+    r = c.post("/indexes", json={"index_name": "kb"})
+    assert r.status_code == 200, r.text
+    return c
 
 
 def _json(value: dict[str, Any]) -> bytes:

@@ -72,7 +72,7 @@ def test_agent_search_carries_the_tenant_warning(tenants: Any) -> None:
     assert [r["snippet"] for r in ok["Results"]] == ["globex failover runbook"]
 
 
-def test_tiers_filter(ws: Any) -> None:
+def test_tiers_filter_and_untiered_counts_as_hot(ws: Any) -> None:
     ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     _add(ws, "hot failover page", tier="hot")
     _add(ws, "cold failover archive", tier="cold")
@@ -157,7 +157,7 @@ def test_readding_refreshes_a_ttl(ws: Any) -> None:
     assert ttl.count_expired(ws.ctx) == 0
 
 
-def test_ttl_validation(ws: Any) -> None:
+def test_ttl_seconds_must_be_a_positive_integer(ws: Any) -> None:
     ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
     for bad in (0, -5, "60", True):
         out = ws.document_index("ADD_TEXT", index_name="kb", text="x", ttl_seconds=bad)

@@ -11,10 +11,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from action_results import ok
 from gitkb import Workspace
 from gitkb.services.vectors_catchup import identity_locks
 from gitkb.stores.catalog import vector_state as vs
+from helpers import ok, wait_until
 
 IDENT = "hashing/hashing-384"
 
@@ -73,9 +73,7 @@ def test_a_write_that_does_not_wait_says_pending_then_the_wait_counts_truly(ws: 
         got = ok(ws.get_job_result(job["job_id"]))["result"]
         assert got["vectors"] == "pending" and got["vectors_pending"] == 1
     # let the background embedder do it, then ask: the counts are the truth for this write's chunks
-    deadline = time.time() + 20
-    while _stored(ws) < 2 and time.time() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: _stored(ws) >= 2, timeout=20, interval=0.05, what="the background embedder's vector")
     done = ok(ws.wait_for_vectors(r["vectors_range"]))
     assert done["vectors"] == "ready" and done["chunks_embedded"] == 1 and done["chunks_reused"] == 0, done
     # the same text again under another path reuses the stored vector: counted as reused, not embedded

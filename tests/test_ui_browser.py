@@ -10,7 +10,6 @@ at their lines; watches the status panel refresh without a reload.
 Screenshots of the review page and the status page go to the test's tmp dir, or to
 docs/screenshots/ when UPDATE_SCREENSHOTS=1 (how the committed ones were made).
 """
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, WaitTimeout, wait_until
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -123,19 +121,23 @@ def served(tmp_path: Path, upstream: Upstream) -> Iterator[Served]:
         "warning",
     ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def served_url() -> str | None:
+        assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+        m = re.search(r"on (http://127\.0\.0\.1:\d+)", (tmp_path / "serve.log").read_text())
+        return m.group(1) if m else None
+
     try:
-        url = None
-        deadline = time.monotonic() + 60
-        while url is None:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, (
-                "gitkb serve did not start: " + (tmp_path / "serve.log").read_text()
-            )
-            m = re.search(r"on (http://127\.0\.0\.1:\d+)", (tmp_path / "serve.log").read_text())
-            url = m.group(1) if m else None
-            time.sleep(0.1)
-        while httpx.get(url + "/healthz", timeout=5).status_code != 200:
-            time.sleep(0.1)
+        try:
+            url = wait_until(served_url, timeout=60, interval=0.1, what="gitkb serve to print its address")
+        except WaitTimeout as e:
+            raise AssertionError("gitkb serve did not start: " + (tmp_path / "serve.log").read_text()) from e
+        wait_until(
+            lambda: httpx.get(url + "/healthz", timeout=5).status_code == 200,
+            timeout=60,
+            interval=0.1,
+            what="gitkb serve's /healthz to answer 200",
+        )
         yield Served(url, upstream.remote, upstream, screenshots_dir(tmp_path))
     finally:
         proc.terminate()

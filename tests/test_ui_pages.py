@@ -1,13 +1,11 @@
 """The web page through the in-process ASGI client, on a real workspace with a git source and a
 bare remote: every page, the login cookie, scopes, CSRF, approve and deny, and HTML (never JSON)
 errors. The browser-driven version of the same flows is tests/test_ui_browser.py."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.ui.session import load_secret
 from gitkb.services import jobs
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git, wait_until
 
 LOCAL = ("127.0.0.1", 50000)
 TOKENS = {
@@ -161,10 +159,12 @@ def test_status_panel_shows_the_job_in_flight(open_client: TestClient) -> None:
     finally:
         release.set()
         jobs.remove_kind("ui_progress_test")
-    deadline = time.monotonic() + 10
-    while c.get("/ui/status.json").json()["in_flight_job"] is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(
+        lambda: c.get("/ui/status.json").json()["in_flight_job"] is None,
+        timeout=10,
+        interval=0.05,
+        what="the status panel to show no job in flight",
+    )
     assert "no job running" in c.get("/ui").text
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from action_results import fails, ok
 from gitkb import Workspace
+from helpers import fails, ok
 
 
 def _folder(tmp_path: Path) -> Path:

@@ -157,7 +157,7 @@ def test_fingerprint_refusal(store: VectorStore, ident: str) -> None:
     assert store.count(ident) == 1
 
 
-def test_upsert_validation(store: VectorStore, ident: str) -> None:
+def test_upsert_refuses_mismatched_duplicate_nan_or_list_metadata(store: VectorStore, ident: str) -> None:
     with pytest.raises(InvalidArgument):
         store.upsert(_fp(ident), ["a", "b"], _vecs(["x"]), [{}])
     with pytest.raises(InvalidArgument):

@@ -46,7 +46,7 @@ def test_github_signature_covers_every_byte() -> None:
     assert not wh.verify_github_signature("s", b"Hello, World! ", sig)
 
 
-def test_gitlab_token() -> None:
+def test_gitlab_token_must_match_exactly_and_not_be_empty() -> None:
     assert wh.verify_gitlab_token("tok", "tok")
     assert not wh.verify_gitlab_token("tok", "tok2")
     assert not wh.verify_gitlab_token("tok", None)
@@ -162,7 +162,7 @@ def test_gitlab_merge_request_and_push() -> None:
     assert wh.parse_gitlab("Tag Push Hook", {}).kind == "ignored"
 
 
-def test_generic_payload() -> None:
+def test_generic_payload_needs_exactly_a_source_and_a_full_commit() -> None:
     assert wh.parse_generic({"source": "docs", "commit": A}) == ("docs", A)
     for bad in (
         {"source": "docs"},

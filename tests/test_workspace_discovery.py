@@ -103,7 +103,7 @@ def test_explicit_home_beats_discovery_and_reads_never_create_it(root: Path) -> 
     assert json.loads(gitkb(root, "--json", "index", "list").output)["Indices"] == []
 
 
-def test_init(root: Path) -> None:
+def test_init_creates_a_workspace_idempotently_and_never_in_a_busy_folder(root: Path) -> None:
     r = gitkb(root, "--json", "init")
     body = json.loads(r.output)
     assert r.exit_code == 0 and body["created"] is True and body["home"] == str(root / ".gitkb")

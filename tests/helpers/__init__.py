@@ -1,0 +1,9 @@
+"""Plain helpers for the tests (fixtures are in tests/conftest.py). pytest puts tests/ on the
+path (rootdir conftest, ``prepend`` import mode), so a test module writes ``from helpers import ok``."""
+
+from helpers.http_shape import error_code, error_message
+from helpers.results import fails, ok
+from helpers.sources import SOURCE, Upstream, git
+from helpers.wait import WaitTimeout, wait_until
+
+__all__ = ["SOURCE", "Upstream", "WaitTimeout", "error_code", "error_message", "fails", "git", "ok", "wait_until"]
