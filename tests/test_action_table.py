@@ -89,6 +89,8 @@ def test_gitkb_actions_prints_the_table() -> None:
     assert listed["source_add"] == "admin" and listed["propose_kb_edit"] == "propose"
     r = CliRunner().invoke(cli, ["actions"])
     assert r.exit_code == 0 and "RECHUNK" in r.output and "operate" in r.output
+    same = CliRunner().invoke(cli, ["actions", "--json"])  # the spelling the access issue used
+    assert same.exit_code == 0 and json.loads(same.output) == data
 
 
 def test_limits_are_the_same_on_every_interface(tmp_path: Path) -> None:

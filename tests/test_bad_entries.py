@@ -466,3 +466,17 @@ def test_add_text_with_a_lone_surrogate_is_refused_not_an_internal_error(ws: Any
     )
     assert "not valid Unicode" in out["Error"]
     assert docs(ws, "kb") == []
+
+
+def test_a_name_with_a_backslash_is_skipped_not_stored_under_another_path(ws: Any, tmp_path: Path) -> None:
+    """Found by the property test: a POSIX file named ``\\`` stored as ``root/\\``, which every stored-path
+    check reads as ``root``; such a name is a ``bad_name`` skip and the rest is indexed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "\\").write_text("odd name\n")
+    (root / "a\\b.md").write_text("# also odd\n")
+    (root / "good.md").write_text("# good\n")
+    ok(ws.document_index("CREATE_INDEX", index_name="bs"))
+    out = ok(ws.document_index("ADD_DOCUMENTS", index_name="bs", filepath=str(root)))
+    assert docs(ws, "bs") == ["root/good.md"]
+    assert sorted(s["category"] for s in out["skipped"] if s["category"] == "bad_name") == ["bad_name", "bad_name"]

@@ -240,7 +240,7 @@ def unstorable_name(name: str) -> str | None:
     """Why a name found on disk or in a git tree cannot be stored or printed as is (bad
     characters only; ``.git`` and the like are left to the exclusion rules), or ``None``."""
     found = _name_problem(name)
-    if found is None or found[1] not in ("not_utf8", "control_character"):
+    if found is None or found[1] not in ("not_utf8", "control_character", "backslash"):
         return None
     return found[0]
 
@@ -252,6 +252,8 @@ def _name_problem(name: str) -> tuple[str, str] | None:
             return "the name is not valid UTF-8", "not_utf8"
         if cat in _NAME_FORBIDDEN:
             return f"the name holds the control character U+{ord(ch):04X}", "control_character"
+    if "\\" in name:  # a POSIX name may hold one; a stored path reads it as a separator
+        return "the name holds a backslash, which a stored path reads as a folder separator", "backslash"
     if name in ("", ".", ".."):
         return f"{name!r} is not a file name", "not_a_name"
     if _is_git_segment(name):

@@ -11,8 +11,9 @@ from gitkb.cli.output import emit_json, table
 
 @click.command("actions")
 @click.option("--class", "cls", help="Only actions of this class (read, propose, write, operate, review, admin).")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON (as the global --json does).")
 @click.pass_context
-def actions_cmd(ctx: click.Context, cls: str | None) -> None:
+def actions_cmd(ctx: click.Context, cls: str | None, as_json: bool) -> None:
     """Every action gitkb offers: its class, whether it runs as a job, its CLI command."""
     from gitkb.core.action_table import ACTIONS, CLASSES
 
@@ -25,7 +26,7 @@ def actions_cmd(ctx: click.Context, cls: str | None) -> None:
         "count": len(listed),
         "Message": f"{len(listed)} action(s)",
     }
-    if ctx.find_root().params.get("as_json"):
+    if as_json or ctx.find_root().params.get("as_json"):
         emit_json(data)
         return
     rows = [(a.name, a.cls, "job" if a.promotable else "", "agents" if a.agents else "", a.cli) for a in listed]
