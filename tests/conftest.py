@@ -102,7 +102,9 @@ def make_client(home: Path) -> Iterator[Callable[..., Any]]:
                 (where / "gitkb.toml").write_text(toml)
             settings = load_settings(where, embedding_provider="hashing", embedding_model="hashing-384")
             app = create_app(settings)
-            return stack.enter_context(TestClient(app, client=peer, raise_server_exceptions=raise_server_exceptions))
+            return stack.enter_context(
+                TestClient(app, client=peer, raise_server_exceptions=raise_server_exceptions)
+            )
 
         yield make
 

@@ -52,9 +52,10 @@ def test_no_upward_imports() -> None:
 
 def test_cli_import_stays_light() -> None:
     code = f"import sys, gitkb.cli.main; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "", f"importing gitkb.cli loads {out}"
-
 
 
 SQL_CALLS = {"execute", "executemany", "executescript"}
@@ -70,7 +71,11 @@ def _sql_in(source: str, where: str) -> list[str]:
     """The SQL calls (``x.execute(...)`` and friends) and SQL strings (plain or f-) in ``source``."""
     bad = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in SQL_CALLS
+        ):
             bad.append(f"{where}:{node.lineno}: .{node.func.attr}(...)")
         elif isinstance(node, ast.JoinedStr) and node.values:
             head = node.values[0]
@@ -100,7 +105,9 @@ def test_sql_check_sees_sql() -> None:
     """The check above is not blind: it finds each form it looks for, and only those."""
     assert len(_sql_in("conn.execute('SELECT 1')", "x")) == 2  # the call and the string
     assert _sql_in("w.executemany(q, rows)", "x") and _sql_in("c.executescript(q)", "x")
-    assert _sql_in("q = f'SELECT {cols} FROM t'", "x") and _sql_in("q = '  WITH a AS (SELECT 1) SELECT 1'", "x")
+    assert _sql_in("q = f'SELECT {cols} FROM t'", "x") and _sql_in(
+        "q = '  WITH a AS (SELECT 1) SELECT 1'", "x"
+    )
     assert _sql_in("q = 'DELETE FROM t'", "x") and _sql_in("q = 'PRAGMA foreign_keys=ON'", "x")
     assert _sql_in("_execute(ctx)", "x") == [] and _sql_in("m = 'Update the index first'", "x") == []
 
@@ -132,11 +139,15 @@ def import_side_effects(src: Path) -> list[str]:
             for node in _top_level(ast.parse(text).body):
                 span = "\n".join(lines[node.lineno - 1 : node.end_lineno])
                 if isinstance(node, ast.Import | ast.ImportFrom) and "noqa: F401" in span:
-                    bad.append(f"{rel}:{node.lineno}: an import that exists to register something: {span.strip()}")
+                    bad.append(
+                        f"{rel}:{node.lineno}: an import that exists to register something: {span.strip()}"
+                    )
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     bad.append(f"{rel}:{node.lineno}: a call at import time: {ast.unparse(node)[:80]}")
                 elif isinstance(node, ast.If) and isinstance(node.test, ast.Call):
-                    bad.append(f"{rel}:{node.lineno}: defined only if a call says so: if {ast.unparse(node.test)}")
+                    bad.append(
+                        f"{rel}:{node.lineno}: defined only if a call says so: if {ast.unparse(node.test)}"
+                    )
     return bad
 
 
@@ -153,15 +164,23 @@ def test_job_kinds_are_one_literal_list() -> None:
     from gitkb.services.job_kinds import JOB_KINDS
 
     assert set(JOB_KINDS) == {
-        "action", "reindex", "build_embeddings", "reembed", "purge_expired", "source_sync", "source_rollback",
-    }  # fmt: skip
+        "action",
+        "reindex",
+        "build_embeddings",
+        "reembed",
+        "purge_expired",
+        "source_sync",
+        "source_rollback",
+    }
     assert all(isinstance(k, jobs.JobKind) for k in JOB_KINDS.values())
     callers = []
     for path in sorted(SRC.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
-                "add_kind", "load_kinds", "register_kind",
-            ):  # fmt: skip
+                "add_kind",
+                "load_kinds",
+                "register_kind",
+            ):
                 callers.append(str(path.relative_to(SRC)))
     assert callers == ["workspace.py"], callers
 
@@ -190,7 +209,10 @@ def success_envelopes(path: Path) -> list[int]:
         for node in ast.walk(ast.parse(path.read_text("utf-8")))
         if isinstance(node, ast.Dict)
         and any(
-            isinstance(k, ast.Constant) and k.value == "Success" and isinstance(v, ast.Constant) and v.value is True
+            isinstance(k, ast.Constant)
+            and k.value == "Success"
+            and isinstance(v, ast.Constant)
+            and v.value is True
             for k, v in zip(node.keys, node.values, strict=True)
         )
     ]
@@ -204,8 +226,15 @@ def test_the_workspace_builds_the_success_envelope_once() -> None:
 
 def test_every_answer_starts_with_success(ws: Any) -> None:
     """The envelope's key comes first, as it did when each method built it (JSON output keeps the order)."""
-    for answer in (ws.get_index_status(), ws.kb_list(), ws.list_jobs(), ws.embeddings_status(),
-                   ws.document_index("LIST_INDICES"), ws.search_index("anything"), ws.cancel_job("job_nope")):  # fmt: skip
+    for answer in (
+        ws.get_index_status(),
+        ws.kb_list(),
+        ws.list_jobs(),
+        ws.embeddings_status(),
+        ws.document_index("LIST_INDICES"),
+        ws.search_index("anything"),
+        ws.cancel_job("job_nope"),
+    ):
         assert next(iter(answer)) == "Success", answer
 
 

@@ -147,7 +147,9 @@ def test_bad_ask_config(home: Path) -> None:
     (home / "gitkb.toml").write_text('[ask]\nmodle = "x"\n')
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         r = w.document_index("ASK", query="anything")
-        assert r["code"] == "invalid_argument" and "unknown [ask] option" in r["Error"] and "modle" in r["Error"]
+        assert (
+            r["code"] == "invalid_argument" and "unknown [ask] option" in r["Error"] and "modle" in r["Error"]
+        )
 
 
 def test_cli_ask(home: Path, tmp_path: Path) -> None:
@@ -156,9 +158,13 @@ def test_cli_ask(home: Path, tmp_path: Path) -> None:
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         _kb(w, tmp_path / "kb")
     runner = CliRunner()
-    res = runner.invoke(cli, ["--home", str(home), "ask", "How often should I rotate the signing keys?", "--index", "ops"])
+    res = runner.invoke(
+        cli, ["--home", str(home), "ask", "How often should I rotate the signing keys?", "--index", "ops"]
+    )
     assert res.exit_code == 0, res.output
-    assert "every 90 days. [1]" in res.stdout and "[1] Rotating keys" in res.stdout and "lines 3-3" in res.stdout
+    assert (
+        "every 90 days. [1]" in res.stdout and "[1] Rotating keys" in res.stdout and "lines 3-3" in res.stdout
+    )
     res = runner.invoke(cli, ["--home", str(home), "--json", "ask", "sourdough bread?", "--top-n", "3"])
     assert res.exit_code == 0 and json.loads(res.stdout)["answered"] is False
     res = runner.invoke(cli, ["--home", str(home), "ask", "keys", "--index", "missing"])
@@ -189,8 +195,14 @@ def stub() -> Iterator[tuple[Stub, str]]:
                 payload = b'{"choices": []}'
             else:
                 msg = {"role": "assistant", "content": state.reply}
-                payload = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                                      "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}).encode()
+                payload = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "model": body["model"],
+                        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                    }
+                ).encode()
             self.send_response(state.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -211,7 +223,9 @@ def stub() -> Iterator[tuple[Stub, str]]:
 
 
 @pytest.fixture
-def gen_ws(home: Path, tmp_path: Path, stub: tuple[Stub, str], make_ws: Callable[..., Workspace]) -> Workspace:
+def gen_ws(
+    home: Path, tmp_path: Path, stub: tuple[Stub, str], make_ws: Callable[..., Workspace]
+) -> Workspace:
     home.mkdir(parents=True)
     (home / "gitkb.toml").write_text(
         f'[ask]\nmode = "generative"\nbase_url = "{stub[1]}"\nmodel = "stub-model"\napi_key = "sk-test"\ntimeout_s = 5\n'
@@ -231,7 +245,11 @@ def test_generative_answer_renumbers_and_cites(gen_ws: Workspace, stub: tuple[St
     assert [f["marker"] for f in r["Footnotes"]] == [1]
     assert r["Footnotes"][0]["filepath"] == r["Sources"][0]["filepath"] == "ops/rotate.md"
     req = state.requests[-1]
-    assert req["path"] == "/v1/chat/completions" and req["model"] == "stub-model" and req["auth"] == "Bearer sk-test"
+    assert (
+        req["path"] == "/v1/chat/completions"
+        and req["model"] == "stub-model"
+        and req["auth"] == "Bearer sk-test"
+    )
     system, user = req["messages"]
     assert system["role"] == "system" and "untrusted DATA" in system["content"]
     assert '<passage n="1" source="ops/rotate.md"' in user["content"]
@@ -245,9 +263,15 @@ def test_generative_renumbers_by_first_use(gen_ws: Workspace, stub: tuple[Stub, 
     sent = state.requests[-1]["messages"][1]["content"]
     n_passages = sent.count("<passage n=")
     assert n_passages >= 2, sent
-    assert r["answer_mode"] == "generative" and r["Answer"] == "Widgets come in colours [1] and have limits [2]."
+    assert (
+        r["answer_mode"] == "generative" and r["Answer"] == "Widgets come in colours [1] and have limits [2]."
+    )
     assert [f["marker"] for f in r["Footnotes"]] == [1, 2]
-    first_two = [line.split('source="')[1].split('"')[0] for line in sent.splitlines() if line.startswith("<passage n=")][:2]
+    first_two = [
+        line.split('source="')[1].split('"')[0]
+        for line in sent.splitlines()
+        if line.startswith("<passage n=")
+    ][:2]
     assert [s["filepath"] for s in r["Sources"]] == [first_two[1], first_two[0]]
 
 
@@ -274,10 +298,14 @@ def test_generative_rejected_falls_back_to_extractive(
 
 def test_generative_unreachable_falls_back(home: Path, tmp_path: Path) -> None:
     home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text('[ask]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\ntimeout_s = 2\n')
+    (home / "gitkb.toml").write_text(
+        '[ask]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\ntimeout_s = 2\n'
+    )
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         _kb(w, tmp_path / "kb")
-        r = w.document_index("ASK", query="How often should I rotate the signing keys?", answer_mode="generative")
+        r = w.document_index(
+            "ASK", query="How often should I rotate the signing keys?", answer_mode="generative"
+        )
         assert r["answer_mode"] == "extractive" and "unreachable" in r["Warnings"][0]
 
 
@@ -299,9 +327,13 @@ def test_prompt_fences_passages() -> None:
 def aws_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     if not (AWS / "docs").is_dir():
         pytest.skip("needs ../shared/data/awsdocs")
-    w = Workspace(tmp_path_factory.mktemp("aws") / "ws", embedding_provider="hashing", embedding_model="hashing-384")
+    w = Workspace(
+        tmp_path_factory.mktemp("aws") / "ws", embedding_provider="hashing", embedding_model="hashing-384"
+    )
     assert w.document_index("CREATE_INDEX", index_name="aws", embeddings=False)["Success"]
-    r = w.document_index("ADD_DOCUMENTS", index_name="aws", filepath=str(AWS / "docs"), base_path=str(AWS / "docs"))
+    r = w.document_index(
+        "ADD_DOCUMENTS", index_name="aws", filepath=str(AWS / "docs"), base_path=str(AWS / "docs")
+    )
     assert r["Success"], r
     try:
         yield w
@@ -310,7 +342,9 @@ def aws_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
 
 
 def test_awsdocs_every_footnote_is_verbatim_and_gold_is_cited(aws_ws: Workspace) -> None:
-    questions = [json.loads(line) for line in (AWS / "questions.dev.jsonl").read_text().splitlines() if line.strip()]
+    questions = [
+        json.loads(line) for line in (AWS / "questions.dev.jsonl").read_text().splitlines() if line.strip()
+    ]
     cache: dict[str, str] = {}
 
     def read(rel: str) -> str:

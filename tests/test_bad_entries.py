@@ -479,4 +479,7 @@ def test_a_name_with_a_backslash_is_skipped_not_stored_under_another_path(ws: An
     ok(ws.document_index("CREATE_INDEX", index_name="bs"))
     out = ok(ws.document_index("ADD_DOCUMENTS", index_name="bs", filepath=str(root)))
     assert docs(ws, "bs") == ["root/good.md"]
-    assert sorted(s["category"] for s in out["skipped"] if s["category"] == "bad_name") == ["bad_name", "bad_name"]
+    assert sorted(s["category"] for s in out["skipped"] if s["category"] == "bad_name") == [
+        "bad_name",
+        "bad_name",
+    ]

@@ -65,7 +65,9 @@ def test_checkout_is_the_synced_commit_read_only_and_recorded(source_ws: Any, co
     assert [(r.path, r.commit_id) for r in rows] == [(str(co), synced)]
 
 
-def test_checkout_hooks_refuse_commits_and_pushes_naming_propose_kb_edit(co: Path, upstream: Upstream) -> None:
+def test_checkout_hooks_refuse_commits_and_pushes_naming_propose_kb_edit(
+    co: Path, upstream: Upstream
+) -> None:
     before = git(co, "rev-parse", "HEAD")
     for args in (
         ("commit", "-q", "--allow-empty", "-m", "hand edit"),
@@ -111,7 +113,10 @@ def test_checkout_is_admin_only(source_ws: Any, tmp_path: Path) -> None:
     assert ACTIONS["checkout"].cls == "admin"
     from gitkb.services.access import principals
 
-    for who in (source_ws.as_agent("writer-bot"), source_ws.as_principal(principals.token("ci", ("propose", "operate")))):
+    for who in (
+        source_ws.as_agent("writer-bot"),
+        source_ws.as_principal(principals.token("ci", ("propose", "operate"))),
+    ):
         out = who.checkout(SOURCE, str(tmp_path / "agent-co"))
         assert out["code"] == "forbidden", out
     assert not (tmp_path / "agent-co").exists()
@@ -157,7 +162,9 @@ def test_each_node_refreshes_its_own_checkouts_when_the_synced_commit_moves(
 ) -> None:
     from gitkb import Workspace
 
-    node_b = Workspace(source_ws.home, node="node-b", embedding_provider="hashing", embedding_model="hashing-384")
+    node_b = Workspace(
+        source_ws.home, node="node-b", embedding_provider="hashing", embedding_model="hashing-384"
+    )
     try:
         assert not node_b.ctx.is_writer  # the lease is node a's: node b only reads and forwards writes
         co_b = Path(node_b.checkout(SOURCE, str(tmp_path / "co-b"))["directory"])
@@ -178,15 +185,23 @@ def test_each_node_refreshes_its_own_checkouts_when_the_synced_commit_moves(
 
 
 def guard(payload: Any) -> tuple[int, str, str]:
-    res = CliRunner().invoke(cli, ["guard"], input=payload if isinstance(payload, str) else json.dumps(payload))
+    res = CliRunner().invoke(
+        cli, ["guard"], input=payload if isinstance(payload, str) else json.dumps(payload)
+    )
     return res.exit_code, res.stdout, res.stderr
 
 
 def claude(tool: str, cwd: Path, **tool_input: Any) -> dict[str, Any]:
     return {
-        "session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": str(cwd), "permission_mode": "default",
-        "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input, "tool_use_id": "toolu_1",
-    }  # fmt: skip
+        "session_id": "s1",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_1",
+    }
 
 
 def bash(command: str, cwd: Path) -> dict[str, Any]:
@@ -215,7 +230,7 @@ DENIED_SHELL = [
     "git -c core.hooksPath=/dev/null commit --no-verify -m x",
     "git branch feature",
     "ls && rm README.md",
-    "python3 -c 'open(\"README.md\",\"w\").write(\"x\")'",
+    'python3 -c \'open("README.md","w").write("x")\'',
     "bash -c 'echo x > README.md'",
     "find . -name '*.md' -delete",
     "find . -name '*.md' -exec sed -i s/a/b/ {} +",
@@ -264,7 +279,13 @@ def test_guard_denies_shell_writes_inside_a_checkout(co: Path, command: str) -> 
     hook = json.loads(out)["hookSpecificOutput"]
     assert hook["hookEventName"] == "PreToolUse" and hook["permissionDecision"] == "deny", command
     reason = hook["permissionDecisionReason"]
-    for word in ("managed_repo_guard", "managed_document_repo", "propose_kb_edit", "open_kb_pull_request", SOURCE):
+    for word in (
+        "managed_repo_guard",
+        "managed_document_repo",
+        "propose_kb_edit",
+        "open_kb_pull_request",
+        SOURCE,
+    ):
         assert word in reason, (command, reason)
 
 
@@ -299,14 +320,21 @@ def test_guard_denies_file_tool_writes_with_the_repository_path(co: Path, tmp_pa
 def test_guard_follows_symlinks_into_a_checkout(co: Path, tmp_path: Path) -> None:
     link = tmp_path / "innocent"
     link.symlink_to(co / "docs")
-    code, out, _ = guard(claude("Edit", tmp_path, file_path=str(link / "runbooks/rotate-api-keys.md"),
-                                old_string="a", new_string="b"))  # fmt: skip
+    code, out, _ = guard(
+        claude(
+            "Edit",
+            tmp_path,
+            file_path=str(link / "runbooks/rotate-api-keys.md"),
+            old_string="a",
+            new_string="b",
+        )
+    )
     assert details(out)["path"] == ROTATE
     assert details(guard(bash("rm innocent/runbooks/rotate-api-keys.md", tmp_path))[1])["path"] == ROTATE
     assert details(guard(bash(f"cd {co}/docs && git commit -m x", tmp_path))[1])["path"] == "docs"
-    assert details(guard(bash("cd innocent/.. && cd innocent && echo x >> index.md", tmp_path))[1])["path"] == (
-        "docs/index.md"
-    )
+    assert details(guard(bash("cd innocent/.. && cd innocent && echo x >> index.md", tmp_path))[1])[
+        "path"
+    ] == ("docs/index.md")
 
 
 def test_guard_allows_reads_and_everything_outside_checkouts(co: Path, tmp_path: Path) -> None:
@@ -317,7 +345,9 @@ def test_guard_allows_reads_and_everything_outside_checkouts(co: Path, tmp_path:
         claude("Grep", tmp_path, pattern="rotate", path=str(co)),
         claude("Glob", tmp_path, pattern="**/*.md", path=str(co)),
         claude("LS", tmp_path, path=str(co / "docs")),
-        claude("mcp__gitkb__propose_kb_edit", co, source_id_or_index=SOURCE, relative_path=ROTATE, content="x"),
+        claude(
+            "mcp__gitkb__propose_kb_edit", co, source_id_or_index=SOURCE, relative_path=ROTATE, content="x"
+        ),
         claude("WebFetch", co, url="https://example.com", prompt="x"),
         claude("Write", other, file_path=str(other / "notes.md"), content="x"),
         claude("Edit", other, file_path="notes.md", old_string="a", new_string="b"),
@@ -359,18 +389,39 @@ def test_guard_refuses_what_it_cannot_read() -> None:
 def test_guard_as_a_real_process_needs_no_workspace(co: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     cmd = [sys.executable, "-c", "import sys; from gitkb.cli.main import main; main(sys.argv[1:])", "guard"]
-    proc = subprocess.run(cmd, input=json.dumps(bash("rm README.md", co)), capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)  # fmt: skip
-    assert proc.returncode == 0 and json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
-    proc = subprocess.run(cmd, input=json.dumps(bash("cat README.md", co)), capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        cmd,
+        input=json.dumps(bash("rm README.md", co)),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert (
+        proc.returncode == 0 and json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    )
+    proc = subprocess.run(
+        cmd,
+        input=json.dumps(bash("cat README.md", co)),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert (proc.returncode, proc.stdout) == (0, "")
     assert not (tmp_path / ".gitkb").exists()
 
 
 def test_guard_reads_other_runtimes_tools_in_the_same_shape(co: Path, tmp_path: Path) -> None:
     def call(tool: str, **tool_input: Any) -> dict[str, Any]:
-        return {"hook_event_name": "BeforeTool", "cwd": str(tmp_path), "tool_name": tool, "tool_input": tool_input}
+        return {
+            "hook_event_name": "BeforeTool",
+            "cwd": str(tmp_path),
+            "tool_name": tool,
+            "tool_input": tool_input,
+        }
 
     for payload in (
         call("run_shell_command", command="rm README.md", directory=str(co)),

@@ -69,7 +69,9 @@ def _big_corpus(root: Path, n: int) -> Path:
     for i in range(n):
         sub = d / f"s{i % 9}"
         sub.mkdir(parents=True, exist_ok=True)
-        body = " ".join(f"Sentence {j} of page {i} is about topic{i % 17} and its failover runbook." for j in range(120))
+        body = " ".join(
+            f"Sentence {j} of page {i} is about topic{i % 17} and its failover runbook." for j in range(120)
+        )
         (sub / f"p{i:04}.md").write_text(f"# Page {i}\n\n{body}\n")
     return d
 
@@ -90,13 +92,22 @@ def test_the_chunk_worker_dies_with_a_killed_gitkb_add(tmp_path: Path) -> None:
     """kill -9 of `gitkb add` while its worker chunks: no process it started is left (3 runs)."""
     corpus = _big_corpus(tmp_path, PARALLEL_MIN_FILES * 3)
     gitkb = str(Path(sys.executable).parent / "gitkb")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}, "GITKB_EMBEDDING_PROVIDER": "hashing"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
+        "GITKB_EMBEDDING_PROVIDER": "hashing",
+    }
     left = []
     for run in range(3):
         home = str(tmp_path / f"ws{run}")
-        subprocess.run([gitkb, "--home", home, "index", "create", "kb"], env=env, check=True, capture_output=True)
-        proc = subprocess.Popen([gitkb, "--home", home, "add", "kb", str(corpus), "--no-wait"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [gitkb, "--home", home, "index", "create", "kb"], env=env, check=True, capture_output=True
+        )
+        proc = subprocess.Popen(
+            [gitkb, "--home", home, "add", "kb", str(corpus), "--no-wait"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         parent = psutil.Process(proc.pid)
 
         def started() -> list[psutil.Process]:  # called by wait_until at once, in this iteration

@@ -39,7 +39,9 @@ def test_a_changed_citation_answers_stale_with_the_lines_now(source_ws: Any, ups
     head = edit_and_sync(ws, upstream, "expire every 90 days", "expire every 30 days")
     out = ws.cite_check(cite["id"])
     assert out["Success"] and out["status"] == "stale", out
-    assert out["source_uri"] == cite["source_uri"] and out["commit"] == before["commit"]  # its last source_uri
+    assert (
+        out["source_uri"] == cite["source_uri"] and out["commit"] == before["commit"]
+    )  # its last source_uri
     assert (out["line_start"], out["line_end"]) == (before["line_start"], before["line_end"])
     assert out["head_commit"] == head and out["passage"] == "changed"
     assert "every 30 days" in out["head_text"] and "every 90 days" not in out["head_text"]
@@ -53,7 +55,9 @@ def test_a_changed_citation_answers_stale_with_the_lines_now(source_ws: Any, ups
     assert ws.source_sync(SOURCE)["Success"]
     for cid in (cite["id"], now["id"]):
         gone = ws.cite_check(cid)
-        assert gone["status"] == "stale" and gone["passage"] == "file_gone" and gone["current_chunk_id"] is None
+        assert (
+            gone["status"] == "stale" and gone["passage"] == "file_gone" and gone["current_chunk_id"] is None
+        )
     never = ws.cite_check("kchk_" + "0" * 32)
     assert never["code"] == "not_found" and "never indexed" in never["Error"]
 

@@ -29,7 +29,11 @@ def test_index_delete_refuses_without_a_terminal_unless_yes(tmp_path: Path) -> N
     home = an_index(tmp_path)
     refused = no_tty("--home", str(home), "index", "delete", "kb")
     assert refused.code == 2, refused
-    assert "--yes" in refused.stderr and "without a terminal" in refused.stderr and "Nothing was deleted" in refused.stderr
+    assert (
+        "--yes" in refused.stderr
+        and "without a terminal" in refused.stderr
+        and "Nothing was deleted" in refused.stderr
+    )
     assert indexes(home) == ["kb"]
     done = no_tty("--home", str(home), "index", "delete", "kb", "--yes")
     assert done.code == 0, done.stderr
@@ -48,7 +52,9 @@ def test_index_delete_with_json_refuses_even_on_a_terminal(tmp_path: Path) -> No
 
 def test_index_delete_asks_on_a_terminal_naming_what_goes(tmp_path: Path) -> None:
     home = an_index(tmp_path)
-    chunks = json.loads(no_tty("--home", str(home), "--json", "index", "list").stdout)["IndexDetails"]["kb"]["chunk_count"]
+    chunks = json.loads(no_tty("--home", str(home), "--json", "index", "list").stdout)["IndexDetails"]["kb"][
+        "chunk_count"
+    ]
     declined = on_tty("--home", str(home), "index", "delete", "kb", answer="n")
     assert declined.code == 1, declined
     assert "This deletes index 'kb'" in declined.tty
@@ -67,7 +73,11 @@ def test_kb_delete_confirms(tmp_path: Path) -> None:
     refused = no_tty("--home", str(home), "kb", "delete", "ops")
     assert refused.code == 2 and "--yes" in refused.stderr
     declined = on_tty("--home", str(home), "kb", "delete", "ops", answer="n")
-    assert declined.code == 1 and "knowledge base 'ops'" in declined.tty and "keep their documents" in declined.tty
+    assert (
+        declined.code == 1
+        and "knowledge base 'ops'" in declined.tty
+        and "keep their documents" in declined.tty
+    )
     listed = json.loads(no_tty("--home", str(home), "--json", "kb", "list").stdout)["KnowledgeBases"]
     assert [k["name"] for k in listed] == ["ops"]
     assert on_tty("--home", str(home), "kb", "delete", "ops", answer="y").code == 0

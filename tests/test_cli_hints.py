@@ -68,19 +68,31 @@ def test_every_library_hint_reads_in_cli_words() -> None:
 @pytest.mark.parametrize(
     ("hint", "cli"),
     [
-        ("create it with CREATE_INDEX (CLI: gitkb index create NAME)", "create it with `gitkb index create NAME`"),
-        ("LIST_DOCUMENTS shows the stored paths and file ids", "`gitkb docs list INDEX` shows the stored paths and file ids"),
-        ("poll the running jobs with get_job_result, then retry", "poll the running jobs with `gitkb jobs get JOB_ID`, then retry"),
+        (
+            "create it with CREATE_INDEX (CLI: gitkb index create NAME)",
+            "create it with `gitkb index create NAME`",
+        ),
+        (
+            "LIST_DOCUMENTS shows the stored paths and file ids",
+            "`gitkb docs list INDEX` shows the stored paths and file ids",
+        ),
+        (
+            "poll the running jobs with get_job_result, then retry",
+            "poll the running jobs with `gitkb jobs get JOB_ID`, then retry",
+        ),
         (
             "propose_kb_edit('handbook', '<path under the documents root>', search=..., replace=...)",
             "`gitkb propose handbook '<path under the documents root>' --search ... --replace ...`",
         ),
         ("open_kb_pull_request('handbook') to send them", "`gitkb pr open handbook` to send them"),
-        ("read it with document_index GET_DOCUMENT (index_name, file_id)", "read it with `gitkb docs get INDEX PATH`"),
+        (
+            "read it with document_index GET_DOCUMENT (index_name, file_id)",
+            "read it with `gitkb docs get INDEX PATH`",
+        ),
         ("list them with `gitkb review list`", "list them with `gitkb review list`"),
         ("SEARCHING and CREATE_INDEXES are not names", "SEARCHING and CREATE_INDEXES are not names"),
     ],
-)  # fmt: skip
+)
 def test_hints_translate_to_cli_words(hint: str, cli: str) -> None:
     assert cli_words(hint) == cli
 

@@ -18,8 +18,20 @@ from gitkb.core.action_table import ACTIONS
 # Options that are keys of an object parameter (``settings``, ``forge``, ``auth``), not parameters.
 OBJECT_KEYS: dict[str, set[str]] = {
     "settings": {"fusion", "semantic_weight", "rrf_k", "bm25_k1", "bm25_b"},  # index tune
-    "forge": {"forge_repo", "forge_api_url", "forge_credential", "forge_token_env", "forge_app_id", "forge_app_key_env"},
-    "auth": {"token_env", "secrets_file", "secrets_key", "ssh_key"},  # source add (refused: secrets are named)
+    "forge": {
+        "forge_repo",
+        "forge_api_url",
+        "forge_credential",
+        "forge_token_env",
+        "forge_app_id",
+        "forge_app_key_env",
+    },
+    "auth": {
+        "token_env",
+        "secrets_file",
+        "secrets_key",
+        "ssh_key",
+    },  # source add (refused: secrets are named)
 }
 # Options of the terminal only, on any command.
 CLI_ONLY: dict[str, str] = {
@@ -88,15 +100,20 @@ def test_exceptions_are_still_needed() -> None:
     table = commands()
     for path, name in EXCEPTIONS:
         cmd, params = table[path]
-        names = {o.lstrip("-").replace("-", "_") for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+        names = {
+            o.lstrip("-").replace("-", "_") for p in cmd.params if isinstance(p, click.Option) for o in p.opts
+        }
         assert name in names and name not in params, (path, name)
 
 
 @pytest.mark.parametrize(
     ("path", "new", "old"),
-    [("docs get", "--pagination-mode", "--mode"), ("docs list", "--show-files-only", "--files-only"),
-     ("agent assign", "--default-top-k", "--top-k")],
-)  # fmt: skip
+    [
+        ("docs get", "--pagination-mode", "--mode"),
+        ("docs list", "--show-files-only", "--files-only"),
+        ("agent assign", "--default-top-k", "--top-k"),
+    ],
+)
 def test_renamed_options_keep_their_old_spelling_hidden(path: str, new: str, old: str) -> None:
     cmd, _ = commands()[path]
     opt = next(p for p in cmd.params if isinstance(p, click.Option) and new in p.opts)

@@ -79,7 +79,9 @@ def test_source_sync_shows_its_phase_and_says_it_does_not_wait_for_vectors(
     tmp_path: Path, upstream: Upstream
 ) -> None:
     for i in range(12):
-        body = " ".join(f"Step {j} of runbook {i}: promote the replica, then check replication lag." for j in range(300))
+        body = " ".join(
+            f"Step {j} of runbook {i}: promote the replica, then check replication lag." for j in range(300)
+        )
         upstream.write(f"docs/bulk/runbook-{i:02}.md", f"# Runbook {i}\n\n{body}\n")
     upstream.commit_push("bulk runbooks")
     home = workspace(tmp_path)
@@ -92,11 +94,22 @@ def test_source_sync_shows_its_phase_and_says_it_does_not_wait_for_vectors(
     line = next(x for x in ran.stdout.splitlines() if x.startswith("vectors:"))
     assert "not waited for" in line and "`gitkb status`" in line and "`gitkb embeddings build`" in line, line
     assert "()" not in ran.stdout + ran.tty  # no Python call in what a person reads
-    staged = no_tty("--home", str(home), "propose", "handbook", "runbooks/rotate-api-keys.md",
-                    "--search", "every 90 days", "--replace", "every 60 days")  # fmt: skip
+    staged = no_tty(
+        "--home",
+        str(home),
+        "propose",
+        "handbook",
+        "runbooks/rotate-api-keys.md",
+        "--search",
+        "every 90 days",
+        "--replace",
+        "every 60 days",
+    )
     assert staged.code == 0, staged.stderr
     first = staged.stdout.splitlines()[0]
-    assert "`gitkb pr open SOURCE` sends it for review" in first and "open_kb_pull_request" not in first, first
+    assert "`gitkb pr open SOURCE` sends it for review" in first and "open_kb_pull_request" not in first, (
+        first
+    )
 
 
 def test_no_wait_says_how_to_follow_in_cli_words(home: Path, tmp_path: Path) -> None:
@@ -113,14 +126,22 @@ def test_queued_jobs_and_warnings_speak_cli_words(capsys: pytest.CaptureFixture[
     line = job_line({"status": "working", "job_id": "job_42", "kind": "reindex"})
     assert "`gitkb jobs wait job_42`" in line and "`gitkb status`" in line and "not waited for" in line
     # semantic.py's warning while an index's vectors build
-    warnings_of({"Warnings": ["index 'kb': vectors are still building (3 change(s) pending); "
-                              "searched by keyword for now (build_embeddings() waits for them)"]})  # fmt: skip
+    warnings_of(
+        {
+            "Warnings": [
+                "index 'kb': vectors are still building (3 change(s) pending); "
+                "searched by keyword for now (build_embeddings() waits for them)"
+            ]
+        }
+    )
     err = capsys.readouterr().err
     assert "`gitkb embeddings build` waits for them" in err and "build_embeddings" not in err
 
 
 def test_jobs_wait_shows_the_job_then_its_vectors(home: Path, tmp_path: Path) -> None:
-    added = no_tty("--home", str(home), "--json", "add", "kb", str(pages(tmp_path / "pages", 20)), "--no-wait")
+    added = no_tty(
+        "--home", str(home), "--json", "add", "kb", str(pages(tmp_path / "pages", 20)), "--no-wait"
+    )
     assert added.code == 0, added.stderr
     assert json.loads(added.stdout)["vectors"] == "pending"  # the add's process stopped its embedder at exit
     job = json.loads(no_tty("--home", str(home), "--json", "jobs", "list").stdout)["Jobs"][0]
@@ -131,12 +152,14 @@ def test_jobs_wait_shows_the_job_then_its_vectors(home: Path, tmp_path: Path) ->
     assert seen[f"job {job['job_id']}"] == (20, 20), ran.tty
     n = job["result"]["vectors_total"]
     assert seen["embedding"] == (n, n), ran.tty
-    assert json.loads(ran.stdout[ran.stdout.index("{"):])["vectors"] == "ready"
+    assert json.loads(ran.stdout[ran.stdout.index("{") :])["vectors"] == "ready"
 
 
 def test_rechunk_and_embeddings_build_show_their_phases(home: Path, tmp_path: Path) -> None:
     assert no_tty("--home", str(home), "add", "kb", str(pages(tmp_path / "pages", 10))).code == 0
-    ran = on_tty("--home", str(home), "index", "rechunk", "kb", "--chunk-size", "128", "--chunk-overlap", "16")
+    ran = on_tty(
+        "--home", str(home), "index", "rechunk", "kb", "--chunk-size", "128", "--chunk-overlap", "16"
+    )
     assert ran.code == 0, ran
     seen = phases(ran.tty)
     assert seen["re-chunking"][0] == seen["re-chunking"][1] > 0, ran.tty
@@ -144,5 +167,7 @@ def test_rechunk_and_embeddings_build_show_their_phases(home: Path, tmp_path: Pa
     assert done == total > 100, ran.tty
     built = on_tty("--home", str(home), "embeddings", "build", "--force")
     assert built.code == 0, built
-    chunks = json.loads(no_tty("--home", str(home), "--json", "index", "list").stdout)["IndexDetails"]["kb"]["chunk_count"]
+    chunks = json.loads(no_tty("--home", str(home), "--json", "index", "list").stdout)["IndexDetails"]["kb"][
+        "chunk_count"
+    ]
     assert phases(built.tty)["embedding"] == (chunks, chunks), built.tty

@@ -48,7 +48,9 @@ def make_corpus(root: Path, n: int) -> Path:
         sub = d / f"section{i % 7}"
         sub.mkdir(parents=True, exist_ok=True)
         (sub / f"page{i:04}.md").write_text(
-            f"# Page {i}\n\n" + " ".join(f"Sentence {j} of page {i} mentions topic{i % 13}." for j in range(40)) + "\n"
+            f"# Page {i}\n\n"
+            + " ".join(f"Sentence {j} of page {i} mentions topic{i % 13}." for j in range(40))
+            + "\n"
         )
     return d
 
@@ -69,7 +71,9 @@ def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, point: str) -> None
     corpus = make_corpus(tmp_path, n)
     home = tmp_path / "ws"
     env = {**os.environ, "GITKB_CRASH_AT": point}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(home), str(corpus)], env=env, capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(home), str(corpus)], env=env, capture_output=True, timeout=300
+    )
     assert proc.returncode == -9, (proc.returncode, proc.stderr.decode()[-2000:])
 
     with Workspace(home, embedding_provider="hashing") as ws:
@@ -108,14 +112,20 @@ def test_status_after_a_crash_answers_while_the_vectors_catch_up_in_the_backgrou
     home = tmp_path / "ws"
     base = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(home), str(corpus)], env={**base, "GITKB_CRASH_AT": "vectors.after_upsert:3"},
-        capture_output=True, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-c", CHILD, str(home), str(corpus)],
+        env={**base, "GITKB_CRASH_AT": "vectors.after_upsert:3"},
+        capture_output=True,
+        timeout=300,
+    )
     assert child.returncode == -9, child.stderr.decode()[-2000:]
 
     gitkb = str(Path(sys.executable).parent / "gitkb")
-    status = subprocess.Popen([gitkb, "--home", str(home), "--json", "status"], env={**base, "GITKB_EMBEDDING_PROVIDER": "hashing"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    status = subprocess.Popen(
+        [gitkb, "--home", str(home), "--json", "status"],
+        env={**base, "GITKB_EMBEDDING_PROVIDER": "hashing"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = status.communicate(timeout=120)
     assert status.returncode == 0, err.decode()[-2000:]
     answer = json.loads(out)
@@ -129,7 +139,9 @@ def test_status_after_a_crash_answers_while_the_vectors_catch_up_in_the_backgrou
             con.close()
 
     # no gitkb command runs meanwhile
-    wait_until(lambda: build_job()[0] == "completed", timeout=240, interval=0.2, what="the build job to complete")
+    wait_until(
+        lambda: build_job()[0] == "completed", timeout=240, interval=0.2, what="the build job to complete"
+    )
     state, runner = build_job()
     assert state == "completed" and runner.split(":")[1] != str(status.pid), (state, runner)
     for p in _resumers(home):  # the background process exits once caught up

@@ -29,8 +29,17 @@ def snapshot(home: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every catalog table's rows but the job log: to show that a refused call wrote nothing."""
     con = sqlite3.connect(home / "catalog.sqlite3")
     try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-        return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables if t not in JOB_LOG}
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+            for t in tables
+            if t not in JOB_LOG
+        }
     finally:
         con.close()
 
@@ -65,9 +74,13 @@ def test_add_directory_paths_report_and_unchanged(ws: Workspace, kb_copy: Path) 
     assert any(p.startswith("docs/node_modules") and c == "excluded" for p, c in cats.items())
     assert r["counts"]["added"] == len(r["added"]) and r["modified"] == [] and r["unchanged"] == []
     again = ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
-    assert again["added"] == [] and again["modified"] == [] and sorted(again["unchanged"]) == sorted(r["added"])
+    assert (
+        again["added"] == [] and again["modified"] == [] and sorted(again["unchanged"]) == sorted(r["added"])
+    )
     assert again["chunks_written"] == 0
-    (kb_copy / "docs" / "runbooks" / "rotate-api-keys.md").write_text("---\ntitle: Rotate\n---\n# Rotate\n\nNew text.\n")
+    (kb_copy / "docs" / "runbooks" / "rotate-api-keys.md").write_text(
+        "---\ntitle: Rotate\n---\n# Rotate\n\nNew text.\n"
+    )
     third = ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     assert third["modified"] == ["docs/runbooks/rotate-api-keys.md"]
 
@@ -75,7 +88,9 @@ def test_add_directory_paths_report_and_unchanged(ws: Workspace, kb_copy: Path) 
 def test_single_file_stored_under_its_name_and_base_path(ws: Workspace, kb_copy: Path) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     f = kb_copy / "docs" / "policies" / "password-policy.md"
-    assert ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(f)))["added"] == ["password-policy.md"]
+    assert ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(f)))["added"] == [
+        "password-policy.md"
+    ]
     r = ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(f), base_path=str(kb_copy)))
     assert r["added"] == ["docs/policies/password-policy.md"]
 
@@ -110,19 +125,27 @@ def test_search_across_indexes_and_stemming(ws: Workspace) -> None:
 def test_list_documents_paging(ws: Workspace) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     for i in range(142):
-        ok(ws.document_index("ADD_TEXT", index_name="kb", text=f"note number {i}", filepath=f"notes/n{i:03}.txt"))
+        ok(
+            ws.document_index(
+                "ADD_TEXT", index_name="kb", text=f"note number {i}", filepath=f"notes/n{i:03}.txt"
+            )
+        )
     r = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb"))
     assert r["TotalCount"] == 142 and r["count"] == 50 and r["actual_count"] == 50 and r["has_more"]
     assert r["next_start"] == 50
     assert r["Message"] == "Showing first 50 of 142 items. 92 more items exist."
     keys = list(r)
-    assert keys.index("TotalCount") < keys.index("Documents") and keys.index("next_start") < keys.index("Documents")
+    assert keys.index("TotalCount") < keys.index("Documents") and keys.index("next_start") < keys.index(
+        "Documents"
+    )
     assert r["total_count"] == 142
     over = ws.document_index("LIST_DOCUMENTS", index_name="kb", start=140, count=500)
     assert over["Success"] is False and over["code"] == "invalid_argument"  # a page holds at most 50
     last = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", start=140, count=50))
     assert last["count"] == 50 and last["actual_count"] == 2 and not last["has_more"]
-    files = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True, path_filter="notes/n00*"))
+    files = ok(
+        ws.document_index("LIST_DOCUMENTS", index_name="kb", show_files_only=True, path_filter="notes/n00*")
+    )
     assert [d["path"] for d in files["Documents"]] == [f"notes/n00{i}.txt" for i in range(10)]
 
 
@@ -131,12 +154,22 @@ def test_get_document_modes(ws: Workspace) -> None:
     text = "".join(f"Line {i} says something sensible.\n" for i in range(250))
     r = ok(ws.document_index("ADD_TEXT", index_name="kb", text=text, filepath="big.txt"))
     fid = r["file_id"]
-    lines = ok(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="big.txt", pagination_mode="lines"))
+    lines = ok(
+        ws.document_index("GET_DOCUMENT", index_name="kb", filepath="big.txt", pagination_mode="lines")
+    )
     assert lines["start"] == 0 and lines["actual_count"] == 100 and lines["has_more"]
     assert lines["Content"].startswith("Line 0 says")
-    p2 = ok(ws.document_index("GET_DOCUMENT", index_name="kb", file_id=fid, pagination_mode="lines", start=200, count=100))
+    p2 = ok(
+        ws.document_index(
+            "GET_DOCUMENT", index_name="kb", file_id=fid, pagination_mode="lines", start=200, count=100
+        )
+    )
     assert p2["actual_count"] == 50 and not p2["has_more"] and p2["Content"].startswith("Line 200 says")
-    chars = ok(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="/big.txt/", pagination_mode="chars", start=5, count=10))
+    chars = ok(
+        ws.document_index(
+            "GET_DOCUMENT", index_name="kb", filepath="/big.txt/", pagination_mode="chars", start=5, count=10
+        )
+    )
     assert chars["Content"] == text[5:15]
     chunks = ok(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="big.txt"))
     assert chunks["count"] == 20 and len(chunks["Chunks"]) == 20 and chunks["has_more"]
@@ -145,9 +178,17 @@ def test_get_document_modes(ws: Workspace) -> None:
 
 def test_delete_and_rename_document_keep_chunk_ids(ws: Workspace) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
-    ok(ws.document_index("ADD_TEXT", index_name="kb", text="Escalate to the duty manager.", filepath="ops/escalation.md"))
+    ok(
+        ws.document_index(
+            "ADD_TEXT", index_name="kb", text="Escalate to the duty manager.", filepath="ops/escalation.md"
+        )
+    )
     before = ok(ws.document_index("SEARCH", query="duty manager"))["Results"][0]["id"]
-    r = ok(ws.document_index("RENAME_DOCUMENT", index_name="kb", filepath="ops/escalation.md", new_filename="escalate.md"))
+    r = ok(
+        ws.document_index(
+            "RENAME_DOCUMENT", index_name="kb", filepath="ops/escalation.md", new_filename="escalate.md"
+        )
+    )
     assert r["filepath"] == "ops/escalate.md"
     after = ok(ws.document_index("SEARCH", query="duty manager"))["Results"][0]
     assert after["id"] == before and after["filepath"] == "ops/escalate.md"
@@ -176,7 +217,9 @@ def test_indices_stats_report_chunk_config_and_counts(ws: Workspace) -> None:
 
 
 def test_one_chunk_per_doc_warns_about_size(ws: Workspace) -> None:
-    r = ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc", chunk_size=100))
+    r = ok(
+        ws.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc", chunk_size=100)
+    )
     assert any("ignored" in w for w in r.get("Warnings", []))
 
 
@@ -190,7 +233,11 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("CREATE_INDEX", {"index_name": "new", "chunk_size": 100, "chunk_overlap": -1}, "invalid_argument"),
     ("ADD_DOCUMENTS", {"index_name": "kb", "filepath": "/definitely/missing"}, "not_found"),
     ("ADD_DOCUMENTS", {"index_name": "kb", "filepath": "EXCLUDED"}, "invalid_argument"),
-    ("ADD_DOCUMENTS", {"index_name": "kb", "filepath": "DOCS", "chunk_size": 10, "chunk_overlap": 10}, "invalid_argument"),
+    (
+        "ADD_DOCUMENTS",
+        {"index_name": "kb", "filepath": "DOCS", "chunk_size": 10, "chunk_overlap": 10},
+        "invalid_argument",
+    ),
     ("LIST_DOCUMENTS", {"index_name": "kb", "start": -1}, "invalid_argument"),
     ("LIST_DOCUMENTS", {"index_name": "kb", "count": -5}, "invalid_argument"),
     ("GET_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "start": -1}, "invalid_argument"),
@@ -199,7 +246,11 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("DELETE_DOCUMENT", {"index_name": "kb"}, "invalid_argument"),
     ("DELETE_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "file_id": "doc_x"}, "invalid_argument"),
     ("DELETE_DOCUMENT", {"index_name": "kb", "filepath": "missing.txt"}, "not_found"),
-    ("RENAME_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "new_filename": "../b.txt"}, "invalid_argument"),
+    (
+        "RENAME_DOCUMENT",
+        {"index_name": "kb", "filepath": "a.txt", "new_filename": "../b.txt"},
+        "invalid_argument",
+    ),
     ("FROBNICATE", {}, "invalid_argument"),
     ("SEARCH", {"query": "x", "bogus": 1}, "invalid_argument"),
     ("SEARCH", {"query": "x", "top_n": 0}, "invalid_argument"),
@@ -208,7 +259,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("action", "params", "code"), BAD_CALLS, ids=[f"{a}-{c}-{i}" for i, (a, _, c) in enumerate(BAD_CALLS)])
+@pytest.mark.parametrize(
+    ("action", "params", "code"), BAD_CALLS, ids=[f"{a}-{c}-{i}" for i, (a, _, c) in enumerate(BAD_CALLS)]
+)
 def test_bad_input_clear_error_nothing_written(
     ws: Workspace, home: Path, kb_copy: Path, action: str, params: dict[str, Any], code: str
 ) -> None:
@@ -224,7 +277,9 @@ def test_bad_input_clear_error_nothing_written(
     assert snapshot(home) == before
 
 
-def test_parallel_chunking_gives_the_same_chunks(ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parallel_chunking_gives_the_same_chunks(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Big ingests chunk in a worker process; the result must not depend on where chunking ran."""
     import gitkb.services.ingest as ingest
 
@@ -275,13 +330,17 @@ def test_list_documents_filters(ws: Workspace) -> None:
     assert paths(query="keys") == ["ops/runbooks/rotate-keys.md", "policies/laptops.md"]
     assert paths(query="signing pager") == ["ops/runbooks/rotate-keys.md"]  # words in different chunks
     assert paths(query="keys lunch") == []
-    assert paths(query="vault", path_filter="ops/") == [] and paths(query="vault", path_filter="ops") == ["policies/laptops.md"]
+    assert paths(query="vault", path_filter="ops/") == [] and paths(query="vault", path_filter="ops") == [
+        "policies/laptops.md"
+    ]
     assert paths(query="restart") == ["ops/runbooks/restart.md"]  # not matched by path: by content
     assert paths(query="misc") == []  # a path word is not content
     fails(ws.document_index("LIST_DOCUMENTS", index_name="kb", query="the and of"), "invalid_argument")
     # show_files_only: the same entries, without chunk details
     full = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", path_filter="rotate"))["Documents"][0]
-    files = ok(ws.document_index("LIST_DOCUMENTS", index_name="kb", path_filter="rotate", show_files_only=True))["Documents"][0]
+    files = ok(
+        ws.document_index("LIST_DOCUMENTS", index_name="kb", path_filter="rotate", show_files_only=True)
+    )["Documents"][0]
     assert full["chunk_count"] == files["chunk_count"] == len(full["chunks"]) >= 1
     assert {k: v for k, v in full.items() if k != "chunks"} == files and "chunks" not in files
     assert files["filepath"] == files["path"] == "ops/runbooks/rotate-keys.md"

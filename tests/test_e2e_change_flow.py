@@ -29,8 +29,13 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     main_before = upstream.remote_sha("main")
 
     # propose, then ask for review: nothing leaves the machine
-    staged = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="expire every 90 days",
-                                replace="expire every 60 days", note="Security shortened the key lifetime.")  # fmt: skip
+    staged = ws.propose_kb_edit(
+        SOURCE,
+        "runbooks/rotate-api-keys.md",
+        search="expire every 90 days",
+        replace="expire every 60 days",
+        note="Security shortened the key lifetime.",
+    )
     assert staged["Success"], staged
     pr = ws.open_kb_pull_request(SOURCE)
     assert pr["Success"] and pr["review_state"] == "pending", pr
@@ -56,8 +61,12 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     assert same["review_id"] == pr["review_id"] and same["existing"] is True and same["number"] == 1
 
     # a second round on the same branch: add a file, rename one
-    added = ws.propose_kb_edit(SOURCE, "faq/billing.md", content="---\ntitle: Billing FAQ\n---\n# Billing FAQ\n\n"
-                               "Invoices are issued on the first business day of each month.\n")  # fmt: skip
+    added = ws.propose_kb_edit(
+        SOURCE,
+        "faq/billing.md",
+        content="---\ntitle: Billing FAQ\n---\n# Billing FAQ\n\n"
+        "Invoices are issued on the first business day of each month.\n",
+    )
     renamed = ws.propose_kb_rename(SOURCE, "runbooks/database-failover.md", "runbooks/db-failover.md")
     assert added["Success"] and renamed["Success"]
     pr2 = ws.open_kb_pull_request(SOURCE, title="Handbook fixes", body="Three fixes.")
@@ -192,11 +201,15 @@ def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstr
 
     ws = source_ws
     retention = "docs/policies/data-retention.md"
-    edit = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="expire every 90 days",
-                              replace="expire every 60 days")  # fmt: skip
+    edit = ws.propose_kb_edit(
+        SOURCE, "runbooks/rotate-api-keys.md", search="expire every 90 days", replace="expire every 60 days"
+    )
     text = (upstream.work / retention).read_text()
-    whole = ws.propose_kb_edit(SOURCE, "policies/data-retention.md",
-                               content=text.replace("deleted after 30 days", "deleted after 14 days"))  # fmt: skip
+    whole = ws.propose_kb_edit(
+        SOURCE,
+        "policies/data-retention.md",
+        content=text.replace("deleted after 30 days", "deleted after 14 days"),
+    )
     assert edit["Success"] and whole["Success"]
     upstream.write(retention, text.replace("Backups are", "Backups are always", 1))
     direct = upstream.commit_push("legal: backups wording")  # a direct commit to the target branch
@@ -204,10 +217,14 @@ def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstr
     refreshed = ws.refresh_proposals(SOURCE)
     assert refreshed["applied"] == [edit["proposal_id"]] and refreshed["conflicts"] == [whole["proposal_id"]]
     [conflict] = [p for p in refreshed["Proposals"] if p["result"] == "conflict"]
-    assert any("Backups are always" in ln["text"] for ln in conflict["current_lines"]) and conflict["next_steps"]
+    assert (
+        any("Backups are always" in ln["text"] for ln in conflict["current_lines"]) and conflict["next_steps"]
+    )
 
     pr = ws.open_kb_pull_request(SOURCE, proposal_ids=[edit["proposal_id"]])
-    assert pr["proposal_ids"] == [edit["proposal_id"]] and pr["changed_files"] == [{"path": ROTATE, "status": "M"}]
+    assert pr["proposal_ids"] == [edit["proposal_id"]] and pr["changed_files"] == [
+        {"path": ROTATE, "status": "M"}
+    ]
     approved = ws.approve_review(pr["review_id"], reviewer="alice")
     assert approved["Success"], approved
     assert git(upstream.remote, "rev-parse", f"{BRANCH}^") == direct
@@ -217,8 +234,18 @@ def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstr
     git(upstream.work, "merge", "-q", "--squash", "FETCH_HEAD")
     squash = upstream.commit_push("Rotate keys every 60 days (#1)", add=False)
     assert git(upstream.remote, "rev-list", "--parents", "-n", "1", squash).split()[1:] == [direct]
-    event = parse_github("pull_request", {"action": "closed", "pull_request": {
-        "number": approved["number"], "merged": True, "merge_commit_sha": squash, "base": {"ref": "main"}}})  # fmt: skip
+    event = parse_github(
+        "pull_request",
+        {
+            "action": "closed",
+            "pull_request": {
+                "number": approved["number"],
+                "merged": True,
+                "merge_commit_sha": squash,
+                "base": {"ref": "main"},
+            },
+        },
+    )
     row = source_rows.get_by_name(ws.ctx.catalog.conn, SOURCE)
     assert row is not None
     got = webhook_intake.accept(ws.ctx, provider="github", delivery_id="squash-1", row=row, event=event)

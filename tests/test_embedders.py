@@ -111,8 +111,17 @@ def test_aliases_are_per_provider() -> None:
 
 @pytest.mark.parametrize(
     ("provider", "model"),
-    [("", "x"), ("fastembed", ""), ("fastembed", "   "), ("fast embed", "x"), ("fastembed", "a b"),
-     ("fastembed", "model@384"), ("fastembed", "fastembed/"), ("/x", "y"), ("fastembed", "a//b")],
+    [
+        ("", "x"),
+        ("fastembed", ""),
+        ("fastembed", "   "),
+        ("fast embed", "x"),
+        ("fastembed", "a b"),
+        ("fastembed", "model@384"),
+        ("fastembed", "fastembed/"),
+        ("/x", "y"),
+        ("fastembed", "a//b"),
+    ],
 )
 def test_normalize_identity_rejects(provider: str, model: str) -> None:
     with pytest.raises(InvalidArgument):
@@ -138,8 +147,17 @@ def test_fingerprints() -> None:
 
 @pytest.mark.parametrize(
     ("provider", "model"),
-    [("none", None), ("NONE", "all-minilm-l6-v2"), (None, None), ("", "x"), ("nosuch", "m"),
-     ("openai", None), ("openai", "  "), ("fastembed", "bge-small-en"), ("bad provider!", "m")],
+    [
+        ("none", None),
+        ("NONE", "all-minilm-l6-v2"),
+        (None, None),
+        ("", "x"),
+        ("nosuch", "m"),
+        ("openai", None),
+        ("openai", "  "),
+        ("fastembed", "bge-small-en"),
+        ("bad provider!", "m"),
+    ],
 )
 def test_create_embedder_not_configured(provider: str | None, model: str | None, tmp_path: Path) -> None:
     with pytest.raises(EmbeddingNotConfigured) as info:
@@ -150,7 +168,10 @@ def test_create_embedder_not_configured(provider: str | None, model: str | None,
 
 def test_resolve_identity_fills_default_model() -> None:
     assert resolve_identity("fastembed", None) == "fastembed/all-minilm-l6-v2"
-    assert resolve_identity("FastEmbed", "sentence-transformers/all-MiniLM-L6-v2") == "fastembed/all-minilm-l6-v2"
+    assert (
+        resolve_identity("FastEmbed", "sentence-transformers/all-MiniLM-L6-v2")
+        == "fastembed/all-minilm-l6-v2"
+    )
     assert resolve_identity("hashing", "") == "hashing/feature-hash-v1"
 
 
@@ -249,7 +270,9 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Any:
         with pytest.raises(NetworkBlocked):
             socket.create_connection(("huggingface.co", 443), timeout=1)
         assert os.environ["HF_HUB_OFFLINE"] == "1"
-        return create_embedder("FastEmbed", "sentence-transformers/all-MiniLM-L6-v2", cache_dir=cache, options={})
+        return create_embedder(
+            "FastEmbed", "sentence-transformers/all-MiniLM-L6-v2", cache_dir=cache, options={}
+        )
 
 
 @pytest.fixture
@@ -359,8 +382,15 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         vecs = self.backend.embed_batch(texts)
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)]
         data.reverse()  # clients must order by index
-        self._send(200, {"object": "list", "data": data, "model": body["model"],
-                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
+        )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         raw = json.dumps(payload).encode()
@@ -388,7 +418,9 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def test_openai_compat_embeds(openai_server: str, tmp_path: Path) -> None:
     e = create_embedder(
-        "OpenAI", "OpenAI/Text-Embedding-Local", cache_dir=tmp_path,
+        "OpenAI",
+        "OpenAI/Text-Embedding-Local",
+        cache_dir=tmp_path,
         options={"base_url": openai_server, "api_key": "sk-test", "batch_size": 2},
     )
     assert e.identity == "openai/text-embedding-local"
@@ -404,30 +436,40 @@ def test_openai_compat_embeds(openai_server: str, tmp_path: Path) -> None:
 
 
 def test_openai_compat_probes_dims(openai_server: str, tmp_path: Path) -> None:
-    e = create_embedder("openai", "m", cache_dir=tmp_path, options={"base_url": openai_server, "api_key": "sk-test"})
+    e = create_embedder(
+        "openai", "m", cache_dir=tmp_path, options={"base_url": openai_server, "api_key": "sk-test"}
+    )
     assert e.dims == 32
     assert len(_FakeOpenAI.requests) == 1
 
 
 def test_openai_compat_errors(openai_server: str, tmp_path: Path) -> None:
-    bad_key = create_embedder("openai", "m", cache_dir=tmp_path,
-                              options={"base_url": openai_server, "api_key": "wrong", "dims": 32})
+    bad_key = create_embedder(
+        "openai", "m", cache_dir=tmp_path, options={"base_url": openai_server, "api_key": "wrong", "dims": 32}
+    )
     with pytest.raises(EmbeddingNotConfigured, match="API key"):
         bad_key.embed_batch(["x"])
-    wrong_path = create_embedder("openai", "m", cache_dir=tmp_path,
-                                 options={"base_url": openai_server + "/nope", "api_key": "sk-test"})
+    wrong_path = create_embedder(
+        "openai", "m", cache_dir=tmp_path, options={"base_url": openai_server + "/nope", "api_key": "sk-test"}
+    )
     with pytest.raises(EmbeddingNotConfigured):
         wrong_path.embed_batch(["x"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    down = create_embedder("openai", "m", cache_dir=tmp_path,
-                           options={"base_url": f"http://127.0.0.1:{port}/v1", "retries": 0, "timeout_s": 2})
+    down = create_embedder(
+        "openai",
+        "m",
+        cache_dir=tmp_path,
+        options={"base_url": f"http://127.0.0.1:{port}/v1", "retries": 0, "timeout_s": 2},
+    )
     with pytest.raises(StoreUnavailable):
         down.embed_batch(["x"])
 
 
-@pytest.mark.parametrize("options", [{"batch_size": "many"}, {"batch_size": 0}, {"threads": 0}, {"threads": "x"}])
+@pytest.mark.parametrize(
+    "options", [{"batch_size": "many"}, {"batch_size": 0}, {"threads": 0}, {"threads": "x"}]
+)
 def test_fastembed_option_validation(options: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument):
         create_embedder("fastembed", None, cache_dir=tmp_path, options=options)

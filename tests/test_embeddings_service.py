@@ -26,8 +26,17 @@ def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
 def snapshot(home: Path) -> dict[str, list[tuple[Any, ...]]]:
     con = sqlite3.connect(home / "catalog.sqlite3")
     try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-        return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables if t not in ("migrations", "jobs", "writer_state")}
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+            for t in tables
+            if t not in ("migrations", "jobs", "writer_state")
+        }
     finally:
         con.close()
 
@@ -45,11 +54,17 @@ def collections(w: Workspace) -> dict[str, int]:
 # -- identity ---------------------------------------------------------------------------------
 
 
-def test_identity_normalised_alternate_spellings_share_one_collection(make_ws: Callable[..., Workspace]) -> None:
+def test_identity_normalised_alternate_spellings_share_one_collection(
+    make_ws: Callable[..., Workspace],
+) -> None:
     w = make_ws(embedding_provider="HASHING", embedding_model="hashing/Feature-X")
     a = ok(w.document_index("CREATE_INDEX", index_name="a"))
     assert a["embedding_identity"] == "hashing/feature-x"
-    b = ok(w.document_index("CREATE_INDEX", index_name="b", embedding_provider="Hashing", embedding_model="FEATURE-X"))
+    b = ok(
+        w.document_index(
+            "CREATE_INDEX", index_name="b", embedding_provider="Hashing", embedding_model="FEATURE-X"
+        )
+    )
     assert b["embedding_identity"] == "hashing/feature-x"
     ok(w.document_index("ADD_TEXT", index_name="a", text="Alpha text about rotation."))
     ok(w.document_index("ADD_TEXT", index_name="b", text="Beta text about failover."))
@@ -61,7 +76,9 @@ def test_identity_normalised_alternate_spellings_share_one_collection(make_ws: C
     assert st["chunk_count"] == 2 and st["pending_embeddings"] == 0 and st["path"]
 
 
-def test_saved_identity_wins_over_environment(make_ws: Callable[..., Workspace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_saved_identity_wins_over_environment(
+    make_ws: Callable[..., Workspace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "ws"
     w = make_ws(home)
     st = ok(w.embeddings_status())
@@ -80,13 +97,19 @@ def test_saved_identity_wins_over_environment(make_ws: Callable[..., Workspace],
         w2.close()
 
 
-def test_environment_seeds_identity_while_unset(make_ws: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_environment_seeds_identity_while_unset(
+    make_ws: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("GITKB_EMBEDDING_PROVIDER", "hashing")
     monkeypatch.setenv("GITKB_EMBEDDING_MODEL", "From-Env")
     w = Workspace(tmp_path / "envws")
     try:
-        assert ok(w.document_index("LIST_INDICES"))["EmbeddingIdentityState"]["identity"] == "hashing/from-env"
-        assert ok(w.document_index("CREATE_INDEX", index_name="kb"))["embedding_identity"] == "hashing/from-env"
+        assert (
+            ok(w.document_index("LIST_INDICES"))["EmbeddingIdentityState"]["identity"] == "hashing/from-env"
+        )
+        assert (
+            ok(w.document_index("CREATE_INDEX", index_name="kb"))["embedding_identity"] == "hashing/from-env"
+        )
     finally:
         w.close()
 
@@ -97,7 +120,10 @@ def test_pin_refuses_bad_input_and_writes_nothing(make_ws: Callable[..., Workspa
     before = snapshot(tmp_path / "ws")
     fails(w.document_index("CREATE_INDEX", index_name="x", embedding_provider="nosuch"), "invalid_argument")
     fails(w.document_index("CREATE_INDEX", index_name="x", embedding_model="m"), "invalid_argument")
-    fails(w.document_index("CREATE_INDEX", index_name="x", embedding_provider="hashing", embeddings=False), "invalid_argument")
+    fails(
+        w.document_index("CREATE_INDEX", index_name="x", embedding_provider="hashing", embeddings=False),
+        "invalid_argument",
+    )
     fails(w.document_index("CREATE_INDEX", index_name="x", embeddings="yes"), "invalid_argument")
     fails(w.set_embedding_identity("none"), "invalid_argument")
     assert snapshot(tmp_path / "ws") == before
@@ -106,14 +132,20 @@ def test_pin_refuses_bad_input_and_writes_nothing(make_ws: Callable[..., Workspa
 # -- fail closed --------------------------------------------------------------------------------
 
 
-def test_fail_closed_without_identity_but_inventory_and_keyword_work(make_ws: Callable[..., Workspace], tmp_path: Path) -> None:
+def test_fail_closed_without_identity_but_inventory_and_keyword_work(
+    make_ws: Callable[..., Workspace], tmp_path: Path
+) -> None:
     w = make_ws(embedding_provider="none", embedding_model=None)
     before = snapshot(tmp_path / "ws")
     r = fails(w.document_index("CREATE_INDEX", index_name="kb"), "embedding_not_configured")
     assert "GITKB_EMBEDDING_PROVIDER" in r["Error"] and r["next_steps"]
     assert snapshot(tmp_path / "ws") == before
     ok(w.document_index("CREATE_INDEX", index_name="kw", embeddings=False))
-    ok(w.document_index("ADD_TEXT", index_name="kw", text="The launch checklist lives here.", filepath="a.txt"))
+    ok(
+        w.document_index(
+            "ADD_TEXT", index_name="kw", text="The launch checklist lives here.", filepath="a.txt"
+        )
+    )
     hits = ok(w.document_index("SEARCH", query="launch checklist", mode="keyword"))
     assert hits["Results"] and hits["mode"] == "keyword"
     assert ok(w.document_index("SEARCH", query="launch checklist"))["mode"] == "keyword"
@@ -134,7 +166,9 @@ def test_fail_closed_without_identity_but_inventory_and_keyword_work(make_ws: Ca
     assert st["available"] is False and st["identity"] is None
 
 
-def test_fail_closed_write_to_embedding_index_when_identity_lost(make_ws: Callable[..., Workspace], tmp_path: Path) -> None:
+def test_fail_closed_write_to_embedding_index_when_identity_lost(
+    make_ws: Callable[..., Workspace], tmp_path: Path
+) -> None:
     home = tmp_path / "ws"
     w = make_ws(home)
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
@@ -147,11 +181,16 @@ def test_fail_closed_write_to_embedding_index_when_identity_lost(make_ws: Callab
     con.close()
     w2 = make_ws(home, embedding_provider="none", embedding_model=None)
     before = snapshot(home)
-    fails(w2.document_index("ADD_TEXT", index_name="kb", text="More text.", filepath="b.txt"), "embedding_not_configured")
+    fails(
+        w2.document_index("ADD_TEXT", index_name="kb", text="More text.", filepath="b.txt"),
+        "embedding_not_configured",
+    )
     fails(w2.document_index("SEARCH", query="text", mode="semantic"), "embedding_not_configured")
     assert snapshot(home) == before
     r = ok(w2.document_index("SEARCH", query="text"))
-    assert r["mode"] == "keyword" and r["Results"] and any("no embedding identity" in x for x in r["Warnings"])
+    assert (
+        r["mode"] == "keyword" and r["Results"] and any("no embedding identity" in x for x in r["Warnings"])
+    )
     assert ok(w2.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "unresolved"
 
 
@@ -173,11 +212,24 @@ def test_unchanged_text_is_never_embedded_twice(make_ws: Callable[..., Workspace
     assert first["chunks_embedded"] == n > 0 and first["cost"]["texts"] == n and first["cost"]["tokens"] > 0
     assert ok(w.build_embeddings())["chunks_embedded"] == 0  # nothing pending
     # rename: same document, same chunks
-    ok(w.document_index("RENAME_DOCUMENT", index_name="kb", filepath="docs/runbooks/rotate-api-keys.md", new_filename="keys.md"))
+    ok(
+        w.document_index(
+            "RENAME_DOCUMENT",
+            index_name="kb",
+            filepath="docs/runbooks/rotate-api-keys.md",
+            new_filename="keys.md",
+        )
+    )
     assert ok(w.build_embeddings())["chunks_embedded"] == 0
     # delete and re-add: new document id, new chunk rows, same texts -> vectors copied, not embedded
     ok(w.document_index("DELETE_DOCUMENT", index_name="kb", filepath="docs/policies/password-policy.md"))
-    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs" / "policies" / "password-policy.md")))
+    ok(
+        w.document_index(
+            "ADD_DOCUMENTS",
+            index_name="kb",
+            filepath=str(kb_copy / "docs" / "policies" / "password-policy.md"),
+        )
+    )
     again = ok(w.build_embeddings())
     assert again["chunks_embedded"] == 0 and again["chunks_reused"] >= 1
     # the same text in another index reuses too
@@ -195,7 +247,14 @@ def test_catch_up_is_idempotent_from_any_watermark(make_ws: Callable[..., Worksp
     _quiet(w)
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
     for i in range(5):
-        ok(w.document_index("ADD_TEXT", index_name="kb", text=f"Document number {i} talks about topic {i}.", filepath=f"{i}.txt"))
+        ok(
+            w.document_index(
+                "ADD_TEXT",
+                index_name="kb",
+                text=f"Document number {i} talks about topic {i}.",
+                filepath=f"{i}.txt",
+            )
+        )
     assert ok(w.build_embeddings())["chunks_embedded"] == 5
     with w.ctx.catalog.write() as conn:  # as if the process died before storing its watermark
         conn.execute("UPDATE watermarks SET seq = 0 WHERE name LIKE 'vectors:%'")
@@ -219,7 +278,14 @@ def test_cost_is_reported_and_logged_in_events(make_ws: Callable[..., Workspace]
     w = make_ws()
     _quiet(w)
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
-    ok(w.document_index("ADD_TEXT", index_name="kb", text="Costs are measured in texts, tokens and seconds.", filepath="a.txt"))
+    ok(
+        w.document_index(
+            "ADD_TEXT",
+            index_name="kb",
+            text="Costs are measured in texts, tokens and seconds.",
+            filepath="a.txt",
+        )
+    )
     r = ok(w.build_embeddings())
     assert r["cost"]["texts"] == 1 and r["cost"]["tokens"] == 8 and r["cost"]["seconds"] >= 0
     con = sqlite3.connect(tmp_path / "ws" / "catalog.sqlite3")
@@ -228,7 +294,9 @@ def test_cost_is_reported_and_logged_in_events(make_ws: Callable[..., Workspace]
     import json
 
     data = json.loads(rows[-1][0])
-    assert data["identity"] == "hashing/h1" and data["texts"] == 1 and data["tokens"] == 8 and "seconds" in data
+    assert (
+        data["identity"] == "hashing/h1" and data["texts"] == 1 and data["tokens"] == 8 and "seconds" in data
+    )
     assert ok(w.embeddings_status())["last_runs"][0]["embedded"] == 1
 
 
@@ -238,7 +306,10 @@ def test_clipped_chunks_are_counted_and_kept_whole(make_ws: Callable[..., Worksp
     ok(w.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc"))
     long_text = " ".join(f"word{i}" for i in range(60)) + "."
     r = ok(w.document_index("ADD_TEXT", index_name="kb", text=long_text, filepath="long.txt"))
-    assert any("1 chunk(s) are longer than the embedding model's input window (20 tokens)" in x for x in r["Warnings"])
+    assert any(
+        "1 chunk(s) are longer than the embedding model's input window (20 tokens)" in x
+        for x in r["Warnings"]
+    )
     short = ok(w.document_index("ADD_TEXT", index_name="kb", text="short one", filepath="short.txt"))
     assert "Warnings" not in short
     built = ok(w.build_embeddings())
@@ -252,9 +323,15 @@ def test_clipped_chunks_are_counted_and_kept_whole(make_ws: Callable[..., Worksp
 def test_background_thread_catches_up_and_stops_on_close(make_ws: Callable[..., Workspace]) -> None:
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
-    ok(w.document_index("ADD_TEXT", index_name="kb", text="Vectors arrive in the background.", filepath="a.txt"))
+    ok(
+        w.document_index(
+            "ADD_TEXT", index_name="kb", text="Vectors arrive in the background.", filepath="a.txt"
+        )
+    )
     worker = w.ctx.embedding_worker
-    wait_until(lambda: not ok(w.embeddings_status())["pending_embeddings"], timeout=20, what="no pending embeddings")
+    wait_until(
+        lambda: not ok(w.embeddings_status())["pending_embeddings"], timeout=20, what="no pending embeddings"
+    )
     assert ok(w.embeddings_status())["pending_embeddings"] == 0
     assert collections(w) == {"hashing/h1": 1}
     assert worker.running and worker.last_error is None

@@ -87,9 +87,21 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 CORPUS = [
-    {"_id": "d1", "title": "Lunar regolith", "text": "Regolith on the moon is sharp dust made by meteorite impacts."},
-    {"_id": "d2", "title": "Coral bleaching", "text": "Warm water makes corals expel their algae and turn white."},
-    {"_id": "d3", "title": "Tidal locking", "text": "The moon always shows the same face because of tidal locking."},
+    {
+        "_id": "d1",
+        "title": "Lunar regolith",
+        "text": "Regolith on the moon is sharp dust made by meteorite impacts.",
+    },
+    {
+        "_id": "d2",
+        "title": "Coral bleaching",
+        "text": "Warm water makes corals expel their algae and turn white.",
+    },
+    {
+        "_id": "d3",
+        "title": "Tidal locking",
+        "text": "The moon always shows the same face because of tidal locking.",
+    },
     {"_id": "d4", "title": "", "text": "Volcanic glass called obsidian forms when lava cools quickly."},
     {"_id": "q9", "title": "", "text": "Why do corals turn white in warm water?"},  # same id as a query
 ]
@@ -117,7 +129,10 @@ def test_load_beir_layout(tmp_path: Path) -> None:
     assert [d.id for d in data.corpus] == ["d1", "d2", "d3", "d4", "q9"]
     assert set(data.queries) == {"q1", "q2", "q9"}  # only judged queries
     assert data.qrels["q1"] == {"d1": 1}
-    assert data.corpus[0].body() == "Lunar regolith\n\nRegolith on the moon is sharp dust made by meteorite impacts."
+    assert (
+        data.corpus[0].body()
+        == "Lunar regolith\n\nRegolith on the moon is sharp dust made by meteorite impacts."
+    )
     assert data.corpus[3].body().startswith("Volcanic")
     # queries.jsonl is the fallback when queries.<split>.jsonl is absent
     (tmp_path / "tiny" / "queries.test.jsonl").rename(tmp_path / "tiny" / "queries.jsonl")
@@ -129,12 +144,32 @@ def test_load_beir_layout(tmp_path: Path) -> None:
     [
         (lambda r: (r / "corpus.jsonl").unlink(), "corpus.jsonl is missing"),
         (lambda r: (r / "qrels" / "test.tsv").unlink(), "test.tsv is missing"),
-        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\nnot json\n'), r"corpus.jsonl:2 is not valid JSON"),
-        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'), "appears twice"),
-        (lambda r: (r / "corpus.jsonl").write_text('{"text": "no id"}\n'), "'_id' must be a non-empty string"),
-        (lambda r: (r / "qrels" / "test.tsv").write_text("q1\td1\t1\nq2\td3\thigh\n"), r"test.tsv:2: score 'high'"),
-        (lambda r: (r / "qrels" / "test.tsv").write_text("q1 d1 1\n"), "expected query-id<TAB>corpus-id<TAB>score"),
-        (lambda r: (r / "qrels" / "test.tsv").write_text("zz\td1\t1\n"), "no query of queries.test.jsonl has judgments"),
+        (
+            lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\nnot json\n'),
+            r"corpus.jsonl:2 is not valid JSON",
+        ),
+        (
+            lambda r: (r / "corpus.jsonl").write_text(
+                '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'
+            ),
+            "appears twice",
+        ),
+        (
+            lambda r: (r / "corpus.jsonl").write_text('{"text": "no id"}\n'),
+            "'_id' must be a non-empty string",
+        ),
+        (
+            lambda r: (r / "qrels" / "test.tsv").write_text("q1\td1\t1\nq2\td3\thigh\n"),
+            r"test.tsv:2: score 'high'",
+        ),
+        (
+            lambda r: (r / "qrels" / "test.tsv").write_text("q1 d1 1\n"),
+            "expected query-id<TAB>corpus-id<TAB>score",
+        ),
+        (
+            lambda r: (r / "qrels" / "test.tsv").write_text("zz\td1\t1\n"),
+            "no query of queries.test.jsonl has judgments",
+        ),
     ],
 )
 def test_bad_beir_folder_clear_error_nothing_written(
@@ -210,11 +245,29 @@ def qa_folder(root: Path) -> Path:
     )
     (docs / "colors.md").write_text("# Colors\n\nWidgets come in red, green and blue.\n")
     (docs / "setup.md").write_text("# Setup\n\nInstall the widget agent before you create widgets.\n")
-    _write_jsonl(root / "questions.dev.jsonl", [
-        {"id": "a", "question": "How many widgets per account can I create?", "doc": "guide/limits.md", "answer": "50"},
-        {"id": "b", "question": "Which colors do widgets come in?", "doc": "guide/colors.md", "answer": "red"},
-        {"id": "c", "question": "What must I install first?", "doc": "./guide/setup.md", "answer": "agent"},
-    ])
+    _write_jsonl(
+        root / "questions.dev.jsonl",
+        [
+            {
+                "id": "a",
+                "question": "How many widgets per account can I create?",
+                "doc": "guide/limits.md",
+                "answer": "50",
+            },
+            {
+                "id": "b",
+                "question": "Which colors do widgets come in?",
+                "doc": "guide/colors.md",
+                "answer": "red",
+            },
+            {
+                "id": "c",
+                "question": "What must I install first?",
+                "doc": "./guide/setup.md",
+                "answer": "agent",
+            },
+        ],
+    )
     return root
 
 
@@ -227,14 +280,19 @@ def test_eval_qa_end_to_end(ws: Workspace, tmp_path: Path) -> None:
     assert 0 < r["mrr@10"] <= 1
     assert r["ask_cites_gold"] >= 2 / 3 and r["ask_answered"] >= 2 / 3
     listing = ws.document_index("LIST_DOCUMENTS", index_name="eval-qa-qa-keyword", show_files_only=True)
-    paths = {d["filepath"] if isinstance(d, dict) else d for d in listing.get("Documents", listing.get("Files", []))}
+    paths = {
+        d["filepath"] if isinstance(d, dict) else d
+        for d in listing.get("Documents", listing.get("Files", []))
+    }
     assert "guide/limits.md" in str(paths)
     assert ws.eval_qa(str(root), ask=False)["index_reused"] is True
 
 
 def test_qa_bad_gold_document_nothing_written(ws: Workspace, tmp_path: Path) -> None:
     root = qa_folder(tmp_path / "qa")
-    _write_jsonl(root / "questions.extra.jsonl", [{"question": "q?", "doc": "guide/missing.md", "answer": ""}])
+    _write_jsonl(
+        root / "questions.extra.jsonl", [{"question": "q?", "doc": "guide/missing.md", "answer": ""}]
+    )
     r = ws.eval_qa(str(root))
     assert r["code"] == "invalid_argument" and "guide/missing.md" in r["Error"]
     assert ws.document_index("LIST_INDICES")["Indices"] == []
@@ -260,7 +318,9 @@ def test_cli_eval_json_and_table(home: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SHARED / "scifact" / "corpus.jsonl").is_file(), reason="needs ../shared/data/scifact")
+@pytest.mark.skipif(
+    not (SHARED / "scifact" / "corpus.jsonl").is_file(), reason="needs ../shared/data/scifact"
+)
 def test_scifact_keyword(ws: Workspace) -> None:
     """Stemmed BM25 lands near the published 0.68; the time (under a minute on an idle 2-core
     machine) is reported by the run, not asserted: shared CI machines are too noisy."""

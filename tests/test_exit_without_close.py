@@ -38,15 +38,22 @@ def test_a_script_that_never_closes_its_workspace_exits_0_ten_times(tmp_path: Pa
     corpus = tmp_path / "docs"
     corpus.mkdir()
     for i in range(120):
-        body = " ".join(f"Step {j} of runbook {i}: promote the replica, then reload the pooler." for j in range(40))
+        body = " ".join(
+            f"Step {j} of runbook {i}: promote the replica, then reload the pooler." for j in range(40)
+        )
         (corpus / f"r{i:03}.md").write_text(f"# Runbook {i}\n\n{body}\n")
     script = tmp_path / "noclose.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     codes, tails = [], []
     for run in range(10):
-        p = subprocess.run([sys.executable, str(script), str(tmp_path / f"ws{run}"), str(corpus)],
-                           capture_output=True, text=True, timeout=180, env=env)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / f"ws{run}"), str(corpus)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
         codes.append(p.returncode)
         tails.append(p.stdout[-200:] + p.stderr[-300:])
         assert "busy at exit True" in p.stdout, p.stdout + p.stderr  # the embedder was computing

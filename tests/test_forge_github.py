@@ -370,7 +370,8 @@ def test_registry_builds_forges_and_stays_open(github: GitHubMock) -> None:
     try:
         register_forge("custom", lambda cfg: Custom())
         assert (
-            create_forge(ForgeConfig(kind="custom", repo="src", options={"catalog": object()})).name == "custom"
+            create_forge(ForgeConfig(kind="custom", repo="src", options={"catalog": object()})).name
+            == "custom"
         )
         with pytest.raises(InvalidArgument, match="already registered"):
             register_forge("local", lambda cfg: Custom())  # built in

@@ -98,7 +98,9 @@ def test_open_update_and_list_files(gitlab_mock: GitLabMock, forge: GitLabForge)
     assert gitlab_mock.endpoints().count("project") == 1
 
 
-def test_merged_and_closed_merge_requests_read_back_their_state(gitlab_mock: GitLabMock, forge: GitLabForge) -> None:
+def test_merged_and_closed_merge_requests_read_back_their_state(
+    gitlab_mock: GitLabMock, forge: GitLabForge
+) -> None:
     gitlab_mock.push_branch(BRANCH, DIFFS)
     number = forge.create(head=BRANCH, base="main", title="t", body="b").number
     gitlab_mock.mrs[number].state = "merged"

@@ -137,13 +137,22 @@ def gitlab(c: TestClient, event: str, payload: dict[str, Any], *, delivery: str 
 
 
 def push_payload(upstream: Upstream, before: str, after: str, branch: str = "main") -> dict[str, Any]:
-    return {"ref": f"refs/heads/{branch}", "before": before, "after": after,
-            "repository": {"clone_url": f"file://{upstream.remote}"}, "commits": []}  # fmt: skip
+    return {
+        "ref": f"refs/heads/{branch}",
+        "before": before,
+        "after": after,
+        "repository": {"clone_url": f"file://{upstream.remote}"},
+        "commits": [],
+    }
 
 
 def gitlab_push(upstream: Upstream, before: str, after: str) -> dict[str, Any]:
-    return {"ref": "refs/heads/main", "before": before, "after": after,
-            "project": {"git_http_url": str(upstream.remote)}}  # fmt: skip
+    return {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "project": {"git_http_url": str(upstream.remote)},
+    }
 
 
 def refused(r: Any, what: str) -> None:
@@ -238,9 +247,15 @@ def test_proposal_sha_via_signed_github_and_gitlab_deliveries(
         "github pr",
     )
     refused(gitlab(gate, "Push Hook", gitlab_push(upstream, head, sha)), "gitlab push")
-    mr = {"project": {"git_http_url": str(upstream.remote)},
-          "object_attributes": {"action": "merge", "merge_commit_sha": None, "last_commit": {"id": sha},
-                                "target_branch": "main"}}  # fmt: skip
+    mr = {
+        "project": {"git_http_url": str(upstream.remote)},
+        "object_attributes": {
+            "action": "merge",
+            "merge_commit_sha": None,
+            "last_commit": {"id": sha},
+            "target_branch": "main",
+        },
+    }
     refused(gitlab(gate, "Merge Request Hook", mr), "gitlab merge request")
     unchanged(gate, before, home, jobs_before)
     # a refused delivery id is not spent: nothing was recorded against it
@@ -371,8 +386,10 @@ def test_older_commits_by_every_path_are_stale(gate: TestClient, upstream: Upstr
     jobs_before = sync_jobs(home)  # the sync route runs as a job; webhooks must queue none
     r = gitlab(gate, "Push Hook", gitlab_push(upstream, "0" * 40, c0))
     assert r.status_code == 200 and r.json()["status"] == "stale", r.text
-    mr = {"project": {"git_http_url": str(upstream.remote)},
-          "object_attributes": {"action": "merge", "merge_commit_sha": c0, "target_branch": "main"}}  # fmt: skip
+    mr = {
+        "project": {"git_http_url": str(upstream.remote)},
+        "object_attributes": {"action": "merge", "merge_commit_sha": c0, "target_branch": "main"},
+    }
     r = gitlab(gate, "Merge Request Hook", mr)
     assert r.status_code == 200 and r.json()["status"] == "stale", r.text
     assert state(gate) == before and sync_jobs(home) == jobs_before
@@ -388,8 +405,11 @@ def test_merges_that_reach_the_branch_still_sync(gate: TestClient, upstream: Ups
     upstream.write("docs/runbooks/squash.md", page("Squash", "The lynx squash note."))
     squash = upstream.commit_push("squash merge of #4")
     pr = {"number": 4, "merged": True, "merge_commit_sha": squash, "base": {"ref": "main"}}
-    r = github(gate, "pull_request", {"action": "closed", "pull_request": pr,
-                                      "repository": {"clone_url": str(upstream.remote)}})  # fmt: skip
+    r = github(
+        gate,
+        "pull_request",
+        {"action": "closed", "pull_request": pr, "repository": {"clone_url": str(upstream.remote)}},
+    )
     assert r.status_code == 202 and wait_job(gate, r.json()["job_id"])["status"] == "completed"
     assert keyword_hits(gate, "lynx squash")
     git(upstream.work, "checkout", "-q", "-b", "ff")
@@ -398,9 +418,15 @@ def test_merges_that_reach_the_branch_still_sync(gate: TestClient, upstream: Ups
     git(upstream.work, "commit", "-q", "-m", "ff work")
     git(upstream.work, "push", "-q", "origin", "ff")
     ff = git(upstream.work, "rev-parse", "HEAD")
-    mr = {"project": {"git_http_url": str(upstream.remote)},
-          "object_attributes": {"action": "merge", "merge_commit_sha": None, "last_commit": {"id": ff},
-                                "target_branch": "main"}}  # fmt: skip
+    mr = {
+        "project": {"git_http_url": str(upstream.remote)},
+        "object_attributes": {
+            "action": "merge",
+            "merge_commit_sha": None,
+            "last_commit": {"id": ff},
+            "target_branch": "main",
+        },
+    }
     refused(gitlab(gate, "Merge Request Hook", mr), "not merged yet")
     git(upstream.work, "push", "-q", "origin", "ff:main")  # the fast-forward merge
     r = gitlab(gate, "Merge Request Hook", mr)

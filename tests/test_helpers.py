@@ -14,7 +14,9 @@ from helpers import WaitTimeout, wait_until
 
 def test_wait_until_returns_the_first_truthy_value() -> None:
     answers = iter([None, 0, [], {"status": "completed"}, {"status": "later"}])
-    assert wait_until(lambda: next(answers), timeout=5, interval=0.001, what="a job") == {"status": "completed"}
+    assert wait_until(lambda: next(answers), timeout=5, interval=0.001, what="a job") == {
+        "status": "completed"
+    }
 
 
 def test_wait_until_fails_naming_what_and_the_last_value_after_its_timeout() -> None:
@@ -25,7 +27,9 @@ def test_wait_until_fails_naming_what_and_the_last_value_after_its_timeout() -> 
         return []
 
     start = time.monotonic()
-    with pytest.raises(AssertionError, match=r"timed out after 0\.2s waiting for the index to catch up; last value: \[\]"):
+    with pytest.raises(
+        AssertionError, match=r"timed out after 0\.2s waiting for the index to catch up; last value: \[\]"
+    ):
         wait_until(never, timeout=0.2, interval=0.01, what="the index to catch up")
     assert time.monotonic() - start >= 0.2 and len(calls) >= 2
     assert issubclass(WaitTimeout, AssertionError)
@@ -47,6 +51,10 @@ def test_no_test_module_edits_sys_path() -> None:
     offenders = []
     for path in sorted(Path(__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "path"
+                and getattr(node.value, "id", None) == "sys"
+            ):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []

@@ -100,13 +100,19 @@ def test_action_api_as_is(client: TestClient) -> None:
     )
     r = ok(client.post("/actions/document_index", json={"action": "SEARCH", "query": "alpha"}))
     assert r["action"] == "SEARCH" and r["Results"]
-    e = err(client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "bogus": 1}), 400,
-            "invalid_argument")  # fmt: skip
+    e = err(
+        client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "bogus": 1}),
+        400,
+        "invalid_argument",
+    )
     assert "bogus" in e["Error"]
     err(client.post("/actions/document_index", json={"action": "NOPE"}), 400, "invalid_argument")
     err(client.post("/actions/document_index", json={"query": "x"}), 400, "invalid_argument")
-    err(client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "progress": 1}), 400,
-        "invalid_argument")  # fmt: skip
+    err(
+        client.post("/actions/document_index", json={"action": "SEARCH", "query": "a", "progress": 1}),
+        400,
+        "invalid_argument",
+    )
 
 
 def test_failed_action_keeps_its_fields_under_details(client: TestClient) -> None:
@@ -205,12 +211,17 @@ def test_server_caps_refuse_a_bigger_top_n_or_count_on_every_route(home: Path) -
         ok(c.post("/search", json={"query": "x", "top_n": 5}))
         err(c.post("/ask", json={"query": "x", "top_n": 6}), 400, "invalid_argument")
         err(c.get("/indexes/kb/documents", params={"count": 8}), 400, "invalid_argument")
-        err(c.post("/actions/document_index", json={"action": "SEARCH", "query": "x", "top_n": 99}), 400,
-            "invalid_argument")  # fmt: skip
+        err(
+            c.post("/actions/document_index", json={"action": "SEARCH", "query": "x", "top_n": 99}),
+            400,
+            "invalid_argument",
+        )
         err(c.post("/search", json={"query": "x", "top_n": "5"}), 422, "validation")  # strict: no "5" → 5
 
 
-def test_add_documents_over_http_stays_inside_allowed_roots_and_refuses_escapes(home: Path, tmp_path: Path) -> None:
+def test_add_documents_over_http_stays_inside_allowed_roots_and_refuses_escapes(
+    home: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "docs"
     (root / "team").mkdir(parents=True)
     (root / "team" / "a.md").write_text("# A\n\nInside the root.\n")
@@ -226,11 +237,20 @@ def test_add_documents_over_http_stays_inside_allowed_roots_and_refuses_escapes(
         ok(c.post("/indexes", json={"index_name": "kb"}))
         err(c.post("/indexes/kb/documents", json={"filepath": str(outside)}), 403, "forbidden")
         err(c.post("/indexes/kb/documents", json={"filepath": str(root / "escape")}), 403, "forbidden")
-        err(c.post("/indexes/kb/documents", json={"filepath": str(root / "team" / "..")+"/../secret"}), 403,
-            "forbidden")  # fmt: skip
+        err(
+            c.post("/indexes/kb/documents", json={"filepath": str(root / "team" / "..") + "/../secret"}),
+            403,
+            "forbidden",
+        )
         err(c.post("/indexes/kb/documents", json={"filepath": "team"}), 400, "invalid_argument")  # relative
-        err(c.post("/actions/document_index", json={"action": "ADD_DOCUMENTS", "index_name": "kb",
-                                                     "filepath": str(outside)}), 403, "forbidden")  # fmt: skip
+        err(
+            c.post(
+                "/actions/document_index",
+                json={"action": "ADD_DOCUMENTS", "index_name": "kb", "filepath": str(outside)},
+            ),
+            403,
+            "forbidden",
+        )
         r = ok(c.post("/indexes/kb/documents", json={"filepath": str(root)}))
         if r.get("status") == "working":
             r = ok(c.get(f"/jobs/{r['job_id']}"))

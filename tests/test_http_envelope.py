@@ -61,8 +61,18 @@ def test_every_parameterless_get_answers_the_envelope(client: TestClient) -> Non
             continue
         success(client.get(path))
         walked.append(path)
-    for family in ("/healthz", "/readyz", "/indexes", "/status", "/jobs", "/sources", "/proposals",
-                   "/reviews", "/kbs", "/audit"):  # fmt: skip
+    for family in (
+        "/healthz",
+        "/readyz",
+        "/indexes",
+        "/status",
+        "/jobs",
+        "/sources",
+        "/proposals",
+        "/reviews",
+        "/kbs",
+        "/audit",
+    ):
         assert family in walked, family
     failure(client.get("/pulls"), 422, "validation")
 
@@ -72,7 +82,9 @@ def test_route_families_success_and_error(client: TestClient) -> None:
     success(client.post("/indexes", json={"index_name": "kb"}))
     failure(client.post("/indexes", json={"index_name": "kb"}), 409, "conflict")
     # documents
-    added = success(client.post("/indexes/kb/texts", json={"text": "The rollback checklist.", "filepath": "a.md"}))
+    added = success(
+        client.post("/indexes/kb/texts", json={"text": "The rollback checklist.", "filepath": "a.md"})
+    )
     listed = success(client.get("/indexes/kb/documents"))
     assert listed["total_count"] == 1 and listed["Documents"]
     success(client.get("/indexes/kb/files/a.md"))

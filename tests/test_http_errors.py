@@ -127,8 +127,13 @@ def test_every_route_every_error_path(client: TestClient) -> None:
                 w.expect(method, tpl, send(json=body, headers=auth("reader")), 403)
             # 3. a missing resource (path parameters name nothing that exists)
             if "{" in tpl:
-                w.expect(method, tpl, send(json=body, headers=auth("admin")) if body is not None
-                         else send(headers=auth("admin")))  # fmt: skip
+                w.expect(
+                    method,
+                    tpl,
+                    send(json=body, headers=auth("admin"))
+                    if body is not None
+                    else send(headers=auth("admin")),
+                )
         if body is not None:
             # 4. malformed bodies: not an object; not JSON; too big; not declared as JSON
             hdrs = {**auth("admin"), "X-Hub-Signature-256": "sha256=00", "X-Gitlab-Token": "t"}

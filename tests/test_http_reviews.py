@@ -39,8 +39,13 @@ def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClien
 
 
 def open_pull(c: TestClient, search: str, replace: str) -> dict[str, Any]:
-    body = {"source_id_or_index": SOURCE, "relative_path": PAGE, "search": search, "replace": replace,
-            "note": "fix the rotation period"}  # fmt: skip
+    body = {
+        "source_id_or_index": SOURCE,
+        "relative_path": PAGE,
+        "search": search,
+        "replace": replace,
+        "note": "fix the rotation period",
+    }
     ok(c.post("/proposals", json=body, headers=as_("writer")))
     pr = ok(c.post("/pulls", json={"source_id_or_index": SOURCE, "title": "Rotation"}, headers=as_("writer")))
     assert pr["review_state"] == "pending"
@@ -88,15 +93,18 @@ def test_approve_needs_review_scope_and_records_the_token_name(api: TestClient, 
         )
         return bool(hits["Results"]) and "60 days" in hits["Results"][0]["snippet"]
 
-    wait_until(merged_text_found, timeout=60, interval=0.1, what=f"the merged text to become searchable: {merged}")
+    wait_until(
+        merged_text_found, timeout=60, interval=0.1, what=f"the merged text to become searchable: {merged}"
+    )
 
 
 def test_deny_records_reason_and_reviewer(api: TestClient, upstream: Upstream) -> None:
     pr = open_pull(api, "every 90 days", "every 30 days")
     r = api.post(f"/reviews/{pr['review_id']}/deny", json={}, headers=as_("alice"))
     assert r.status_code == 422  # a reason is required
-    denied = ok(api.post(f"/reviews/{pr['review_id']}/deny", json={"reason": "policy says 90"},
-                         headers=as_("alice")))  # fmt: skip
+    denied = ok(
+        api.post(f"/reviews/{pr['review_id']}/deny", json={"reason": "policy says 90"}, headers=as_("alice"))
+    )
     assert denied["review_state"] == "denied"
     shown = ok(api.get(f"/reviews/{pr['review_id']}", headers=as_("reader")))
     assert "policy says 90" in str(shown) and "alice" in str(shown)

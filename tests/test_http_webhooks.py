@@ -77,8 +77,16 @@ def push_payload(upstream: Upstream, before: str, after: str, *, branch: str = "
     }
 
 
-def github(c: TestClient, event: str, payload: dict[str, Any], *, secret: str = SECRET, delivery: str | None = None,
-           query: str = "", headers: dict[str, str] | None = None) -> Any:  # fmt: skip
+def github(
+    c: TestClient,
+    event: str,
+    payload: dict[str, Any],
+    *,
+    secret: str = SECRET,
+    delivery: str | None = None,
+    query: str = "",
+    headers: dict[str, str] | None = None,
+) -> Any:
     body = json.dumps(payload).encode()
     hdrs = {
         "Content-Type": "application/json",
@@ -135,10 +143,15 @@ def test_forged_deliveries_enqueue_nothing(hook: TestClient, upstream: Upstream,
         "tampered body": (base | {"X-Hub-Signature-256": github_signature(SECRET, body)}, body + b" ", 401),
         "wrong content type": (
             base | {"Content-Type": "application/x-www-form-urlencoded", "X-Hub-Signature-256": "sha256=0"},
-            b"payload=" + body, 415,
+            b"payload=" + body,
+            415,
         ),
-        "oversize": (base | {"X-Hub-Signature-256": github_signature(SECRET, b"x" * 70000)}, b"x" * 70000, 413),
-    }  # fmt: skip
+        "oversize": (
+            base | {"X-Hub-Signature-256": github_signature(SECRET, b"x" * 70000)},
+            b"x" * 70000,
+            413,
+        ),
+    }
     for name, (headers, content, status) in cases.items():
         r = hook.post("/webhooks/github", content=content, headers=headers)
         assert r.status_code == status, (name, r.text)
@@ -186,7 +199,9 @@ def test_github_pull_request_ping_and_other_branches(hook: TestClient, upstream:
     assert r.status_code == 200 and r.json()["queued"] is False and "branch" in r.json()["reason"]
 
 
-def test_gitlab_merge_and_push_hooks_sync_and_a_replay_is_a_duplicate(hook: TestClient, upstream: Upstream, home: Path) -> None:
+def test_gitlab_merge_and_push_hooks_sync_and_a_replay_is_a_duplicate(
+    hook: TestClient, upstream: Upstream, home: Path
+) -> None:
     upstream.write("docs/runbooks/gl.md", page("GitLab", "The pulsar drain steps."))
     sha = upstream.commit_push("gitlab merge")
     payload = {
@@ -241,11 +256,17 @@ def test_generic_needs_write_scope(hook: TestClient, upstream: Upstream, home: P
         hook.post("/webhooks/generic", json=body, headers={"Authorization": f"Bearer {READER}"}).status_code
         == 403
     )
-    r = hook.post("/webhooks/generic", json={"source": SOURCE, "commit": "xyz"},
-                  headers={"Authorization": f"Bearer {WRITER}"})  # fmt: skip
+    r = hook.post(
+        "/webhooks/generic",
+        json={"source": SOURCE, "commit": "xyz"},
+        headers={"Authorization": f"Bearer {WRITER}"},
+    )
     assert r.status_code == 400
-    r = hook.post("/webhooks/generic", json={"source": "nope", "commit": head},
-                  headers={"Authorization": f"Bearer {WRITER}"})  # fmt: skip
+    r = hook.post(
+        "/webhooks/generic",
+        json={"source": "nope", "commit": head},
+        headers={"Authorization": f"Bearer {WRITER}"},
+    )
     assert r.status_code == 404
     assert counts(home) == n
     r = hook.post("/webhooks/generic", json=body, headers={"Authorization": f"Bearer {WRITER}"})

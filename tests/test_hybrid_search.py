@@ -46,7 +46,10 @@ def test_real_model_finds_paraphrase_that_keyword_search_misses(
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     w = make_ws(embedding_provider=None, embedding_model=None)  # the default: fastembed MiniLM
-    assert ok(w.document_index("CREATE_INDEX", index_name="kb"))["embedding_identity"] == "fastembed/all-minilm-l6-v2"
+    assert (
+        ok(w.document_index("CREATE_INDEX", index_name="kb"))["embedding_identity"]
+        == "fastembed/all-minilm-l6-v2"
+    )
     ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(w.build_embeddings())
     st = ok(w.embeddings_status())
@@ -100,13 +103,24 @@ def test_modes_and_retrievers(make_ws: Callable[..., Workspace], kb_copy: Path) 
     top = hyb["Results"][0]
     assert files(hyb)[0] == "rotate-api-keys.md" and top["retrievers"] == ["keyword", "semantic"]
     assert set(top["ranks"]) == {"keyword", "semantic"} and set(top["scores"]) == {"keyword", "semantic"}
-    for field in ("id", "index_name", "filepath", "file_id", "document_title", "source_uri", "location", "snippet"):
+    for field in (
+        "id",
+        "index_name",
+        "filepath",
+        "file_id",
+        "document_title",
+        "source_uri",
+        "location",
+        "snippet",
+    ):
         assert field in top
     assert ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=5))["Results"] == hyb["Results"]
     fails(w.document_index("SEARCH", query=q, mode="fuzzy"), "invalid_argument")
 
 
-def test_default_is_keyword_with_warning_while_vectors_build(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+def test_default_is_keyword_with_warning_while_vectors_build(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
     w = make_ws()
     w.ctx.embedding_worker.close()  # vectors stay behind until build_embeddings
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
@@ -123,7 +137,9 @@ def test_default_is_keyword_with_warning_while_vectors_build(make_ws: Callable[.
     assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "ready"
 
 
-def test_keyword_only_index_never_embeds_and_never_fails_closed(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+def test_keyword_only_index_never_embeds_and_never_fails_closed(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kw", embeddings=False))
     ok(w.document_index("ADD_DOCUMENTS", index_name="kw", filepath=str(kb_copy / "docs")))
@@ -138,14 +154,35 @@ def test_keyword_only_index_never_embeds_and_never_fails_closed(make_ws: Callabl
     assert stats["embeddings"] is False and stats["vectors"] == "off" and stats["needs_reindex"] is False
 
 
-def test_cross_index_search_embeds_query_once_per_identity(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+def test_cross_index_search_embeds_query_once_per_identity(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
     w = make_ws()
-    ok(w.document_index("CREATE_INDEX", index_name="runbooks", embedding_provider="hashing", embedding_model="a"))
-    ok(w.document_index("CREATE_INDEX", index_name="policies", embedding_provider="hashing", embedding_model="b"))
-    ok(w.document_index("CREATE_INDEX", index_name="more-runbooks", embedding_provider="hashing", embedding_model="a"))
+    ok(
+        w.document_index(
+            "CREATE_INDEX", index_name="runbooks", embedding_provider="hashing", embedding_model="a"
+        )
+    )
+    ok(
+        w.document_index(
+            "CREATE_INDEX", index_name="policies", embedding_provider="hashing", embedding_model="b"
+        )
+    )
+    ok(
+        w.document_index(
+            "CREATE_INDEX", index_name="more-runbooks", embedding_provider="hashing", embedding_model="a"
+        )
+    )
     ok(w.document_index("ADD_DOCUMENTS", index_name="runbooks", filepath=str(kb_copy / "docs" / "runbooks")))
     ok(w.document_index("ADD_DOCUMENTS", index_name="policies", filepath=str(kb_copy / "docs" / "policies")))
-    ok(w.document_index("ADD_TEXT", index_name="more-runbooks", text="Rotate the password of the database.", filepath="x.txt"))
+    ok(
+        w.document_index(
+            "ADD_TEXT",
+            index_name="more-runbooks",
+            text="Rotate the password of the database.",
+            filepath="x.txt",
+        )
+    )
     ok(w.build_embeddings())
     from gitkb.services import identity
 
@@ -174,27 +211,51 @@ def collections_of(w: Workspace) -> dict[str, int]:
     return {c["identity"]: c["count"] for c in ok(w.embeddings_status())["collections"]}
 
 
-def test_semantic_hits_are_checked_against_the_catalog(make_ws: Callable[..., Workspace], kb_copy: Path) -> None:
+def test_semantic_hits_are_checked_against_the_catalog(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
     ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(w.build_embeddings())
     w.ctx.embedding_worker.close()  # the deletion will not reach the vectors
     ok(w.document_index("DELETE_DOCUMENT", index_name="kb", filepath="docs/runbooks/database-failover.md"))
-    r = ok(w.document_index("SEARCH", query="promote the replica database failover", mode="semantic", top_n=20))
+    r = ok(
+        w.document_index("SEARCH", query="promote the replica database failover", mode="semantic", top_n=20)
+    )
     assert "database-failover.md" not in files(r) and r["Results"]
-    assert collections_of(w)["hashing/h1"] > ok(w.embeddings_status())["chunk_count"]  # the stale vector is still there
+    assert (
+        collections_of(w)["hashing/h1"] > ok(w.embeddings_status())["chunk_count"]
+    )  # the stale vector is still there
 
 
 def test_tenant_and_tier_filters_apply_to_semantic_hits(make_ws: Callable[..., Workspace]) -> None:
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
-    ok(w.document_index("ADD_TEXT", index_name="kb", text="Acme rotates keys monthly.", filepath="acme.txt", tenant="acme"))
-    ok(w.document_index("ADD_TEXT", index_name="kb", text="Globex rotates keys yearly.", filepath="globex.txt", tenant="globex"))
-    ok(w.document_index("ADD_TEXT", index_name="kb", text="Everyone rotates keys.", filepath="all.txt", tier="cold"))
+    ok(
+        w.document_index(
+            "ADD_TEXT", index_name="kb", text="Acme rotates keys monthly.", filepath="acme.txt", tenant="acme"
+        )
+    )
+    ok(
+        w.document_index(
+            "ADD_TEXT",
+            index_name="kb",
+            text="Globex rotates keys yearly.",
+            filepath="globex.txt",
+            tenant="globex",
+        )
+    )
+    ok(
+        w.document_index(
+            "ADD_TEXT", index_name="kb", text="Everyone rotates keys.", filepath="all.txt", tier="cold"
+        )
+    )
     ok(w.build_embeddings())
     for mode in ("semantic", "hybrid"):
-        assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode, tenant="acme"))) == ["acme.txt"]
+        assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode, tenant="acme"))) == [
+            "acme.txt"
+        ]
         assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode))) == ["all.txt"]
         assert files(ok(w.document_index("SEARCH", query="rotates keys", mode=mode, tiers=["hot"]))) == []
 
@@ -202,7 +263,9 @@ def test_tenant_and_tier_filters_apply_to_semantic_hits(make_ws: Callable[..., W
 # -- CLI ---------------------------------------------------------------------------------------
 
 
-def test_cli_search_modes_and_embeddings_commands(tmp_path: Path, kb_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_search_modes_and_embeddings_commands(
+    tmp_path: Path, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gitkb.cli.main import cli
 
     monkeypatch.setenv("GITKB_EMBEDDING_PROVIDER", "hashing")
@@ -220,7 +283,11 @@ def test_cli_search_modes_and_embeddings_commands(tmp_path: Path, kb_copy: Path,
     assert added.exit_code == 0, added.output
     res = invoke("--json", "search", "rotate the payments key", "--mode", "hybrid", "--index", "kb")
     data = json.loads(res.output)
-    assert res.exit_code == 0 and data["mode"] == "hybrid" and data["Results"][0]["retrievers"] == ["keyword", "semantic"]
+    assert (
+        res.exit_code == 0
+        and data["mode"] == "hybrid"
+        and data["Results"][0]["retrievers"] == ["keyword", "semantic"]
+    )
     human = invoke("search", "rotate the payments key", "--mode", "semantic")
     assert human.exit_code == 0 and "[semantic]" in human.output
     status = invoke("embeddings", "status")
@@ -262,7 +329,11 @@ def test_semantic_search_of_one_index_in_a_shared_collection(make_ws: Callable[.
     ok(w.document_index("CREATE_INDEX", index_name="big"))
     ok(w.document_index("CREATE_INDEX", index_name="small"))
     for i in range(12):
-        ok(w.document_index("ADD_TEXT", index_name="big", text=f"Rotate keys, note {i}.", filepath=f"{i}.txt"))
+        ok(
+            w.document_index(
+                "ADD_TEXT", index_name="big", text=f"Rotate keys, note {i}.", filepath=f"{i}.txt"
+            )
+        )
     ok(w.document_index("ADD_TEXT", index_name="small", text="Unrelated gardening advice.", filepath="g.txt"))
     ok(w.build_embeddings())
     small = ok(w.document_index("SEARCH", query="rotate keys", index_name="small", mode="semantic", top_n=5))

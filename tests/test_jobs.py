@@ -21,6 +21,7 @@ from helpers import ok, wait_until
 @pytest.fixture
 def slow_kind() -> Any:
     """A job kind that takes a while and reports progress (cancellable between steps)."""
+
     def fn(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
         steps = int(params.get("steps", 20))
         for i in range(steps):
@@ -147,7 +148,10 @@ def test_cancel_running_and_queued(ws: Workspace, slow_kind: str) -> None:
 
 
 def test_per_caller_limit_refuses_and_queues_nothing(ws: Workspace, slow_kind: str) -> None:
-    ids = [ok(ws.promoted(slow_kind, steps=100, delay=0.02, wait=0, caller="agent-x"))["job_id"] for _ in range(4)]
+    ids = [
+        ok(ws.promoted(slow_kind, steps=100, delay=0.02, wait=0, caller="agent-x"))["job_id"]
+        for _ in range(4)
+    ]
     before = len(ok(ws.list_jobs(limit=100))["Jobs"])
     r = ws.promoted(slow_kind, steps=1, wait=0, caller="agent-x")
     assert r["Success"] is False and r["code"] == "busy"
@@ -158,7 +162,10 @@ def test_per_caller_limit_refuses_and_queues_nothing(ws: Workspace, slow_kind: s
 
 
 def test_second_workspace_forwards_writes_to_the_lease_holder(home: Path) -> None:
-    with Workspace(home, embedding_provider="hashing") as a, Workspace(home, embedding_provider="hashing") as b:
+    with (
+        Workspace(home, embedding_provider="hashing") as a,
+        Workspace(home, embedding_provider="hashing") as b,
+    ):
         assert a.ctx.is_writer and not b.ctx.is_writer
         ok(b.document_index("CREATE_INDEX", index_name="kb"))
         ok(b.document_index("ADD_TEXT", index_name="kb", text="forwarded through the queue"))
@@ -184,8 +191,11 @@ def test_recovery_requeues_an_interrupted_job(home: Path) -> None:
         ok(w.document_index("CREATE_INDEX", index_name="kb"))
         with w.ctx.catalog.write() as conn:  # what a SIGKILLed writer leaves behind
             job = job_rows.insert(
-                conn, "action", {"action": "ADD_TEXT", "params": {"index_name": "kb", "text": "survives a crash"}},
-                state="running", runner="deadhost:1:1",
+                conn,
+                "action",
+                {"action": "ADD_TEXT", "params": {"index_name": "kb", "text": "survives a crash"}},
+                state="running",
+                runner="deadhost:1:1",
             )
             stale = job_rows.insert(conn, "no_such_kind", {}, state="running", runner="deadhost:1:1")
     with Workspace(home, embedding_provider="hashing") as w2:
@@ -220,7 +230,11 @@ def test_readers_never_wait_for_the_writer(ws: Workspace, tmp_path: Path) -> Non
     for t in threads:
         t.start()
     try:
-        r = ok(ws.promoted("document_index", action="ADD_DOCUMENTS", index_name="kb", filepath=str(corpus), wait=60))
+        r = ok(
+            ws.promoted(
+                "document_index", action="ADD_DOCUMENTS", index_name="kb", filepath=str(corpus), wait=60
+            )
+        )
         if r.get("status") == "working":
             ok(ws.wait_job(r["job_id"], timeout=120))
     finally:

@@ -14,7 +14,10 @@ from gitkb.services import scope
 
 def _setup(ws: Any) -> dict[str, str]:
     ids = {}
-    for name, text in (("runbooks", "rotate the signing keys every quarter"), ("policies", "retention policy text")):
+    for name, text in (
+        ("runbooks", "rotate the signing keys every quarter"),
+        ("policies", "retention policy text"),
+    ):
         ids[name] = ws.document_index("CREATE_INDEX", index_name=name)["index_id"]
         assert ws.document_index("ADD_TEXT", index_name=name, text=text)["Success"]
     return ids

@@ -17,8 +17,13 @@ HEAD = "gitkb/proposals/kb"
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -119,8 +124,13 @@ def test_only_paths_and_file_urls_are_local_remotes() -> None:
 
 
 def test_network_remote_cannot_be_merged_here(tmp_path: Path) -> None:
-    f = LocalForge(ForgeConfig(kind="local", repo="https://example.com/r.git",
-                               options={"catalog": Catalog(tmp_path / "c.sqlite3")}))  # fmt: skip
+    f = LocalForge(
+        ForgeConfig(
+            kind="local",
+            repo="https://example.com/r.git",
+            options={"catalog": Catalog(tmp_path / "c.sqlite3")},
+        )
+    )
     cr = f.create(head=HEAD, base="main", title="t", body="")
     assert cr.number == 1
     with pytest.raises(InvalidArgument, match="on this machine"):

@@ -120,7 +120,9 @@ def test_no_repeated_long_values_and_no_escaped_text(pages: list[dict[str, Any]]
         text = p["text"]
         raw = parse_block(text, raw=True)
         prefix = raw["indexes"][0]["source_uri_prefix"]
-        assert prefix.startswith(("git+", "file://")) and text.count(prefix) == 1  # the remote and commit, once a page
+        assert (
+            prefix.startswith(("git+", "file://")) and text.count(prefix) == 1
+        )  # the remote and commit, once a page
         assert text.count(raw["indexes"][0]["index_id"]) == 1
         for doc in raw["documents"]:
             assert text.count(json.dumps(doc[1])) == 1  # a document's path and title once, however many hits
@@ -142,11 +144,16 @@ def test_figures(setup: str, pages: list[dict[str, Any]]) -> None:
     for p in pages:
         before = _before(p["full"])
         n_snip, share = _share(p["text"])
-        rows.append((p["query"], len(p["full"]["Results"]), len(before), n_snip / len(before), len(p["text"]), share))
-    print(f"\n{setup}\nquery | results | before chars | before snippet share | after chars | after snippet share")
+        rows.append(
+            (p["query"], len(p["full"]["Results"]), len(before), n_snip / len(before), len(p["text"]), share)
+        )
+    print(
+        f"\n{setup}\nquery | results | before chars | before snippet share | after chars | after snippet share"
+    )
     for q, n, b, bs, a, s in rows:
         print(f"{q} | {n} | {b} | {bs:.0%} | {a} | {s:.0%}")
     tb, ta = sum(r[2] for r in rows), sum(r[4] for r in rows)
-    print(f"mean chars/page: before {tb / len(rows):.0f}, after {ta / len(rows):.0f} ({1 - ta / tb:.0%} fewer)")
+    print(
+        f"mean chars/page: before {tb / len(rows):.0f}, after {ta / len(rows):.0f} ({1 - ta / tb:.0%} fewer)"
+    )
     assert ta < tb
-

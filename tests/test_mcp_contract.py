@@ -32,17 +32,34 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
     "document_index": (
         ["action"],
         {
-            "action": {"enum": [
-                "ADD_DOCUMENTS", "ADD_TEXT", "ASK", "CREATE_INDEX", "DELETE_DOCUMENT", "DELETE_INDEX",
-                "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS", "LIST_DOCUMENTS", "LIST_INDICES", "RECHUNK",
-                "RENAME_DOCUMENT", "RENAME_INDEX", "SEARCH", "SET_SEARCH_SETTINGS",
-            ]},
+            "action": {
+                "enum": [
+                    "ADD_DOCUMENTS",
+                    "ADD_TEXT",
+                    "ASK",
+                    "CREATE_INDEX",
+                    "DELETE_DOCUMENT",
+                    "DELETE_INDEX",
+                    "GET_DOCUMENT",
+                    "GET_INDICES_STATS",
+                    "GET_SEARCH_SETTINGS",
+                    "LIST_DOCUMENTS",
+                    "LIST_INDICES",
+                    "RECHUNK",
+                    "RENAME_DOCUMENT",
+                    "RENAME_INDEX",
+                    "SEARCH",
+                    "SET_SEARCH_SETTINGS",
+                ]
+            },
             "answer_mode": {"enum": ["extractive", "generative"]},
             "base_path": PATH,
             "chunk_overlap": {"type": "integer", "minimum": 0},
             "chunk_size": {"type": "integer", "minimum": 1},
             "chunk_strategy": {"enum": ["auto", "sentence", "one_chunk_per_doc"]},
-            "count": {"type": "integer"},  # 1-50 for LIST_DOCUMENTS, 0-10 MiB for GET_DOCUMENT: the policy checks each
+            "count": {
+                "type": "integer"
+            },  # 1-50 for LIST_DOCUMENTS, 0-10 MiB for GET_DOCUMENT: the policy checks each
             "embeddings": BOOL,
             "embedding_model": S,
             "embedding_provider": S,
@@ -187,12 +204,31 @@ def test_listed_tools_match_the_pins(ws: Any) -> None:
         assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == hints
 
 
-READ_TOOLS = {"document_index", "search_index", "get_index_status", "embeddings_status", "get_job_result",
-              "cite_check", "list_knowledge_bases"}  # fmt: skip
-PROPOSE_TOOLS = READ_TOOLS | {"propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "open_kb_pull_request",
-                              "refresh_proposals"}
-READ_ACTIONS = ["ASK", "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS", "LIST_DOCUMENTS",
-                "LIST_INDICES", "SEARCH"]  # fmt: skip
+READ_TOOLS = {
+    "document_index",
+    "search_index",
+    "get_index_status",
+    "embeddings_status",
+    "get_job_result",
+    "cite_check",
+    "list_knowledge_bases",
+}
+PROPOSE_TOOLS = READ_TOOLS | {
+    "propose_kb_edit",
+    "propose_kb_delete",
+    "propose_kb_rename",
+    "open_kb_pull_request",
+    "refresh_proposals",
+}
+READ_ACTIONS = [
+    "ASK",
+    "GET_DOCUMENT",
+    "GET_INDICES_STATS",
+    "GET_SEARCH_SETTINGS",
+    "LIST_DOCUMENTS",
+    "LIST_INDICES",
+    "SEARCH",
+]
 
 
 @pytest.mark.parametrize(
@@ -203,7 +239,9 @@ READ_ACTIONS = ["ASK", "GET_DOCUMENT", "GET_INDICES_STATS", "GET_SEARCH_SETTINGS
         ("write", PROPOSE_TOOLS, sorted([*READ_ACTIONS, "ADD_TEXT", "DELETE_DOCUMENT", "RENAME_DOCUMENT"])),
     ],
 )
-def test_agent_modes_offer_only_their_tools(ws: Any, mode: str, tools_wanted: set[str], actions_wanted: list[str]) -> None:
+def test_agent_modes_offer_only_their_tools(
+    ws: Any, mode: str, tools_wanted: set[str], actions_wanted: list[str]
+) -> None:
     """An agent is offered only what its binding mode allows, and never operate/review/admin tools;
     no description names a tool it is not offered."""
     assert ws.document_index("CREATE_INDEX", index_name="kb")["Success"]

@@ -55,36 +55,69 @@ def test_search_read_propose_open_pull_request(agent_ws: Any, upstream: Upstream
             got["tools"] = names
             kbs = _data(await client.call_tool("list_knowledge_bases", {}))
             got["kbs"] = kbs
-            hits = _data(await client.call_tool("search_index", {"query": "rotate API keys payments gateway", "top_k": 3}))
+            hits = _data(
+                await client.call_tool(
+                    "search_index", {"query": "rotate API keys payments gateway", "top_k": 3}
+                )
+            )
             got["hits"] = hits
             top = hits["Results"][0]
-            page = _data(await client.call_tool("document_index", {
-                "action": "GET_DOCUMENT", "index_name": top["index_name"], "filepath": top["filepath"],
-                "pagination_mode": "lines", "start": 0, "count": 20,
-            }))
+            page = _data(
+                await client.call_tool(
+                    "document_index",
+                    {
+                        "action": "GET_DOCUMENT",
+                        "index_name": top["index_name"],
+                        "filepath": top["filepath"],
+                        "pagination_mode": "lines",
+                        "start": 0,
+                        "count": 20,
+                    },
+                )
+            )
             got["page"] = page
-            proposal = _data(await client.call_tool("propose_kb_edit", {
-                "source_id_or_index": SOURCE, "relative_path": top["filepath"],
-                "search": "expire every 90 days", "replace": "expire every 60 days",
-                "note": "the gateway's policy changed to 60 days",
-            }))
+            proposal = _data(
+                await client.call_tool(
+                    "propose_kb_edit",
+                    {
+                        "source_id_or_index": SOURCE,
+                        "relative_path": top["filepath"],
+                        "search": "expire every 90 days",
+                        "replace": "expire every 60 days",
+                        "note": "the gateway's policy changed to 60 days",
+                    },
+                )
+            )
             got["proposal"] = proposal
-            got["pr"] = _data(await client.call_tool("open_kb_pull_request", {
-                "source_id_or_index": SOURCE, "title": "Key rotation is every 60 days",
-            }))
+            got["pr"] = _data(
+                await client.call_tool(
+                    "open_kb_pull_request",
+                    {
+                        "source_id_or_index": SOURCE,
+                        "title": "Key rotation is every 60 days",
+                    },
+                )
+            )
             again = _data(await client.call_tool("open_kb_pull_request", {"source_id_or_index": SOURCE}))
             got["pr_again"] = again
         return got
 
     got = anyio.run(main)
-    assert {"search_index", "document_index", "propose_kb_edit", "open_kb_pull_request",
-            "list_knowledge_bases"} <= set(got["tools"])
+    assert {
+        "search_index",
+        "document_index",
+        "propose_kb_edit",
+        "open_kb_pull_request",
+        "list_knowledge_bases",
+    } <= set(got["tools"])
     assert [k["name"] for k in got["kbs"]["KnowledgeBases"]] == ["handbook-kb"]
     top = got["hits"]["Results"][0]
     assert top["id"].startswith("kchk_") and top["index_id"].startswith("kidx_")
     assert top["filepath"] == "docs/runbooks/rotate-api-keys.md"
     assert top["document_title"] == "Rotate API keys"
-    assert top["source_uri"].startswith("git+") and top["source_uri"].endswith(":docs/runbooks/rotate-api-keys.md")
+    assert top["source_uri"].startswith("git+") and top["source_uri"].endswith(
+        ":docs/runbooks/rotate-api-keys.md"
+    )
     assert top["location"]["line_start"] >= 1 and top["snippet"] and isinstance(top["score"], float)
     assert got["hits"]["ignored"] == []
     assert "expire every 90 days" in got["page"]["Content"].replace("\n", " ")
@@ -117,7 +150,9 @@ def http_url(ws: Any) -> Iterator[str]:
     ws.agent_assign(AGENT, ["ops"], read_only=True)
     port = _free_port()
     app = build_server(ws, AGENT).streamable_http_app(host="127.0.0.1")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, timeout=10, interval=0.02, what="the MCP HTTP server to start")
@@ -133,14 +168,17 @@ def test_streamable_http_lists_searches_and_refuses_writes_when_read_only(http_u
         async with Client(http_url) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             hits = _data(await client.call_tool("search_index", {"query": "promote replica"}))
-            refused = await client.call_tool("document_index", {"action": "ADD_TEXT", "index_name": "notes",
-                                                                "text": "x"})
+            refused = await client.call_tool(
+                "document_index", {"action": "ADD_TEXT", "index_name": "notes", "text": "x"}
+            )
             return names, hits, refused
 
     names, hits, refused = anyio.run(main)
     assert "search_index" in names
     assert hits["count"] == 1 and hits["Results"][0]["snippet"].startswith("Failover")
-    assert refused.is_error and json.loads(refused.content[0].text)["code"] == "forbidden"  # read-only binding
+    assert (
+        refused.is_error and json.loads(refused.content[0].text)["code"] == "forbidden"
+    )  # read-only binding
 
 
 @pytest.mark.slow  # a subprocess: importing the mcp SDK alone takes seconds on a small machine

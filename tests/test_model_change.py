@@ -25,7 +25,11 @@ def w(make_ws: Callable[..., Workspace], kb_copy: Path) -> Workspace:
     ws = make_ws(embedding_model="old-model")
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=300, chunk_overlap=30))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
-    ok(ws.document_index("CREATE_INDEX", index_name="pinned", embedding_provider="hashing", embedding_model="pin"))
+    ok(
+        ws.document_index(
+            "CREATE_INDEX", index_name="pinned", embedding_provider="hashing", embedding_model="pin"
+        )
+    )
     ok(ws.document_index("ADD_DOCUMENTS", index_name="pinned", filepath=str(kb_copy / "docs" / "policies")))
     ok(ws.document_index("CREATE_INDEX", index_name="empty"))
     ok(ws.build_embeddings())
@@ -50,19 +54,34 @@ def test_stranded_index_after_model_change_then_reembed(w: Workspace) -> None:
     r = ok(w.document_index("SEARCH", query="rotate the payments key", index_name="kb"))
     assert r["mode"] == "keyword" and r["Results"]
     assert any("needs re-embedding" in x and "reembed" in x for x in r["Warnings"])
-    fails(w.document_index("SEARCH", query="rotate the payments key", index_name="kb", mode="semantic"), "conflict")
-    added = ok(w.document_index("ADD_TEXT", index_name="kb", text="Added after the model change.", filepath="new.txt"))
+    fails(
+        w.document_index("SEARCH", query="rotate the payments key", index_name="kb", mode="semantic"),
+        "conflict",
+    )
+    added = ok(
+        w.document_index(
+            "ADD_TEXT", index_name="kb", text="Added after the model change.", filepath="new.txt"
+        )
+    )
     assert any("needs re-embedding" in x for x in added["Warnings"])
     # an empty index just follows the new identity
-    ok(w.document_index("ADD_TEXT", index_name="empty", text="First text of the empty index.", filepath="e.txt"))
-    assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["empty"]["vectors_identity"] == "hashing/new-model"
+    ok(
+        w.document_index(
+            "ADD_TEXT", index_name="empty", text="First text of the empty index.", filepath="e.txt"
+        )
+    )
+    assert (
+        ok(w.document_index("GET_INDICES_STATS"))["Stats"]["empty"]["vectors_identity"] == "hashing/new-model"
+    )
     assert ok(w.build_embeddings())["chunks_embedded"] in (0, 1)  # the empty index's text (kb stays stranded)
     assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["needs_reindex"] is True
     # re-embed: from the catalog's text into the new collection; the old one lets go of the index
     re = ok(w.reembed())
     assert re["reembedded"] == ["kb"] and re["chunks_embedded"] == n + 1 and re["cost"]["texts"] == n + 1
     kb = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]
-    assert kb["needs_reindex"] is False and kb["vectors"] == "ready" and kb["chunk_config"]["chunk_size"] == 300
+    assert (
+        kb["needs_reindex"] is False and kb["vectors"] == "ready" and kb["chunk_config"]["chunk_size"] == 300
+    )
     assert collections(w) == {"hashing/old-model": 0, "hashing/new-model": n + 2, "hashing/pin": 2}
     hyb = ok(w.document_index("SEARCH", query="rotate the payments key", index_name="kb"))
     assert hyb["mode"] == "hybrid" and "Warnings" not in hyb

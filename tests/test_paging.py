@@ -23,8 +23,14 @@ ROTATE = "runbooks/rotate-api-keys.md"
 def test_page_of_and_paged_slice_pages_and_refuse_bad_bounds() -> None:
     assert page_of(None, None, default=7) == page_of(0, 7, default=1)
     rows, fields = paged(list(range(10)), page_of(8, 5, default=5))
-    assert rows == [8, 9] and fields == {"start": 8, "count": 5, "total_count": 10, "actual_count": 2,
-                                         "has_more": False, "next_start": None}  # fmt: skip
+    assert rows == [8, 9] and fields == {
+        "start": 8,
+        "count": 5,
+        "total_count": 10,
+        "actual_count": 2,
+        "has_more": False,
+        "next_start": None,
+    }
     assert page_fields(page_of(0, 3, default=3), 10, 3)["next_start"] == 3
     assert paged([1, 2], page_of(50, 5, default=5))[0] == []  # past the end: an empty page
     for start, count in ((-1, 5), (0, 0), (0, 501), ("1", 5), (0, 2.5), (True, 5)):
@@ -37,13 +43,16 @@ def populate(ws: Any) -> None:
     """At least three of everything each list shows."""
     ws.document_index("CREATE_INDEX", index_name="notes")
     for i in range(5):
-        assert ws.document_index("ADD_TEXT", index_name="notes", text=f"note {i}", filepath=f"n{i}.md")["Success"]
+        assert ws.document_index("ADD_TEXT", index_name="notes", text=f"note {i}", filepath=f"n{i}.md")[
+            "Success"
+        ]
     for i in range(5):
         audit.record(ws.ctx, actor="test", action="test.entry", target=f"t{i}", result="ok")
     for i in range(2):
         assert ws.source_add(f"{SOURCE}-{i}", ws.source_list(count=1)["Sources"][0]["url"])["Success"]
-    for n, (search, replace) in enumerate((("every 90 days", "every 60 days"), ("Tuesday", "Wednesday"),
-                                          ("every 60 days", "every 30 days"))):  # fmt: skip
+    for n, (search, replace) in enumerate(
+        (("every 90 days", "every 60 days"), ("Tuesday", "Wednesday"), ("every 60 days", "every 30 days"))
+    ):
         assert ws.propose_kb_edit(SOURCE, ROTATE, search=search, replace=replace)["Success"], n
         pr = ws.open_kb_pull_request(SOURCE)
         assert pr["Success"], pr
@@ -123,9 +132,13 @@ def test_list_commands_take_start_and_count(source_ws: Any) -> None:
     populate(ws)
     home = str(ws.settings.home)
     runner = CliRunner()
-    for args, key in ((["jobs", "list"], "Jobs"), (["review", "list", "--state", "all"], "Reviews"),
-                      (["proposals", "list", "--state", "all"], "Proposals"), (["source", "list"], "Sources"),
-                      (["docs", "list", "notes"], "Documents")):  # fmt: skip
+    for args, key in (
+        (["jobs", "list"], "Jobs"),
+        (["review", "list", "--state", "all"], "Reviews"),
+        (["proposals", "list", "--state", "all"], "Proposals"),
+        (["source", "list"], "Sources"),
+        (["docs", "list", "notes"], "Documents"),
+    ):
         r = runner.invoke(cli_app(), ["--home", home, "--json", *args, "--start", "1", "--count", "2"])
         assert r.exit_code == 0, (args, r.output)
         body = json.loads(r.stdout)

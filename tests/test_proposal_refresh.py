@@ -71,10 +71,16 @@ def test_refresh_reapplies_each_kind_or_reports_the_conflict(source_ws: Any, ups
     repo = managed_repo(ws)
     assert git(repo, "rev-parse", f"{BRANCH}~2") == head
     assert "every 60 days" in staged_text(ws, ROTATE) and "Wednesday" in staged_text(ws, ROTATE)
-    assert git(repo, "ls-tree", "--name-only", BRANCH, "docs/policies/").split() == ["docs/policies/data-retention.md"]
+    assert git(repo, "ls-tree", "--name-only", BRANCH, "docs/policies/").split() == [
+        "docs/policies/data-retention.md"
+    ]
     assert "Updated." in staged_text(ws, RETENTION)  # the conflicting one is not on the branch
     states = {p["proposal_id"]: p["state"] for p in ws.list_proposals(SOURCE, "all")["Proposals"]}
-    assert states == {edit["proposal_id"]: "staged", gone["proposal_id"]: "staged", full["proposal_id"]: "conflict"}
+    assert states == {
+        edit["proposal_id"]: "staged",
+        gone["proposal_id"]: "staged",
+        full["proposal_id"]: "conflict",
+    }
     # the review of the old head is stale
     assert out["reviews_superseded"] == [review["review_id"]]
     assert ws.show_review(review["review_id"])["review_state"] == "superseded"
@@ -135,7 +141,11 @@ def test_choosing_bad_or_dependent_proposals_is_refused(source_ws: Any) -> None:
     two = ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 60 days", replace="every 45 days"))
     head = git(managed_repo(ws), "rev-parse", BRANCH)
     out = ws.open_kb_pull_request(SOURCE, proposal_ids=[two["proposal_id"]])
-    assert out["code"] == "conflict" and one["proposal_id"] not in out["Error"] and two["proposal_id"] in out["Error"]
+    assert (
+        out["code"] == "conflict"
+        and one["proposal_id"] not in out["Error"]
+        and two["proposal_id"] in out["Error"]
+    )
     assert "choose those earlier proposals too" in " ".join(out["next_steps"])
     assert git(managed_repo(ws), "rev-parse", BRANCH) == head  # nothing moved
     assert ws.open_kb_pull_request(SOURCE, proposal_ids=["prop_nope"])["code"] == "not_found"
@@ -155,8 +165,9 @@ def test_cli_refresh_and_pr_open_with_proposal(source_ws: Any, upstream: Upstrea
     assert "1 applied, 1 conflict" in res.output and f"conflict {b['proposal_id']}" in res.output
     assert f"next: discard it: gitkb proposals discard {b['proposal_id']}" in res.output
     assert "| Updated." in res.output
-    res = CliRunner().invoke(cli, ["--home", home, "pr", "open", SOURCE, "--proposal", a["proposal_id"]],
-                             catch_exceptions=False)  # fmt: skip
+    res = CliRunner().invoke(
+        cli, ["--home", home, "pr", "open", SOURCE, "--proposal", a["proposal_id"]], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     assert "review_state: pending" in res.output and "M  docs/runbooks/rotate-api-keys.md" in res.output
 
@@ -167,7 +178,9 @@ TOKEN = "w" * 24
 @pytest.fixture
 def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
     home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(f'[[server.tokens]]\nname = "writer"\ntoken = "{TOKEN}"\nscopes = ["write"]\n')
+    (home / "gitkb.toml").write_text(
+        f'[[server.tokens]]\nname = "writer"\ntoken = "{TOKEN}"\nscopes = ["write"]\n'
+    )
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:
         assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
@@ -179,8 +192,11 @@ def test_http_refresh_and_chosen_pull(api: TestClient, upstream: Upstream) -> No
     auth = {"Authorization": f"Bearer {TOKEN}"}
     made = []
     for path, search, replace in ((ROTATE, "every 90 days", "every 60 days"), (ROTATE, "Tuesday", "Friday")):
-        r = api.post("/proposals", json={"source_id_or_index": SOURCE, "relative_path": path, "search": search,
-                                         "replace": replace}, headers=auth)  # fmt: skip
+        r = api.post(
+            "/proposals",
+            json={"source_id_or_index": SOURCE, "relative_path": path, "search": search, "replace": replace},
+            headers=auth,
+        )
         assert r.status_code == 200, r.text
         made.append(r.json()["proposal_id"])
     move_base(upstream, {ROTATE: ("Tuesday", "Monday")})
@@ -198,18 +214,27 @@ def test_review_page_discards_one_proposal_of_a_denied_review(home: Path, upstre
     with make_client(home) as c:
         rid = seed(c, upstream.remote)
         ws = ws_of(c)
-        other = ok(ws.propose_kb_edit(SOURCE, RETENTION, content=staged_text(ws, RETENTION) + "\nReviewed.\n"))
+        other = ok(
+            ws.propose_kb_edit(SOURCE, RETENTION, content=staged_text(ws, RETENTION) + "\nReviewed.\n")
+        )
         [pid] = ws.show_review(rid)["proposal_ids"]
         token = csrf(c.get(f"/ui/reviews/{rid}").text)
-        assert c.post(f"/ui/reviews/{rid}/deny", data={"csrf_token": token, "reason": "not yet"}).status_code == 200
+        assert (
+            c.post(f"/ui/reviews/{rid}/deny", data={"csrf_token": token, "reason": "not yet"}).status_code
+            == 200
+        )
         page = c.get(f"/ui/reviews/{rid}").text
         assert f"/ui/reviews/{rid}/proposals/{pid}/discard" in page
-        r = c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={"csrf_token": token}, follow_redirects=False)
+        r = c.post(
+            f"/ui/reviews/{rid}/proposals/{pid}/discard", data={"csrf_token": token}, follow_redirects=False
+        )
         assert r.status_code == 303 and r.headers["location"].endswith("done=discarded")
         assert "Discarded the proposal" in c.get(r.headers["location"]).text
         states = {p["proposal_id"]: p["state"] for p in ws.list_proposals(SOURCE, "all")["Proposals"]}
         assert states == {pid: "discarded", other["proposal_id"]: "staged"}
-        assert c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={}).status_code == 403  # no CSRF token
+        assert (
+            c.post(f"/ui/reviews/{rid}/proposals/{pid}/discard", data={}).status_code == 403
+        )  # no CSRF token
 
 
 def test_agent_refreshes_over_mcp_and_a_reader_is_not_offered_it(source_ws: Any, upstream: Upstream) -> None:

@@ -42,8 +42,13 @@ def staged_text(ws: Any, path: str) -> str:
 
 def test_search_replace_commits_on_the_proposal_branch(source_ws: Any, upstream: Upstream) -> None:
     remote_before = upstream.remote_sha("main")
-    out = source_ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days",
-                                    note="Security asked for shorter key lifetimes.")  # fmt: skip
+    out = source_ws.propose_kb_edit(
+        SOURCE,
+        ROTATE,
+        search="every 90 days",
+        replace="every 60 days",
+        note="Security asked for shorter key lifetimes.",
+    )
     assert out["Success"], out
     assert out["proposal_id"].startswith("prop_") and out["branch"] == BRANCH
     assert "-API keys for the payments gateway expire every 90 days." in out["diff"]
@@ -188,7 +193,7 @@ def _refused(ws: Any, call: Any, code: str, words: str) -> dict[str, Any]:
             "invalid_argument",
             "as it is",
         ),
-    ],  # fmt: skip
+    ],
 )
 def test_bad_edits_are_refused_and_change_nothing(
     source_ws: Any, kwargs: dict[str, Any], code: str, words: str
@@ -198,8 +203,12 @@ def test_bad_edits_are_refused_and_change_nothing(
 
 
 def test_ambiguous_search_reports_the_count(source_ws: Any) -> None:
-    out = _refused(source_ws, lambda: source_ws.propose_kb_edit(SOURCE, ROTATE, search="key", replace="k"),
-                   "invalid_argument", "exactly once")  # fmt: skip
+    out = _refused(
+        source_ws,
+        lambda: source_ws.propose_kb_edit(SOURCE, ROTATE, search="key", replace="k"),
+        "invalid_argument",
+        "exactly once",
+    )
     assert out["occurrences"] > 1 and f"occurs {out['occurrences']} times" in out["Error"]
 
 
@@ -231,15 +240,27 @@ def test_bad_deletes_and_renames(source_ws: Any) -> None:
         "invalid_argument",
         "climbs out",
     )
-    _refused(source_ws, lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "README.md"), "invalid_argument",
-             "first-level folder")  # fmt: skip
-    _refused(source_ws, lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "policies/password-policy.md"),
-             "conflict", "target exists")  # fmt: skip
+    _refused(
+        source_ws,
+        lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "README.md"),
+        "invalid_argument",
+        "first-level folder",
+    )
+    _refused(
+        source_ws,
+        lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "policies/password-policy.md"),
+        "conflict",
+        "target exists",
+    )
     _refused(
         source_ws, lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, ROTATE), "invalid_argument", "same"
     )
-    _refused(source_ws, lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "runbooks/x.exe"), "invalid_argument",
-             "unsupported")  # fmt: skip
+    _refused(
+        source_ws,
+        lambda: source_ws.propose_kb_rename(SOURCE, ROTATE, "runbooks/x.exe"),
+        "invalid_argument",
+        "unsupported",
+    )
 
 
 def test_oversize_content_is_refused(tmp_path: Path, upstream: Upstream) -> None:
@@ -248,8 +269,12 @@ def test_oversize_content_is_refused(tmp_path: Path, upstream: Upstream) -> None
     (home / "gitkb.toml").write_text("[proposals]\nmax_bytes = 200\n")
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
         assert w.source_add(SOURCE, str(upstream.remote))["Success"]
-        out = _refused(w, lambda: w.propose_kb_edit(SOURCE, "faq/big.md", content="x" * 201), "invalid_argument",
-                       "limit is 200")  # fmt: skip
+        out = _refused(
+            w,
+            lambda: w.propose_kb_edit(SOURCE, "faq/big.md", content="x" * 201),
+            "invalid_argument",
+            "limit is 200",
+        )
         assert out["size"] == 201
         assert w.propose_kb_edit(SOURCE, "faq/small.md", content="x" * 200)["Success"]
 
@@ -269,10 +294,39 @@ def test_symlinks_are_never_followed(ws: Any, upstream: Upstream) -> None:
 # -- hostile paths (hypothesis) --------------------------------------------------------------
 
 SEGMENTS = st.sampled_from(
-    ["..", ".", "", "docs", "DOCS", "runbooks", "policies", ".git", ".GIT", "git~1", "x.md", "a.txt", "b.json",
-     "%2e%2e", "%2f", "..%2f", "．．", "\\", "..\\..", "c:", "x.md.", " x.md", "x.md ", "\x00", "\u202e", "ｘ.md",
-     "kb-manifest.json", "gitkb.yml", "escape", "README.md"]
-)  # fmt: skip
+    [
+        "..",
+        ".",
+        "",
+        "docs",
+        "DOCS",
+        "runbooks",
+        "policies",
+        ".git",
+        ".GIT",
+        "git~1",
+        "x.md",
+        "a.txt",
+        "b.json",
+        "%2e%2e",
+        "%2f",
+        "..%2f",
+        "．．",
+        "\\",
+        "..\\..",
+        "c:",
+        "x.md.",
+        " x.md",
+        "x.md ",
+        "\x00",
+        "\u202e",
+        "ｘ.md",
+        "kb-manifest.json",
+        "gitkb.yml",
+        "escape",
+        "README.md",
+    ]
+)
 HOSTILE = st.lists(SEGMENTS, min_size=1, max_size=6).map("/".join) | st.text(max_size=40)
 
 

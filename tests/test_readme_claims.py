@@ -44,13 +44,19 @@ def _measure(paths: list[Path], root: Path) -> tuple[list[LoadedText], list[int]
     docs = [read_and_load(p, p.relative_to(root).as_posix()) for p in paths]
     spans = chunk_many([(d.text, cfg, d.kind == "markdown") for d in docs])
     pieces = [c.token_count for s in spans for c in s]
-    inputs = [embedding_input(c.text, d.title, list(c.heading_path)) for d, s in zip(docs, spans, strict=True) for c in s]
+    inputs = [
+        embedding_input(c.text, d.title, list(c.heading_path))
+        for d, s in zip(docs, spans, strict=True)
+        for c in s
+    ]
     return docs, pieces, count_tokens(inputs)
 
 
 def test_the_numbers_in_the_section_are_the_code_s() -> None:
     text = _chunking_section()
-    assert AUTO_WHOLE_DOC_MAX_TOKENS == AUTO_CHUNK_SIZE == MAX_INPUT_TOKENS == 256 and AUTO_CHUNK_OVERLAP == 32
+    assert (
+        AUTO_WHOLE_DOC_MAX_TOKENS == AUTO_CHUNK_SIZE == MAX_INPUT_TOKENS == 256 and AUTO_CHUNK_OVERLAP == 32
+    )
     assert "of up to 256 word pieces stays one chunk" in text
     assert "windows of at most 256 with 32 of overlap" in text
     assert f"fit in {WHOLE} pieces" in text and "including its two special tokens" in text
@@ -61,7 +67,9 @@ def test_every_example_kb_chunk_is_embedded_whole() -> None:
     """README: "Every chunk of example_kb_repo fits" (one chunk per page, prefix included)."""
     root = REPO / "example_kb_repo"
     docs, pieces, inputs = _measure(sorted(root.glob("docs/**/*.md")), root)
-    print(f"\nexample_kb_repo: {len(docs)} pages, {len(pieces)} chunks, largest model input {max(inputs)} pieces")
+    print(
+        f"\nexample_kb_repo: {len(docs)} pages, {len(pieces)} chunks, largest model input {max(inputs)} pieces"
+    )
     assert len(pieces) == len(docs) == 6  # each page is under 256 pieces: one chunk
     assert max(inputs) <= WHOLE
     assert "Every chunk of example_kb_repo fits" in _chunking_section()
@@ -74,10 +82,13 @@ def test_awsdocs_figures() -> None:
     docs, pieces, inputs = _measure(sorted(AWSDOCS.glob("*/*.md"))[:150], AWSDOCS)
     over_own = sum(1 for n in pieces if n > WHOLE)
     over_input = sum(1 for n in inputs if n > WHOLE)
-    print(f"\nawsdocs first 150 pages: {len(pieces)} chunks, largest {max(pieces)} pieces;"
-          f" over {WHOLE}: {over_own} on their own, {over_input} with the title/heading prefix")
+    print(
+        f"\nawsdocs first 150 pages: {len(pieces)} chunks, largest {max(pieces)} pieces;"
+        f" over {WHOLE}: {over_own} on their own, {over_input} with the title/heading prefix"
+    )
     assert max(pieces) <= AUTO_CHUNK_SIZE
     assert (len(pieces), over_own, over_input) == (1239, 81, 309)
-    assert f"{len(pieces):,} chunks, {over_own} are over {WHOLE} pieces on their own and {over_input} with" in (
-        _chunking_section()
+    assert (
+        f"{len(pieces):,} chunks, {over_own} are over {WHOLE} pieces on their own and {over_input} with"
+        in (_chunking_section())
     )

@@ -49,9 +49,17 @@ def w(make_ws: Callable[..., Workspace], kb_copy: Path) -> Workspace:
     ws = make_ws(embedding_model="h1")
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
-    ok(ws.document_index("ADD_TEXT", index_name="kb", text=LONG, filepath="notes/long.txt", metadata={"title": "Long"}))
+    ok(
+        ws.document_index(
+            "ADD_TEXT", index_name="kb", text=LONG, filepath="notes/long.txt", metadata={"title": "Long"}
+        )
+    )
     # one chunk under both chunkings (the sidecars, no longer documents, used to be these)
-    ok(ws.document_index("ADD_TEXT", index_name="kb", text="On-call hands over at 09:00 UTC.", filepath="notes/short.txt"))
+    ok(
+        ws.document_index(
+            "ADD_TEXT", index_name="kb", text="On-call hands over at 09:00 UTC.", filepath="notes/short.txt"
+        )
+    )
     ok(ws.build_embeddings())
     return ws
 
@@ -92,7 +100,11 @@ def test_rechunk_swaps_in_new_chunking_keeping_ids_and_reusing_vectors(w: Worksp
     sem = ok(w.document_index("SEARCH", query="promote the replica step 39", mode="semantic"))
     assert sem["Results"][0]["filepath"] == "notes/long.txt"
     # ADD_TEXT documents are re-chunked from their stored text: exact, nothing approximated
-    doc = ok(w.document_index("GET_DOCUMENT", index_name="kb", filepath="notes/long.txt", pagination_mode="chars", count=10**6))
+    doc = ok(
+        w.document_index(
+            "GET_DOCUMENT", index_name="kb", filepath="notes/long.txt", pagination_mode="chars", count=10**6
+        )
+    )
     assert doc["Content"] == LONG
 
 
@@ -127,7 +139,9 @@ def test_writes_during_rebuild_get_conflict(w: Workspace, tmp_path: Path) -> Non
         assert release.wait(30)
 
     t = threading.Thread(
-        target=lambda: result.update(w.document_index("RECHUNK", index_name="kb", chunk_size=80, chunk_overlap=8, progress=progress))
+        target=lambda: result.update(
+            w.document_index("RECHUNK", index_name="kb", chunk_size=80, chunk_overlap=8, progress=progress)
+        )
     )
     t.start()
     try:
@@ -150,10 +164,14 @@ def test_writes_during_rebuild_get_conflict(w: Workspace, tmp_path: Path) -> Non
         t.join(60)
     assert result["Success"] is True, result
     ok(w.document_index("ADD_TEXT", index_name="kb", text="written after the rebuild", filepath="late.txt"))
-    assert "late.txt" in [d["path"] for d in ok(w.document_index("LIST_DOCUMENTS", index_name="kb"))["Documents"]]
+    assert "late.txt" in [
+        d["path"] for d in ok(w.document_index("LIST_DOCUMENTS", index_name="kb"))["Documents"]
+    ]
 
 
-def test_failed_rebuild_leaves_index_untouched(w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_rebuild_leaves_index_untouched(
+    w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gitkb.core.errors import StoreUnavailable
     from gitkb.services import rechunk
 
@@ -170,7 +188,9 @@ def test_failed_rebuild_leaves_index_untouched(w: Workspace, tmp_path: Path, mon
 
     monkeypatch.setattr(rechunk, "BATCH", 3)
     monkeypatch.setattr(rechunk, "chunk_many", flaky)
-    r = fails(w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10), "store_unavailable")
+    r = fails(
+        w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10), "store_unavailable"
+    )
     assert "unchanged" in r["Error"] and r["temporary_index"].startswith(".rechunk.")
     assert chunk_rows(home, "kb") == before
     assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(0,)]
@@ -230,7 +250,14 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
     w.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     env["GITKB_CRASH_AT"] = point
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], env=env, capture_output=True, text=True, timeout=90, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
     assert proc.returncode == -9, proc.stderr
     assert "finished" not in proc.stdout
     # right after the crash: the original is intact, a half-built temporary index and the marker remain
@@ -251,9 +278,15 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
         for path in {p for p, _, _ in before}:
             assert path in [d["path"] for d in docs["Documents"]]
         assert "Paragraph 39." in texts_now
-        hit = ok(ws.document_index("SEARCH", query="promote the replica step 39", mode="keyword"))["Results"][0]
+        hit = ok(ws.document_index("SEARCH", query="promote the replica step 39", mode="keyword"))["Results"][
+            0
+        ]
         assert hit["filepath"] == "notes/long.txt"
-        ok(ws.document_index("ADD_TEXT", index_name="kb", text="writable after the crash", filepath="after.txt"))
+        ok(
+            ws.document_index(
+                "ADD_TEXT", index_name="kb", text="writable after the crash", filepath="after.txt"
+            )
+        )
         assert catalog(home, "SELECT COUNT(*) FROM indexes WHERE hidden = 1") == [(0,)]
         assert catalog(home, "SELECT COUNT(*) FROM index_rebuilds") == [(0,)]
         ok(ws.build_embeddings())
@@ -272,7 +305,9 @@ def test_a_search_never_comes_back_empty_during_a_rechunk(tmp_path: Path, mode: 
     docs = tmp_path / "many"
     docs.mkdir()
     for i in range(300):
-        body = " ".join(f"Step {j} of runbook {i} says to promote the replica and reload the pooler." for j in range(30))
+        body = " ".join(
+            f"Step {j} of runbook {i} says to promote the replica and reload the pooler." for j in range(30)
+        )
         (docs / f"r{i:03}.md").write_text(f"# Runbook {i}\n\n{body}\n")
     with Workspace(tmp_path / "ws", embedding_provider="hashing", embedding_model="h1") as ws:
         ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))

@@ -676,10 +676,19 @@ def _free_port() -> int:
 def test_git_protocol_via_git_daemon(tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = _free_port()
     daemon = subprocess.Popen(
-        ["git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
-         f"--base-path={remote.parent}", str(remote.parent)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "git",
+            "daemon",
+            "--export-all",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={remote.parent}",
+            str(remote.parent),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def listening() -> bool:
         try:

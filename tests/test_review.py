@@ -182,8 +182,12 @@ def test_github_pull_request_flow(
     ws: Any, upstream: Upstream, github: GitHubMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
-    forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "credential": "github-mock"}  # fmt: skip
+    forge = {
+        "kind": "github",
+        "repo": f"{github.owner}/{github.repo}",
+        "api_url": github.base_url,
+        "credential": "github-mock",
+    }
     assert ws.source_add(SOURCE, str(upstream.remote), forge=forge)["Success"]
     assert ws.source_sync(SOURCE)["Success"]
     stage(ws)
@@ -216,8 +220,12 @@ def test_github_failure_keeps_the_push_and_retries_the_pr_step(
     ws: Any, upstream: Upstream, github: GitHubMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
-    forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "credential": "github-mock"}  # fmt: skip
+    forge = {
+        "kind": "github",
+        "repo": f"{github.owner}/{github.repo}",
+        "api_url": github.base_url,
+        "credential": "github-mock",
+    }
     ws.source_add(SOURCE, str(upstream.remote), forge=forge)
     ws.source_sync(SOURCE)
     stage(ws)

@@ -37,8 +37,9 @@ def pending_review(home: Path, upstream: Upstream) -> tuple[str, str]:
     with open_ws(home) as ws:
         assert ws.source_add(SOURCE, str(upstream.remote))["Success"]
         assert ws.source_sync(SOURCE)["Success"]
-        staged = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="every 90 days",
-                                    replace="every 60 days")  # fmt: skip
+        staged = ws.propose_kb_edit(
+            SOURCE, "runbooks/rotate-api-keys.md", search="every 90 days", replace="every 60 days"
+        )
         assert staged["Success"], staged
         pr = ws.open_kb_pull_request(SOURCE)
         assert pr["Success"], pr

@@ -23,8 +23,12 @@ from helpers import SOURCE, Upstream, error_code, error_message, git
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 ROTATE = "runbooks/rotate-api-keys.md"
-HAND = {"GIT_AUTHOR_NAME": "Hana Hand", "GIT_AUTHOR_EMAIL": "hana@example.org",
-        "GIT_COMMITTER_NAME": "Hana Hand", "GIT_COMMITTER_EMAIL": "hana@example.org"}  # fmt: skip
+HAND = {
+    "GIT_AUTHOR_NAME": "Hana Hand",
+    "GIT_AUTHOR_EMAIL": "hana@example.org",
+    "GIT_COMMITTER_NAME": "Hana Hand",
+    "GIT_COMMITTER_EMAIL": "hana@example.org",
+}
 
 
 def stage(ws: Any, search: str = "every 90 days", replace: str = "every 60 days") -> None:
@@ -217,8 +221,12 @@ def test_http_review_shows_overwrites_and_approve_needs_overwrite_true(
     api: TestClient, upstream: Upstream
 ) -> None:
     c = api
-    body = {"source_id_or_index": SOURCE, "relative_path": "docs/" + ROTATE, "search": "every 90 days",
-            "replace": "every 60 days"}  # fmt: skip
+    body = {
+        "source_id_or_index": SOURCE,
+        "relative_path": "docs/" + ROTATE,
+        "search": "every 90 days",
+        "replace": "every 60 days",
+    }
     assert c.post("/proposals", json=body, headers=as_("writer")).status_code == 200
     hand = hand_push(upstream, "a fix made by hand")
     # who asks is the token, whatever the body claims
@@ -288,8 +296,11 @@ def test_web_page_warns_above_the_diff_and_needs_the_checkbox(home: Path, upstre
             assert r.status_code == 409 and 'id="decide-error"' in r.text and "--overwrite" in r.text
             assert upstream.remote_sha(BRANCH) == hand
         assert ws.show_review(rid)["review_state"] == "pending"
-        ok = c.post(f"/ui/reviews/{rid}/approve", data={"csrf_token": token, "overwrite": "yes"},
-                    follow_redirects=False)  # fmt: skip
+        ok = c.post(
+            f"/ui/reviews/{rid}/approve",
+            data={"csrf_token": token, "overwrite": "yes"},
+            follow_redirects=False,
+        )
         assert ok.status_code == 303, ok.text
         assert upstream.remote_sha(BRANCH) != hand and ws.show_review(rid)["pushed"] is True
         page = c.get(ok.headers["location"]).text

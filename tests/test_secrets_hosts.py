@@ -177,7 +177,7 @@ def test_a_write_token_cannot_send_a_server_secret_anywhere(
                 "token_env": "GITKB_ADMIN_TOKEN_VALUE",
                 "api_url": recorder.url,
             },
-        },  # fmt: skip
+        },
         {
             "name": "x",
             "url": url,
@@ -187,7 +187,7 @@ def test_a_write_token_cannot_send_a_server_secret_anywhere(
                 "secrets_file": str(secret_file),
                 "api_url": recorder.url,
             },
-        },  # fmt: skip
+        },
         {
             "name": "x",
             "url": url,
@@ -198,7 +198,7 @@ def test_a_write_token_cannot_send_a_server_secret_anywhere(
                 "app_key_env": "GITKB_ADMIN_TOKEN_VALUE",
                 "api_url": recorder.url,
             },
-        },  # fmt: skip
+        },
     ]
     for body in bodies:  # a write token may not add a source at all (admin) ...
         r = secured.post("/sources", json=body, headers=bearer("writer"))
@@ -233,7 +233,7 @@ def test_a_credential_goes_only_to_its_hosts(secured: TestClient, recorder: Reco
             "name": "x",
             "url": recorder.url + "/repo.git",
             "forge": {"kind": "github", "repo": "o/r", "api_url": recorder.url, "credential": "github-docs"},
-        },  # fmt: skip
+        },
         {"name": "x", "url": recorder.url + "/repo.git", "credential": "no-such-credential"},
     ]
     for body in cases:
@@ -252,8 +252,11 @@ def test_the_library_and_cli_refuse_the_same(
     cred = [{"name": "gh", "hosts": ["github.com"], "token_env": "KB_TOKEN"}]
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384", credentials=cred) as ws:
         url = recorder.url + "/repo.git"
-        for kw in ({"auth": {"token_env": "KB_TOKEN"}}, {"credential": "gh"},
-                   {"forge": {"kind": "gitlab", "repo": "g/p", "token_env": "KB_TOKEN"}}):  # fmt: skip
+        for kw in (
+            {"auth": {"token_env": "KB_TOKEN"}},
+            {"credential": "gh"},
+            {"forge": {"kind": "gitlab", "repo": "g/p", "token_env": "KB_TOKEN"}},
+        ):
             out = ws.source_add("x", url, **kw)
             assert out["Success"] is False and out["code"] == "invalid_argument", out
         assert ws.source_list()["total_count"] == 0
@@ -261,8 +264,11 @@ def test_the_library_and_cli_refuse_the_same(
         '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
         '[[credentials]]\nname = "gh"\nhosts = ["github.com"]\ntoken_env = "KB_TOKEN"\n'
     )
-    for args in (["--token-env", "KB_TOKEN"], ["--credential", "gh"], ["--forge", "github", "--forge-repo", "o/r",
-                 "--forge-token-env", "KB_TOKEN"]):  # fmt: skip
+    for args in (
+        ["--token-env", "KB_TOKEN"],
+        ["--credential", "gh"],
+        ["--forge", "github", "--forge-repo", "o/r", "--forge-token-env", "KB_TOKEN"],
+    ):
         r = CliRunner().invoke(cli, ["--home", str(home), "--json", "source", "add", "x", url, *args])
         assert r.exit_code == 1, r.output
         assert json.loads(r.stdout)["code"] == "invalid_argument"
@@ -310,18 +316,23 @@ def test_legacy_references_work_only_through_a_matching_admin_credential() -> No
         creds.git_credential(settings, {"auth": {"token_env": "OLD_VAR"}}, "https://evil.example/o/r.git")
     assert creds.git_credential(settings, {"auth": {"token_env": "OLD_VAR"}}, "/srv/local/repo") is None
     with pytest.raises(InvalidArgument):  # forge: same rule, on the api_url host
-        creds.forge_credential(settings, {"forge": {"kind": "github", "token_env": "OLD_VAR",
-                                                    "api_url": "https://evil.example"}})  # fmt: skip
+        creds.forge_credential(
+            settings, {"forge": {"kind": "github", "token_env": "OLD_VAR", "api_url": "https://evil.example"}}
+        )
     assert (
         creds.forge_credential(settings, {"forge": {"kind": "github", "token_env": "OLD_VAR"}}).name == "old"
     )
 
 
 def test_credentials_config_is_checked() -> None:
-    for bad in ([{"name": "a", "token_env": "X"}], [{"name": "a", "hosts": [], "token_env": "X"}],
-                [{"name": "a", "hosts": ["h"]}], [{"name": "a", "hosts": ["h/x"], "token_env": "X"}],
-                [{"name": "a", "hosts": ["h"], "token_env": "X", "token": "literal"}],
-                [{"name": "a", "hosts": ["h"], "token_env": "X"}, {"name": "a", "hosts": ["h"], "token_env": "Y"}]):  # fmt: skip
+    for bad in (
+        [{"name": "a", "token_env": "X"}],
+        [{"name": "a", "hosts": [], "token_env": "X"}],
+        [{"name": "a", "hosts": ["h"]}],
+        [{"name": "a", "hosts": ["h/x"], "token_env": "X"}],
+        [{"name": "a", "hosts": ["h"], "token_env": "X", "token": "literal"}],
+        [{"name": "a", "hosts": ["h"], "token_env": "X"}, {"name": "a", "hosts": ["h"], "token_env": "Y"}],
+    ):
         with pytest.raises(InvalidArgument):
             parse_credentials(bad)
 
@@ -378,13 +389,27 @@ def test_local_sources_need_allowed_roots_even_without_tokens(home: Path, upstre
 @pytest.mark.parametrize(
     "host,ok",
     [
-        ("localhost:8780", True), ("LOCALHOST", True), ("127.0.0.1:1", True), ("[::1]:8780", True),
-        ("localhost.", True), ("kb.example.com", True), ("kb.example.com:443", True), ("a.internal", True),
-        (EVIL, False), ("evil.example", False), ("localhost.evil.example", False), ("127.0.0.1.nip.io", False),
-        ("localhost@evil.example", False), ("localhost:8780/x", False), ("", False), ("internal", False),
-        ("kb.example.com.evil.example", False), ("127.0.0.1:99999", False), ("local%68ost", False),
+        ("localhost:8780", True),
+        ("LOCALHOST", True),
+        ("127.0.0.1:1", True),
+        ("[::1]:8780", True),
+        ("localhost.", True),
+        ("kb.example.com", True),
+        ("kb.example.com:443", True),
+        ("a.internal", True),
+        (EVIL, False),
+        ("evil.example", False),
+        ("localhost.evil.example", False),
+        ("127.0.0.1.nip.io", False),
+        ("localhost@evil.example", False),
+        ("localhost:8780/x", False),
+        ("", False),
+        ("internal", False),
+        ("kb.example.com.evil.example", False),
+        ("127.0.0.1:99999", False),
+        ("local%68ost", False),
     ],
-)  # fmt: skip
+)
 def test_host_matching(host: str, ok: bool) -> None:
     allowed = ("localhost", "127.0.0.1", "[::1]", "kb.example.com", "*.internal")
     assert host_matches(host, allowed) is ok
@@ -392,15 +417,22 @@ def test_host_matching(host: str, ok: bool) -> None:
 
 def test_a_foreign_host_is_refused_on_every_route(secured: TestClient, home: Path) -> None:
     calls = [
-        ("get", "/indexes", None), ("post", "/indexes", {"index_name": "kb"}), ("get", "/healthz", None),
-        ("get", "/readyz", None), ("post", "/webhooks/generic", {"source": "x", "commit": "0" * 40}),
-        ("get", "/ui", None), ("get", "/ui/reviews", None), ("get", "/ui/login", None), ("get", "/openapi.json", None),
+        ("get", "/indexes", None),
+        ("post", "/indexes", {"index_name": "kb"}),
+        ("get", "/healthz", None),
+        ("get", "/readyz", None),
+        ("post", "/webhooks/generic", {"source": "x", "commit": "0" * 40}),
+        ("get", "/ui", None),
+        ("get", "/ui/reviews", None),
+        ("get", "/ui/login", None),
+        ("get", "/openapi.json", None),
         ("post", "/sources", {"name": "x", "url": "https://github.com/o/r.git"}),
-    ]  # fmt: skip
+    ]
     for host in (EVIL, "127.0.0.1.nip.io:8780", "LOCALHOST.evil.example"):
         for method, path, body in calls:
-            r = getattr(secured, method)(path, headers={**bearer("admin"), "Host": host},
-                                         **({"json": body} if body else {}))  # fmt: skip
+            r = getattr(secured, method)(
+                path, headers={**bearer("admin"), "Host": host}, **({"json": body} if body else {})
+            )
             assert r.status_code == 403 and error_code(r) == "forbidden", (host, path, r.text)
     listed = secured.post("/actions/document_index", json={"action": "LIST_INDICES"}, headers=bearer("admin"))
     assert "kb" not in json.dumps(listed.json()), listed.text
@@ -423,8 +455,12 @@ def seed_review(c: TestClient, remote: Path) -> str:
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     assert ws.source_add(SOURCE, str(remote))["Success"]
     assert ws.source_sync(SOURCE)["Success"]
-    staged = ws.propose_kb_edit(SOURCE, "docs/runbooks/rotate-api-keys.md",
-                                search="expire every 90 days", replace="expire every 60 days")  # fmt: skip
+    staged = ws.propose_kb_edit(
+        SOURCE,
+        "docs/runbooks/rotate-api-keys.md",
+        search="expire every 90 days",
+        replace="expire every 60 days",
+    )
     assert staged["Success"], staged
     pr = ws.open_kb_pull_request(SOURCE, title="Rotate keys every 60 days")
     assert pr["review_state"] == "pending", pr
@@ -451,14 +487,22 @@ def test_dns_rebinding_cannot_read_the_page_or_approve(home: Path, upstream: Ups
         )
         assert r.status_code == 403
         # an allowed Host with the attacker's Origin: the origin check uses the allowlist
-        r = c.post(f"/ui/reviews/{rid}/approve", data={"csrf_token": token},
-                   headers={"Host": "127.0.0.1:8780", "Origin": f"http://{EVIL}"}, follow_redirects=False)  # fmt: skip
+        r = c.post(
+            f"/ui/reviews/{rid}/approve",
+            data={"csrf_token": token},
+            headers={"Host": "127.0.0.1:8780", "Origin": f"http://{EVIL}"},
+            follow_redirects=False,
+        )
         assert r.status_code == 403
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
         assert ws.show_review(rid)["review_state"] == "pending"
         assert upstream.remote_sha("gitkb/proposals/handbook") is None  # nothing pushed
-        ok = c.post(f"/ui/reviews/{rid}/approve", data={"csrf_token": token},
-                    headers={"Host": "127.0.0.1:8780", "Origin": "http://127.0.0.1:8780"}, follow_redirects=False)  # fmt: skip
+        ok = c.post(
+            f"/ui/reviews/{rid}/approve",
+            data={"csrf_token": token},
+            headers={"Host": "127.0.0.1:8780", "Origin": "http://127.0.0.1:8780"},
+            follow_redirects=False,
+        )
         assert ok.status_code == 303, ok.text
 
 
@@ -469,8 +513,12 @@ def login(c: TestClient, who: str, **headers: str) -> Any:
     page = c.get("/ui/login", headers=headers)
     nonce = page.cookies.get("gitkb_csrf")  # sent back by hand: a Secure cookie is kept from plain http
     extra = {"Cookie": f"gitkb_csrf={nonce}"} if nonce else {}
-    r = c.post("/ui/login", data={"token": TOKENS[who], "csrf_token": csrf(page.text), "next": "/ui"},
-               headers={**headers, **extra}, follow_redirects=False)  # fmt: skip
+    r = c.post(
+        "/ui/login",
+        data={"token": TOKENS[who], "csrf_token": csrf(page.text), "next": "/ui"},
+        headers={**headers, **extra},
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     return r
 
@@ -546,8 +594,15 @@ def check_private_home(home: Path, upstream: Upstream) -> None:
         load_secret(home)
         internal_error_response(home, RuntimeError("boom"))
         assert mode(home) == 0o700 and mode(home / "repos") == 0o700 and mode(home / "logs") == 0o700
-        files = ["catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm", "writer.lock", "server.json",
-                 "ui-secret", "logs/gitkb.log"]  # fmt: skip
+        files = [
+            "catalog.sqlite3",
+            "catalog.sqlite3-wal",
+            "catalog.sqlite3-shm",
+            "writer.lock",
+            "server.json",
+            "ui-secret",
+            "logs/gitkb.log",
+        ]
         for name in files:
             assert mode(home / name) == 0o600, (name, oct(mode(home / name)))
         [token] = list((home / "repos").glob("*/gitkb/writer-token"))
@@ -584,8 +639,15 @@ def test_the_address_the_connection_reached_is_answered() -> None:
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": "GET", "path": "/" + host, "headers": [(b"host", host.encode())],
-                 "server": ("10.0.0.5", 8780), "client": ("10.0.0.9", 5000), "query_string": b""}  # fmt: skip
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": "/" + host,
+            "headers": [(b"host", host.encode())],
+            "server": ("10.0.0.5", 8780),
+            "client": ("10.0.0.9", 5000),
+            "query_string": b"",
+        }
         await HostGate(app, ServerConfig())(scope, receive, send)
         return int(sent[0]["status"])
 

@@ -33,7 +33,10 @@ def test_the_quickstart_add_leaves_sidecars_out_and_says_why(ws: Workspace, kb_c
     assert set(skipped) >= SIDECARS
     for path in SIDECARS:
         assert skipped[path]["category"] == "sidecar"
-        assert "configures ingestion" in skipped[path]["detail"] and "include_sidecars" in skipped[path]["detail"]
+        assert (
+            "configures ingestion" in skipped[path]["detail"]
+            and "include_sidecars" in skipped[path]["detail"]
+        )
     assert r["counts"]["skipped_sidecar"] == 2 and not SIDECARS & set(r["added"])
     assert not SIDECARS & _paths(ws, "handbook") and len(_paths(ws, "handbook")) == 6
     hits = ok(ws.document_index("SEARCH", query=QUESTION, index_name="handbook", top_n=3))["Results"]
@@ -55,7 +58,11 @@ def test_reindex_keeps_them_out(ws: Workspace, kb_copy: Path) -> None:
 
 def test_a_named_sidecar_is_left_out_too(ws: Workspace, kb_copy: Path) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="handbook"))
-    r = ok(ws.document_index("ADD_DOCUMENTS", index_name="handbook", filepath=str(kb_copy / "docs" / "gitkb.yml")))
+    r = ok(
+        ws.document_index(
+            "ADD_DOCUMENTS", index_name="handbook", filepath=str(kb_copy / "docs" / "gitkb.yml")
+        )
+    )
     assert r["added"] == [] and [s["category"] for s in r["skipped"]] == ["sidecar"]
 
 
@@ -65,7 +72,9 @@ def test_an_index_setting_includes_them(ws: Workspace, kb_copy: Path) -> None:
     assert set(r["added"]) >= SIDECARS and r["counts"]["skipped_sidecar"] == 0
     assert _paths(ws, "config") >= SIDECARS
     bad = ws.document_index("CREATE_INDEX", index_name="bad", settings={"include_sidecars": "yes"})
-    assert bad["Success"] is False and bad["code"] == "invalid_argument" and "include_sidecars" in bad["Error"]
+    assert (
+        bad["Success"] is False and bad["code"] == "invalid_argument" and "include_sidecars" in bad["Error"]
+    )
 
 
 def test_git_sources_select_no_sidecar_at_any_depth() -> None:

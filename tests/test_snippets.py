@@ -14,7 +14,11 @@ def test_short_text_is_returned_whole_with_whitespace_collapsed() -> None:
 
 
 def test_window_centres_on_the_densest_matches() -> None:
-    text = "filler words here. " * 60 + "Rotate the keys; rotating keys weekly keeps keys fresh. " + "tail text. " * 60
+    text = (
+        "filler words here. " * 60
+        + "Rotate the keys; rotating keys weekly keeps keys fresh. "
+        + "tail text. " * 60
+    )
     snip = make_snippet(text, "rotating keys", max_chars=120)
     assert "Rotate the keys" in snip and snip.startswith("… ") and snip.endswith(" …")
     assert len(snip) <= 130

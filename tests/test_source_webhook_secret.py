@@ -18,7 +18,17 @@ def test_cli_source_add_sets_the_webhook_secret(home: Path, upstream: Upstream) 
     runner = CliRunner()
     r = runner.invoke(
         cli,
-        ["--home", str(home), "--json", "source", "add", SOURCE, str(upstream.remote), "--webhook-secret", "hush-123"],
+        [
+            "--home",
+            str(home),
+            "--json",
+            "source",
+            "add",
+            SOURCE,
+            str(upstream.remote),
+            "--webhook-secret",
+            "hush-123",
+        ],
         env={"GITKB_EMBEDDING_PROVIDER": "hashing"},
     )
     assert r.exit_code == 0, r.output

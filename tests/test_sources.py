@@ -245,8 +245,17 @@ def test_sidecar_globs_and_flags_that_win(ws: Any, upstream: Upstream) -> None:
 
 
 def test_sidecar_change_reloads_with_the_new_rules(source_ws: Any, upstream: Upstream) -> None:
-    upstream.write("docs/kb-manifest.json", json.dumps({"title": "h", "target_index": "handbook", "include": ["**/*.md"],
-                                                        "exclude": ["drafts/**", "onboarding/**"]}))  # fmt: skip
+    upstream.write(
+        "docs/kb-manifest.json",
+        json.dumps(
+            {
+                "title": "h",
+                "target_index": "handbook",
+                "include": ["**/*.md"],
+                "exclude": ["drafts/**", "onboarding/**"],
+            }
+        ),
+    )
     upstream.commit_push("hide onboarding")
     out = source_ws.source_sync(SOURCE)
     assert out["plan"] == "full" and out["deleted"] == ["docs/onboarding/first-week.md"]

@@ -33,8 +33,18 @@ def test_source_and_proposal_commands(tmp_path: Path, upstream: Upstream) -> Non
     listed = gitkb(home, "source", "list")
     assert "handbook" in listed.output and "local" in listed.output
 
-    res = gitkb(home, "propose", "handbook", "runbooks/rotate-api-keys.md", "--search", "every 90 days",
-                "--replace", "every 60 days", "--note", "shorter")  # fmt: skip
+    res = gitkb(
+        home,
+        "propose",
+        "handbook",
+        "runbooks/rotate-api-keys.md",
+        "--search",
+        "every 90 days",
+        "--replace",
+        "every 60 days",
+        "--note",
+        "shorter",
+    )
     assert res.exit_code == 0 and "+API keys for the payments gateway expire every 60 days." in res.output
     content = tmp_path / "new.md"
     content.write_text("---\ntitle: New\n---\n# New page\n")

@@ -88,7 +88,9 @@ def wait_job(c: TestClient, job_id: str) -> None:
 
 
 def approve_then_stage_more(ws: Any, push: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    first = ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="every 90 days", replace="every 60 days")
+    first = ws.propose_kb_edit(
+        SOURCE, "runbooks/rotate-api-keys.md", search="every 90 days", replace="every 60 days"
+    )
     pr = ws.open_kb_pull_request(SOURCE)
     push()
     done = ws.approve_review(pr["review_id"])
@@ -98,8 +100,14 @@ def approve_then_stage_more(ws: Any, push: Any) -> tuple[dict[str, Any], dict[st
     return pr, later
 
 
-def settled_as_after_a_merge(c: TestClient, upstream: Upstream, pr: dict[str, Any], later: dict[str, Any],
-                             sha: str, out: dict[str, Any]) -> None:  # fmt: skip
+def settled_as_after_a_merge(
+    c: TestClient,
+    upstream: Upstream,
+    pr: dict[str, Any],
+    later: dict[str, Any],
+    sha: str,
+    out: dict[str, Any],
+) -> None:
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     assert out["settled"]["reviews_merged"] == [pr["review_id"]], out
     wait_job(c, out["job_id"])
@@ -118,8 +126,12 @@ def test_github_squash_merge_settles_from_the_webhook(
     home: Path, upstream: Upstream, github: GitHubMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
-    forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "credential": "github-mock"}  # fmt: skip
+    forge = {
+        "kind": "github",
+        "repo": f"{github.owner}/{github.repo}",
+        "api_url": github.base_url,
+        "credential": "github-mock",
+    }
     c = client(home, upstream, forge)
     try:
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
@@ -129,14 +141,25 @@ def test_github_squash_merge_settles_from_the_webhook(
         sha = squash_merge(upstream, "Rotate keys every 60 days (#1)")
         pull = github.pulls[1]
         pull.state, pull.merged, pull.merge_commit_sha = "closed", True, sha
-        payload = {"action": "closed", "number": 1, "pull_request": github._pull_json(pull, full=True),
-                   "repository": {"clone_url": f"file://{upstream.remote}"}}  # fmt: skip
+        payload = {
+            "action": "closed",
+            "number": 1,
+            "pull_request": github._pull_json(pull, full=True),
+            "repository": {"clone_url": f"file://{upstream.remote}"},
+        }
         body = json.dumps(payload).encode()
 
         def deliver() -> dict[str, Any]:
-            r = c.post(f"/webhooks/github?source={SOURCE}", content=body, headers={
-                "Content-Type": "application/json", "X-GitHub-Event": "pull_request",
-                "X-GitHub-Delivery": str(uuid.uuid4()), "X-Hub-Signature-256": github_signature(SECRET, body)})  # fmt: skip
+            r = c.post(
+                f"/webhooks/github?source={SOURCE}",
+                content=body,
+                headers={
+                    "Content-Type": "application/json",
+                    "X-GitHub-Event": "pull_request",
+                    "X-GitHub-Delivery": str(uuid.uuid4()),
+                    "X-Hub-Signature-256": github_signature(SECRET, body),
+                },
+            )
             assert r.status_code in (200, 202), r.text
             return dict(r.json())
 
@@ -152,7 +175,12 @@ def test_gitlab_squash_merge_settles_from_the_webhook(
     home: Path, upstream: Upstream, gitlab: GitLabMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_GL_TOKEN", gitlab.token)
-    forge = {"kind": "gitlab", "repo": gitlab.project_path, "api_url": gitlab.base_url, "credential": "gitlab-mock"}
+    forge = {
+        "kind": "gitlab",
+        "repo": gitlab.project_path,
+        "api_url": gitlab.base_url,
+        "credential": "gitlab-mock",
+    }
     c = client(home, upstream, forge)
     try:
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
@@ -161,11 +189,21 @@ def test_gitlab_squash_merge_settles_from_the_webhook(
         payload = {
             "object_kind": "merge_request",
             "project": {"git_http_url": f"file://{upstream.remote}"},
-            "object_attributes": {"iid": 1, "action": "merge", "state": "merged", "target_branch": "main",
-                                  "source_branch": BRANCH, "merge_commit_sha": None, "squash_commit_sha": sha},
-        }  # fmt: skip
-        r = c.post(f"/webhooks/gitlab?source={SOURCE}", json=payload,
-                   headers={"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": SECRET})  # fmt: skip
+            "object_attributes": {
+                "iid": 1,
+                "action": "merge",
+                "state": "merged",
+                "target_branch": "main",
+                "source_branch": BRANCH,
+                "merge_commit_sha": None,
+                "squash_commit_sha": sha,
+            },
+        }
+        r = c.post(
+            f"/webhooks/gitlab?source={SOURCE}",
+            json=payload,
+            headers={"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": SECRET},
+        )
         assert r.status_code in (200, 202), r.text
         settled_as_after_a_merge(c, upstream, pr, later, sha, dict(r.json()))
     finally:
@@ -179,8 +217,12 @@ def test_a_merge_commit_not_on_the_branch_settles_nothing(
     from gitkb.services.sources.merges import change_request_merged
 
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
-    forge = {"kind": "github", "repo": f"{github.owner}/{github.repo}", "api_url": github.base_url,
-             "credential": "github-mock"}  # fmt: skip
+    forge = {
+        "kind": "github",
+        "repo": f"{github.owner}/{github.repo}",
+        "api_url": github.base_url,
+        "credential": "github-mock",
+    }
     c = client(home, upstream, forge)
     try:
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]

@@ -20,12 +20,23 @@ def test_status_fields_and_skipped_files(ws: Workspace, tmp_path: Path) -> None:
     ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(d)))
     st = ok(ws.get_index_status())
     for key in (
-        "status", "documents_indexed", "documents_indexed_error", "error", "last_reindex_error",
-        "last_build_embeddings_error", "queue_depth", "in_flight", "dirty_paths", "dirty_embeddings",
-        "write_generation", "skipped_files",
+        "status",
+        "documents_indexed",
+        "documents_indexed_error",
+        "error",
+        "last_reindex_error",
+        "last_build_embeddings_error",
+        "queue_depth",
+        "in_flight",
+        "dirty_paths",
+        "dirty_embeddings",
+        "write_generation",
+        "skipped_files",
     ):
         assert key in st, key
-    assert st["status"] == "queryable" and st["documents_indexed"] == 1 and st["documents_indexed_error"] is None
+    assert (
+        st["status"] == "queryable" and st["documents_indexed"] == 1 and st["documents_indexed_error"] is None
+    )
     cats = {s["path"]: s["category"] for s in st["skipped_files"]}
     assert cats == {"docs/bad.md": "parse_error", "docs/latin.txt": "encoding_error"}
     (d / "bad.md").write_text("---\ntitle: Fixed\n---\n# Fixed\n")
@@ -43,23 +54,39 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     assert (nochange["added"], nochange["modified"], nochange["deleted"]) == (0, 0, 0)
     assert nochange["unchanged"] == len(added) and nochange["full_rebuild"] is False
 
-    ids_before = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
+    ids_before = {
+        r["filepath"]: r["id"]
+        for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))[
+            "Results"
+        ]
+    }
     target = docs / "runbooks" / "rotate-api-keys.md"
     target.write_text(target.read_text() + "\nAlso rotate the webhook signing secret quarterly.\n")
     os.utime(target, (time.time() + 5, time.time() + 5))
-    (docs / "policies" / "new-policy.md").write_text("---\ntitle: Laptop policy\n---\n# Laptop policy\n\nEncrypt disks.\n")
+    (docs / "policies" / "new-policy.md").write_text(
+        "---\ntitle: Laptop policy\n---\n# Laptop policy\n\nEncrypt disks.\n"
+    )
     (docs / "onboarding" / "first-week.md").unlink()
     r = ok(ws.reindex())
     assert r["paths"]["modified"] == ["docs/runbooks/rotate-api-keys.md"]
     assert r["paths"]["added"] == ["docs/policies/new-policy.md"]
     assert r["paths"]["deleted"] == ["docs/onboarding/first-week.md"]
     assert (r["added"], r["modified"], r["deleted"]) == (1, 1, 1)
-    assert ok(ws.document_index("SEARCH", mode="keyword", query="webhook signing secret"))["Results"][0]["filepath"].endswith("rotate-api-keys.md")
-    assert ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))["Results"] == [] or all(
+    assert ok(ws.document_index("SEARCH", mode="keyword", query="webhook signing secret"))["Results"][0][
+        "filepath"
+    ].endswith("rotate-api-keys.md")
+    assert ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))[
+        "Results"
+    ] == [] or all(
         not x["filepath"].endswith("first-week.md")
         for x in ok(ws.document_index("SEARCH", mode="keyword", query="buddy laptop front desk"))["Results"]
     )
-    ids_after = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
+    ids_after = {
+        r["filepath"]: r["id"]
+        for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))[
+            "Results"
+        ]
+    }
     assert ids_after == ids_before  # untouched documents keep their chunk ids
 
     forced = ok(ws.reindex(force=True))
@@ -67,9 +94,17 @@ def test_reindex_incremental_then_force(ws: Workspace, kb_copy: Path) -> None:
     assert forced["added"] == len(forced["paths"]["added"]) == len(added)  # 8 - 1 deleted + 1 new
     # the per-index block says what the totals say (it said "modified 8" while the totals said "added 8")
     assert {k: forced["indexes"]["kb"][k] for k in ("added", "modified", "unchanged", "deleted")} == {
-        "added": len(added), "modified": 0, "unchanged": 0, "deleted": 0,
+        "added": len(added),
+        "modified": 0,
+        "unchanged": 0,
+        "deleted": 0,
     }
-    again = {r["filepath"]: r["id"] for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))["Results"]}
+    again = {
+        r["filepath"]: r["id"]
+        for r in ok(ws.document_index("SEARCH", mode="keyword", query="incident commander", top_n=5))[
+            "Results"
+        ]
+    }
     assert again == ids_before  # a forced rebuild keeps stable ids too
     st = ok(ws.get_index_status())
     assert st["caught_up"] and st["last_reindex_error"] is None

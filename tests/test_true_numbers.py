@@ -24,7 +24,11 @@ def _stored(ws: Workspace) -> int:
 
 
 def _embedded_by_events(ws: Workspace, since: float) -> int:
-    return sum(e.get("embedded", 0) for e in vs.events(ws.ctx.catalog.conn, "embedding", limit=1000) if e["at"] >= since)
+    return sum(
+        e.get("embedded", 0)
+        for e in vs.events(ws.ctx.catalog.conn, "embedding", limit=1000)
+        if e["at"] >= since
+    )
 
 
 def test_build_counts_the_work_the_background_embedder_did_while_it_waited(ws: Workspace) -> None:
@@ -42,7 +46,14 @@ def test_build_counts_the_work_the_background_embedder_did_while_it_waited(ws: W
     holder.start()
     lock_held.wait(5)
     for i in range(12):
-        ok(ws.document_index("ADD_TEXT", index_name="kb", text=f"Runbook {i}: restart service {i} after paging.", filepath=f"r{i}.txt"))
+        ok(
+            ws.document_index(
+                "ADD_TEXT",
+                index_name="kb",
+                text=f"Runbook {i}: restart service {i} after paging.",
+                filepath=f"r{i}.txt",
+            )
+        )
     assert _stored(ws) == 0  # the background embedder was kicked, and is blocked on the lock
     result: dict[str, Any] = {}
     build = threading.Thread(target=lambda: result.update(ws.build_embeddings()))
@@ -65,10 +76,25 @@ def test_build_counts_the_work_the_background_embedder_did_while_it_waited(ws: W
 def test_a_write_that_does_not_wait_says_pending_then_the_wait_counts_truly(ws: Workspace) -> None:
     ok(ws.document_index("CREATE_INDEX", index_name="kb"))
     with identity_locks(ws.ctx, [IDENT]):  # nothing can embed yet: the answer must say pending
-        r = ok(ws.document_index("ADD_TEXT", index_name="kb", text="# Keys\n\nRotate the signing keys every 90 days.", filepath="k.md"))
+        r = ok(
+            ws.document_index(
+                "ADD_TEXT",
+                index_name="kb",
+                text="# Keys\n\nRotate the signing keys every 90 days.",
+                filepath="k.md",
+            )
+        )
         assert r["vectors"] == "pending" and r["vectors_pending"] == r["chunks_written"] == 1
         assert "chunks_embedded" not in r
-        job = ok(ws.promoted("document_index", action="ADD_TEXT", index_name="kb", text="Another note on paging.", filepath="p.txt"))
+        job = ok(
+            ws.promoted(
+                "document_index",
+                action="ADD_TEXT",
+                index_name="kb",
+                text="Another note on paging.",
+                filepath="p.txt",
+            )
+        )
         assert job["vectors"] == "pending" and job["vectors_pending"] == 1
         got = ok(ws.get_job_result(job["job_id"]))["result"]
         assert got["vectors"] == "pending" and got["vectors_pending"] == 1
@@ -77,7 +103,9 @@ def test_a_write_that_does_not_wait_says_pending_then_the_wait_counts_truly(ws: 
     done = ok(ws.wait_for_vectors(r["vectors_range"]))
     assert done["vectors"] == "ready" and done["chunks_embedded"] == 1 and done["chunks_reused"] == 0, done
     # the same text again under another path reuses the stored vector: counted as reused, not embedded
-    r2 = ok(ws.document_index("ADD_TEXT", index_name="kb", text="Another note on paging.", filepath="copy.txt"))
+    r2 = ok(
+        ws.document_index("ADD_TEXT", index_name="kb", text="Another note on paging.", filepath="copy.txt")
+    )
     done2 = r2 if r2["vectors"] == "ready" else ok(ws.wait_for_vectors(r2["vectors_range"]))
     assert (done2["chunks_embedded"], done2["chunks_reused"]) == (0, 1), done2
     assert _stored(ws) == 3
@@ -95,8 +123,14 @@ def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path
     d = tmp_path / "notes"
     d.mkdir()
     for i in range(6):
-        (d / f"n{i}.md").write_text(f"# Note {i}\n\nThe rota for team {i} changes on Monday {i}.\n\nSecond paragraph {i}.\n")
-    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+        (d / f"n{i}.md").write_text(
+            f"# Note {i}\n\nThe rota for team {i} changes on Monday {i}.\n\nSecond paragraph {i}.\n"
+        )
+    env = {
+        "GITKB_HOME": str(home),
+        "GITKB_EMBEDDING_PROVIDER": "hashing",
+        "GITKB_EMBEDDING_MODEL": "hashing-384",
+    }
     runner = CliRunner()
 
     def run(*args: str) -> str:
@@ -113,7 +147,18 @@ def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path
     out = run("index", "rechunk", "kb", "--chunk-strategy", "one_chunk_per_doc")
     assert "vectors: 0 chunk(s) embedded, 6 reused" in out, out
     # small sentence chunks are new texts: each is embedded (the ones equal to an old text reused)
-    out = run("--json", "index", "rechunk", "kb", "--chunk-strategy", "sentence", "--chunk-size", "8", "--chunk-overlap", "0")
+    out = run(
+        "--json",
+        "index",
+        "rechunk",
+        "kb",
+        "--chunk-strategy",
+        "sentence",
+        "--chunk-size",
+        "8",
+        "--chunk-overlap",
+        "0",
+    )
     data = json.loads(out)
     with Workspace(home) as w:
         after = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["chunk_count"]
@@ -133,6 +178,7 @@ def _pause_mid_build(ws: Workspace, chunks: int) -> tuple[threading.Thread, thre
     from gitkb.services.vectors_catchup import catch_up_identity
 
     locked, written, paused, release = (threading.Event() for _ in range(4))
+
     def progress(done: int, total: int) -> None:
         if done >= 64 and not paused.is_set():
             paused.set()
@@ -148,7 +194,17 @@ def _pause_mid_build(ws: Workspace, chunks: int) -> tuple[threading.Thread, thre
     t.start()
     locked.wait(5)
     text = " ".join(f"Sentence number {i} is about the pager rota and team {i}." for i in range(chunks))
-    r = ok(ws.document_index("ADD_TEXT", index_name="kb", text=text, filepath="long.txt", chunk_strategy="sentence", chunk_size=16, chunk_overlap=0))
+    r = ok(
+        ws.document_index(
+            "ADD_TEXT",
+            index_name="kb",
+            text=text,
+            filepath="long.txt",
+            chunk_strategy="sentence",
+            chunk_size=16,
+            chunk_overlap=0,
+        )
+    )
     assert r["chunks_written"] > 64, r
     written.set()
     assert paused.wait(20)
@@ -190,7 +246,9 @@ def test_ui_status_panel_shows_the_vector_build(home: Path) -> None:
         try:
             status = c.get("/ui/status.json").json()
             total = status["in_flight_job"]["progress"]["total"]
-            assert status["in_flight"] == "build_embeddings" and status["progress_percent"] == int(100 * 64 / total)
+            assert status["in_flight"] == "build_embeddings" and status["progress_percent"] == int(
+                100 * 64 / total
+            )
             page = c.get("/ui").text
             assert "build_embeddings · background" in page and f"64 / {total}" in page
             assert "None" not in page.split('class="card status-panel"')[1].split("</section>")[0]
@@ -213,7 +271,11 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("ADD_TEXT", {"index_name": "kb", "text": "x", "metadata": [1]}, "invalid_argument"),
     ("DELETE_DOCUMENT", {"index_name": "kb", "filepath": "missing.txt"}, "not_found"),
     ("RENAME_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "new_filename": "b.txt"}, "conflict"),
-    ("RENAME_DOCUMENT", {"index_name": "kb", "filepath": "a.txt", "new_filename": "../x.txt"}, "invalid_argument"),
+    (
+        "RENAME_DOCUMENT",
+        {"index_name": "kb", "filepath": "a.txt", "new_filename": "../x.txt"},
+        "invalid_argument",
+    ),
     ("CREATE_INDEX", {"index_name": "kb"}, "conflict"),
     ("RENAME_INDEX", {"index_name": "nope", "new_index_name": "n2"}, "not_found"),
     ("DELETE_INDEX", {"index_name": "nope"}, "not_found"),
@@ -294,8 +356,14 @@ def test_cli_build_after_a_no_wait_add_counts_the_background_work(home: Path, tm
     d = tmp_path / "many"
     d.mkdir()
     for i in range(300):
-        (d / f"f{i:03}.md").write_text(f"# File {i}\n\nFile {i} explains step {i} of the deploy, then step {i + 1}.\n")
-    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+        (d / f"f{i:03}.md").write_text(
+            f"# File {i}\n\nFile {i} explains step {i} of the deploy, then step {i + 1}.\n"
+        )
+    env = {
+        "GITKB_HOME": str(home),
+        "GITKB_EMBEDDING_PROVIDER": "hashing",
+        "GITKB_EMBEDDING_MODEL": "hashing-384",
+    }
     runner = CliRunner()
     assert runner.invoke(cli, ["index", "create", "kb"], env=env).exit_code == 0
     assert runner.invoke(cli, ["add", "kb", str(d), "--no-wait"], env=env).exit_code == 0

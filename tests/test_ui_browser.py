@@ -32,9 +32,15 @@ from helpers import SOURCE, Upstream, WaitTimeout, wait_until
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 GITKB = [sys.executable, "-c", "import sys; from gitkb.cli.main import main; main(sys.argv[1:])"]
 REPO = Path(__file__).resolve().parents[1]
 ROTATE = "docs/runbooks/rotate-api-keys.md"
@@ -182,9 +188,11 @@ def test_review_approve_and_deny(served: Served, browser: Any) -> None:
     from playwright.sync_api import expect
 
     first = served.propose_and_open(
-        "expire every 90 days", "expire every 60 days", "Keys expire after 60 days since the 2024 notice.",
+        "expire every 90 days",
+        "expire every 60 days",
+        "Keys expire after 60 days since the 2024 notice.",
         "Rotate keys every 60 days",
-    )  # fmt: skip
+    )
     page = browser.new_page()
     log_in(page, served, "/ui/reviews")
 
@@ -211,9 +219,11 @@ def test_review_approve_and_deny(served: Served, browser: Any) -> None:
     assert "expire every 60 days" in served.upstream.read_remote(BRANCH, ROTATE)
 
     second = served.propose_and_open(
-        "the Tuesday change window", "the Thursday change window", "Change windows moved to Thursday.",
+        "the Tuesday change window",
+        "the Thursday change window",
+        "Change windows moved to Thursday.",
         "Thursday change window",
-    )  # fmt: skip
+    )
     page.goto(served.url + "/ui/reviews")
     card = page.locator(f"#review-{second}")
     card.locator("summary", has_text="Deny").click()

@@ -62,9 +62,12 @@ def seed(c: TestClient, remote: Path) -> str:
     assert ws.source_add(SOURCE, str(remote))["Success"]
     assert ws.source_sync(SOURCE)["Success"]
     staged = ws.propose_kb_edit(
-        SOURCE, ROTATE, search="expire every 90 days", replace="expire every 60 days",
+        SOURCE,
+        ROTATE,
+        search="expire every 90 days",
+        replace="expire every 60 days",
         note="Keys expire after 60 days <b>now</b>",
-    )  # fmt: skip
+    )
     assert staged["Success"], staged
     pr = ws.open_kb_pull_request(SOURCE, title="Rotate keys every 60 days")
     assert pr["Success"] and pr["review_state"] == "pending", pr
@@ -79,8 +82,11 @@ def csrf(html: str) -> str:
 
 def login(c: TestClient, who: str) -> None:
     page = c.get("/ui/login")
-    r = c.post("/ui/login", data={"token": TOKENS[who], "csrf_token": csrf(page.text), "next": "/ui"},
-               follow_redirects=False)  # fmt: skip
+    r = c.post(
+        "/ui/login",
+        data={"token": TOKENS[who], "csrf_token": csrf(page.text), "next": "/ui"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303 and r.headers["location"] == "/ui", r.text
 
 
@@ -108,10 +114,17 @@ def test_every_page_renders_without_login(open_client: TestClient, upstream: Ups
     c = open_client
     rid = seed(c, upstream.remote)
     for url in (
-        "/ui", "/ui/indexes", "/ui/search", "/ui/search?q=rotate+api+keys", "/ui/search?tab=ask&q=how+often+do+keys+expire",
-        f"/ui/doc?index={SOURCE}&path={ROTATE}&start=7&end=8", "/ui/reviews", "/ui/reviews?tab=history",
-        f"/ui/reviews/{rid}", f"/ui/reviews/{rid}?view=split",
-    ):  # fmt: skip
+        "/ui",
+        "/ui/indexes",
+        "/ui/search",
+        "/ui/search?q=rotate+api+keys",
+        "/ui/search?tab=ask&q=how+often+do+keys+expire",
+        f"/ui/doc?index={SOURCE}&path={ROTATE}&start=7&end=8",
+        "/ui/reviews",
+        "/ui/reviews?tab=history",
+        f"/ui/reviews/{rid}",
+        f"/ui/reviews/{rid}?view=split",
+    ):
         r = c.get(url)
         assert r.status_code == 200 and is_html(r), (url, r.text[:500])
         assert "<title>" in r.text and 'href="#main"' in r.text
@@ -268,8 +281,11 @@ def test_login_cookie_and_redirects(auth_client: TestClient, upstream: Upstream)
     assert agent.status_code == 403 and "bound to agent" in agent.text
     no_csrf = c.post("/ui/login", data={"token": TOKENS["alice"]})
     assert no_csrf.status_code == 403 and "gitkb_session" not in no_csrf.headers.get("set-cookie", "")
-    r = c.post("/ui/login", data={"token": TOKENS["alice"], "csrf_token": csrf(page.text),
-                                  "next": "https://evil.example/x"}, follow_redirects=False)  # fmt: skip
+    r = c.post(
+        "/ui/login",
+        data={"token": TOKENS["alice"], "csrf_token": csrf(page.text), "next": "https://evil.example/x"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303 and r.headers["location"] == "/ui"
     cookie = r.headers["set-cookie"]
     assert "gitkb_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie

@@ -70,7 +70,11 @@ def test_cli_docs_rm_then_reindex(home: Path, tmp_path: Path) -> None:
     from gitkb.cli.main import cli
 
     d = _folder(tmp_path)
-    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+    env = {
+        "GITKB_HOME": str(home),
+        "GITKB_EMBEDDING_PROVIDER": "hashing",
+        "GITKB_EMBEDDING_MODEL": "hashing-384",
+    }
     runner = CliRunner()
 
     def run(*args: str) -> str:
@@ -91,30 +95,52 @@ def test_get_document_past_the_end_says_so(ws: Workspace) -> None:
     text = "".join(f"line {i}\n" for i in range(312))
     ok(ws.document_index("ADD_TEXT", index_name="kb", text=text, filepath="long.txt"))
     r = fails(
-        ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="lines", start=5000),
+        ws.document_index(
+            "GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="lines", start=5000
+        ),
         "invalid_argument",
     )
     assert "start 5000 is past the end (312 lines)" in r["Error"]
     chars = len(text)
     r = fails(
-        ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="chars", start=chars),
+        ws.document_index(
+            "GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="chars", start=chars
+        ),
         "invalid_argument",
     )
     assert f"past the end ({chars} characters)" in r["Error"]
     n = ok(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt"))["total"]
-    r = fails(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt", start=n + 3), "invalid_argument")
+    r = fails(
+        ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt", start=n + 3),
+        "invalid_argument",
+    )
     assert f"past the end ({n} chunks)" in r["Error"]
     # the last line is still readable, and start 0 of anything is never an error
-    last = ok(ws.document_index("GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="lines", start=311))
+    last = ok(
+        ws.document_index(
+            "GET_DOCUMENT", index_name="kb", filepath="long.txt", pagination_mode="lines", start=311
+        )
+    )
     assert last["Content"] == "line 311\n" and last["has_more"] is False
 
 
 def test_cli_get_past_the_end_exits_1(home: Path) -> None:
     from gitkb.cli.main import cli
 
-    env = {"GITKB_HOME": str(home), "GITKB_EMBEDDING_PROVIDER": "hashing", "GITKB_EMBEDDING_MODEL": "hashing-384"}
+    env = {
+        "GITKB_HOME": str(home),
+        "GITKB_EMBEDDING_PROVIDER": "hashing",
+        "GITKB_EMBEDDING_MODEL": "hashing-384",
+    }
     runner = CliRunner()
     assert runner.invoke(cli, ["index", "create", "kb"], env=env).exit_code == 0
-    assert runner.invoke(cli, ["add-text", "kb", "one\ntwo\n", "--filepath", "t.txt", "--no-wait"], env=env).exit_code == 0
+    assert (
+        runner.invoke(
+            cli, ["add-text", "kb", "one\ntwo\n", "--filepath", "t.txt", "--no-wait"], env=env
+        ).exit_code
+        == 0
+    )
     res = runner.invoke(cli, ["docs", "get", "kb", "t.txt", "--start", "5000"], env=env)
-    assert res.exit_code == 1 and "past the end (2 lines)" in res.output + (res.stderr if res.stderr_bytes else "")
+    assert res.exit_code == 1 and "past the end (2 lines)" in res.output + (
+        res.stderr if res.stderr_bytes else ""
+    )

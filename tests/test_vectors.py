@@ -38,7 +38,9 @@ def _no_remote_network(mp: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=["persistent", "http"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Any]]:
     """``(kind, opener)``: ``opener()`` opens a VectorStore on the same underlying storage."""
     _no_remote_network(monkeypatch)
     if request.param == "persistent":
@@ -46,7 +48,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         yield "persistent", lambda: VectorStore.open_persistent(path)
     else:
         if not (HOST and PORT):
-            pytest.skip("set GITKB_TEST_CHROMA_HOST and GITKB_TEST_CHROMA_PORT to test against a Chroma server")
+            pytest.skip(
+                "set GITKB_TEST_CHROMA_HOST and GITKB_TEST_CHROMA_PORT to test against a Chroma server"
+            )
         yield "http", lambda: VectorStore.open_http(HOST, int(PORT))
 
 
@@ -84,12 +88,22 @@ def _meta(index_id: str, doc: str, content_hash: str) -> dict[str, Any]:
 def test_collection_name_is_pure_and_valid() -> None:
     assert collection_name("fastembed/all-minilm-l6-v2") == "fastembed_all-minilm-l6-v2_index"
     assert collection_name("FastEmbed/FASTEMBED/All-MiniLM-L6-v2") == "fastembed_all-minilm-l6-v2_index"
-    assert collection_name("fastembed/sentence-transformers/all-MiniLM-L6-v2") == "fastembed_all-minilm-l6-v2_index"
+    assert (
+        collection_name("fastembed/sentence-transformers/all-MiniLM-L6-v2")
+        == "fastembed_all-minilm-l6-v2_index"
+    )
     rule = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
     names = {
         collection_name(i)
-        for i in ("openai/nomic-ai/nomic-embed-text-v1.5", "openai/nomic-ai-nomic-embed-text-v1.5",
-                  "openai/nomic-embed-text:latest", "openai/a..b", "openai/" + "x" * 250, "openai/a+b", "hashing/x")
+        for i in (
+            "openai/nomic-ai/nomic-embed-text-v1.5",
+            "openai/nomic-ai-nomic-embed-text-v1.5",
+            "openai/nomic-embed-text:latest",
+            "openai/a..b",
+            "openai/" + "x" * 250,
+            "openai/a+b",
+            "hashing/x",
+        )
     }
     assert len(names) == 7
     for name in names:
@@ -105,8 +119,12 @@ def test_collection_name_is_pure_and_valid() -> None:
 
 def test_upsert_get_count_and_metadata(store: VectorStore, ident: str) -> None:
     texts = ["alpha beta", "gamma delta", "epsilon"]
-    n = store.upsert(_fp(ident), ["c1", "c2", "c3"], _vecs(texts),
-                     [_meta("docs", "d1", "h1"), _meta("docs", "d1", "h2"), _meta("other", "d2", "h3")])
+    n = store.upsert(
+        _fp(ident),
+        ["c1", "c2", "c3"],
+        _vecs(texts),
+        [_meta("docs", "d1", "h1"), _meta("docs", "d1", "h2"), _meta("other", "d2", "h3")],
+    )
     assert n == 3
     assert store.count(ident) == 3
     assert store.count(ident, {"index_id": "docs"}) == 2
@@ -128,7 +146,9 @@ def test_upsert_get_count_and_metadata(store: VectorStore, ident: str) -> None:
 def test_collection_metadata_and_listing(store: VectorStore, ident: str) -> None:
     store.upsert(_fp(ident), ["a"], _vecs(["x"]), [_meta("i", "d", "h")])
     listed = [c for c in store.list_collections() if c["identity"] == ident]
-    assert listed == [{"name": collection_name(ident), "identity": ident, "fingerprint": _fp(ident), "count": 1}]
+    assert listed == [
+        {"name": collection_name(ident), "identity": ident, "fingerprint": _fp(ident), "count": 1}
+    ]
     col = store._client.get_collection(collection_name(ident), embedding_function=None)
     assert col.metadata["hnsw:space"] == "cosine"
     assert col.metadata["dims"] == DIMS
@@ -196,8 +216,12 @@ def test_batches_of_64(store: VectorStore, ident: str, monkeypatch: pytest.Monke
 
 def test_delete_and_delete_where(store: VectorStore, ident: str) -> None:
     ids = [f"c{i}" for i in range(10)]
-    store.upsert(_fp(ident), ids, _vecs([f"text {i}" for i in range(10)]),
-                 [_meta("keep" if i % 2 else "drop", f"d{i}", f"h{i}") for i in range(10)])
+    store.upsert(
+        _fp(ident),
+        ids,
+        _vecs([f"text {i}" for i in range(10)]),
+        [_meta("keep" if i % 2 else "drop", f"d{i}", f"h{i}") for i in range(10)],
+    )
     assert store.delete_where(ident, {"index_id": "drop"}) == 5
     assert store.ids_in(ident) == {f"c{i}" for i in range(1, 10, 2)}
     assert store.delete_where(ident, {"index_id": "drop"}) == 0
@@ -218,8 +242,12 @@ def test_query_filtered_by_index(store: VectorStore, ident: str) -> None:
         "c1": ("gamma", "admin password reset procedure"),
     }
     ids = list(texts)
-    store.upsert(_fp(ident), ids, _vecs([t for _, t in texts.values()]),
-                 [_meta(ix, f"doc-{i}", f"h-{i}") for i, (ix, _) in texts.items()])
+    store.upsert(
+        _fp(ident),
+        ids,
+        _vecs([t for _, t in texts.values()]),
+        [_meta(ix, f"doc-{i}", f"h-{i}") for i, (ix, _) in texts.items()],
+    )
     q = _vecs(["reset admin password"])[0]
     everything = store.query(ident, q, 10)
     assert {i for i, _ in everything} == set(ids)
@@ -230,7 +258,9 @@ def test_query_filtered_by_index(store: VectorStore, ident: str) -> None:
     assert {i for i, _ in store.query(ident, q, 10, index_ids=["alpha", "beta"])} == {"a1", "a2", "b1"}
     assert store.query(ident, q, 1, index_ids=["beta", "gamma"])[0][0] in {"b1", "c1"}
     assert store.query(ident, q, 10, index_ids=[]) == []  # never widened
-    assert [i for i, _ in store.query(ident, q, 10, index_ids=["alpha"], where={"document_id": "doc-a2"})] == ["a2"]
+    assert [
+        i for i, _ in store.query(ident, q, 10, index_ids=["alpha"], where={"document_id": "doc-a2"})
+    ] == ["a2"]
     assert store.query(ident, q, 10, index_ids=["nope"]) == []
     assert store.query("hashing/absent-" + uuid.uuid4().hex[:6], q, 5) == []
     with pytest.raises(InvalidArgument):
@@ -239,8 +269,12 @@ def test_query_filtered_by_index(store: VectorStore, ident: str) -> None:
 
 def test_find_by_content_hash(store: VectorStore, ident: str) -> None:
     vecs = _vecs(["one", "two", "three"])
-    store.upsert(_fp(ident), ["x1", "x2", "x3"], vecs,
-                 [_meta("i", "d1", "hash-1"), _meta("i", "d1", "hash-2"), _meta("j", "d2", "hash-1")])
+    store.upsert(
+        _fp(ident),
+        ["x1", "x2", "x3"],
+        vecs,
+        [_meta("i", "d1", "hash-1"), _meta("i", "d1", "hash-2"), _meta("j", "d2", "hash-1")],
+    )
     found = store.find_by_content_hash(ident, ["hash-1", "hash-2", "hash-404", ""])
     assert set(found) == {"hash-1", "hash-2"}
     assert np.allclose(found["hash-2"], vecs[1], atol=1e-6)
@@ -291,8 +325,9 @@ def test_stale_collection_handle_is_refetched(backend: tuple[str, Any]) -> None:
 
 
 def test_foreign_collection_with_our_name_is_refused(store: VectorStore, ident: str) -> None:
-    store._client.create_collection(collection_name(ident), metadata={"identity": "someone/else"},
-                                    embedding_function=None)
+    store._client.create_collection(
+        collection_name(ident), metadata={"identity": "someone/else"}, embedding_function=None
+    )
     with pytest.raises(Conflict):
         store.upsert(_fp(ident), ["a"], _vecs(["x"]), [{}])
     store._client.delete_collection(collection_name(ident))

@@ -19,8 +19,10 @@ PARAGRAPH = (
     "engineer of the platform team opens a change in the secrets manager, waits for the gateway to pick "
     "the new version up, and checks the dashboard for failed calls during the following hour."
 )
-EDITED = PARAGRAPH.replace("every 90 days", "every 60 days").replace("on-call engineer", "duty engineer").replace(
-    "following hour", "following day"
+EDITED = (
+    PARAGRAPH.replace("every 90 days", "every 60 days")
+    .replace("on-call engineer", "duty engineer")
+    .replace("following hour", "following day")
 )
 
 
@@ -81,7 +83,11 @@ def test_a_three_word_change_in_a_long_paragraph_is_marked(tmp_path: Path) -> No
 def test_side_by_side_rows_carry_the_same_marks(tmp_path: Path) -> None:
     (f,) = parse_diff(prose_diff(tmp_path, PARAGRAPH, EDITED))
     (pair,) = [(a, b) for a, b in f.hunks[0].rows() if a is not b]
-    assert marks(str(pair[0].html)) == ["90", "on-call", "hour"] and marks(str(pair[1].html)) == ["60", "duty", "day"]
+    assert marks(str(pair[0].html)) == ["90", "on-call", "hour"] and marks(str(pair[1].html)) == [
+        "60",
+        "duty",
+        "day",
+    ]
 
 
 def test_lines_that_are_not_an_edit_of_each_other_get_no_marks(tmp_path: Path) -> None:

@@ -44,7 +44,9 @@ def created(root: Path) -> list[str]:
 
 def test_the_issue_a_search_from_another_folder_creates_nothing(root: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_HOME")}
-    p = subprocess.run([*GITKB, "search", "hello"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [*GITKB, "search", "hello"], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "No results" not in p.stdout
     assert "no gitkb workspace found" in p.stderr and str(root) in p.stderr and "gitkb init" in p.stderr
@@ -58,7 +60,10 @@ def test_reads_and_writes_with_no_workspace_exit_1(root: Path) -> None:
     for args in (["index", "list"], ["status"], ["docs", "list", "kb"], ["jobs", "list"]):
         r = gitkb(sub, *args)
         assert r.exit_code == 1, (args, r.output)
-        assert f"looked for .gitkb/ in {sub}, {sub.parent}, {root}" in r.output and "nothing was created" in r.output
+        assert (
+            f"looked for .gitkb/ in {sub}, {sub.parent}, {root}" in r.output
+            and "nothing was created" in r.output
+        )
     r = gitkb(sub, "index", "create", "kb")  # a write: discovery never creates one either
     assert r.exit_code == 1 and "a command that writes needs one" in r.output and "gitkb init" in r.output
     assert created(root) == ["a", "a/b"]
@@ -129,8 +134,14 @@ def test_an_unexpected_error_logs_without_making_a_gitkb_here(root: Path, tmp_pa
     logs = tmp_path / "tmp"
     logs.mkdir()
     env = {**os.environ, "TMPDIR": str(logs)}
-    p = subprocess.run([*GITKB, "--home", str(root / "file" / "ws"), "index", "create", "kb"],
-                       cwd=root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [*GITKB, "--home", str(root / "file" / "ws"), "index", "create", "kb"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert not (root / ".gitkb").exists()
     where = p.stderr.rsplit("details in ", 1)[1].rstrip(")\n")

@@ -89,14 +89,19 @@ def _bound(sig: inspect.Signature, name: str, ws: Any, args: Any, kwargs: dict[s
 
 def _seq_range(value: Any) -> tuple[int, int]:
     if (
-        not isinstance(value, list | tuple) or len(value) != 2
+        not isinstance(value, list | tuple)
+        or len(value) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
-        raise InvalidArgument(f"vectors_range must be [after_seq, upto_seq] as a write returned it, got {value!r}")
+        raise InvalidArgument(
+            f"vectors_range must be [after_seq, upto_seq] as a write returned it, got {value!r}"
+        )
     return int(value[0]), int(value[1])
 
 
-_resumers: list[subprocess.Popen[bytes]] = []  # detached gitkb.resume processes (kept so none is reported lost)
+_resumers: list[
+    subprocess.Popen[bytes]
+] = []  # detached gitkb.resume processes (kept so none is reported lost)
 
 
 def _start_resume(home: Path, overrides: dict[str, Any]) -> None:
@@ -111,8 +116,12 @@ def _start_resume(home: Path, overrides: dict[str, Any]) -> None:
         with open(home / "logs" / "resume.log", "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gitkb.resume", str(home), args],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True,
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                env=env,
+                start_new_session=True,
+            )
     except OSError as exc:  # the next opener resumes instead
         log.warning("could not start the background resume: %s", exc)
         return
@@ -245,7 +254,9 @@ class Workspace:
         """
         return self._document_index(action, params, promote=False)
 
-    def _document_index(self, action: Any, params: dict[str, Any], *, promote: bool, wait: Any = None) -> dict[str, Any]:
+    def _document_index(
+        self, action: Any, params: dict[str, Any], *, promote: bool, wait: Any = None
+    ) -> dict[str, Any]:
         spec = policy.document_index_action(action)
         self._check(spec.name, params)
         sc = self._scope()
@@ -285,7 +296,9 @@ class Workspace:
         self._check(method, params)
         return self._promote(method, params, wait_s, caller)
 
-    def _promote(self, kind: str, job_params: dict[str, Any], wait_s: Any, caller: str | None = None) -> dict[str, Any]:
+    def _promote(
+        self, kind: str, job_params: dict[str, Any], wait_s: Any, caller: str | None = None
+    ) -> dict[str, Any]:
         job = jobs.submit(self.ctx, kind, job_params, caller=caller or self._caller())
         threshold = self.settings.promote_after_seconds if wait_s is None else float(wait_s)
         done = jobs.wait(self.ctx, job.id, timeout=threshold)
@@ -323,7 +336,11 @@ class Workspace:
 
     @tool
     def list_jobs(
-        self, limit: int | None = None, state: str | None = None, start: int | None = None, count: int | None = None
+        self,
+        limit: int | None = None,
+        state: str | None = None,
+        start: int | None = None,
+        count: int | None = None,
     ) -> dict[str, Any]:
         """Newest first, paged (``start``/``count``; ``limit`` is the older name of ``count``)."""
         return jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)
@@ -340,7 +357,9 @@ class Workspace:
         return jobs.job_result(self.ctx, job_id)
 
     @tool
-    def reindex(self, force: bool = False, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
+    def reindex(
+        self, force: bool = False, index_name: str | None = None, progress: Any = None
+    ) -> dict[str, Any]:
         """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
         params = {"force": bool(force), "index_name": index_name}
         return jobs.run_inline(self.ctx, "reindex", params, progress=progress)
@@ -371,9 +390,18 @@ class Workspace:
         from gitkb.services import sources, webhook_intake
 
         out = sources.add_source(
-            self.ctx, name, url, branch=branch, documents_root=documents_root, index=index,
-            include=include, exclude=exclude, forge=forge, auth=auth, credential=credential,
-        )  # fmt: skip
+            self.ctx,
+            name,
+            url,
+            branch=branch,
+            documents_root=documents_root,
+            index=index,
+            include=include,
+            exclude=exclude,
+            forge=forge,
+            auth=auth,
+            credential=credential,
+        )
         if webhook_secret:
             webhook_intake.set_webhook_secret(self.ctx, name, webhook_secret)
             out["webhook_secret"] = "set"
@@ -418,19 +446,32 @@ class Workspace:
 
     @tool
     def propose_kb_edit(
-        self, source_id_or_index: str, relative_path: str, content: str = "", search: str = "",
-        replace: str = "", note: str = "",
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        source_id_or_index: str,
+        relative_path: str,
+        content: str = "",
+        search: str = "",
+        replace: str = "",
+        note: str = "",
+    ) -> dict[str, Any]:
         """Stage an edit (whole content, or exact-once search/replace) on the source's proposal branch."""
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
         return proposals.propose_kb_edit(
-            self.ctx, source_id_or_index, relative_path, content, search, replace, note,
-        )  # fmt: skip
+            self.ctx,
+            source_id_or_index,
+            relative_path,
+            content,
+            search,
+            replace,
+            note,
+        )
 
     @tool
-    def propose_kb_delete(self, source_id_or_index: str, relative_path: str, note: str = "") -> dict[str, Any]:
+    def propose_kb_delete(
+        self, source_id_or_index: str, relative_path: str, note: str = ""
+    ) -> dict[str, Any]:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
         from gitkb.services import proposals
 
@@ -444,12 +485,20 @@ class Workspace:
         from gitkb.services import proposals
 
         return proposals.propose_kb_rename(
-            self.ctx, source_id_or_index, relative_path, new_relative_path, note,
-        )  # fmt: skip
+            self.ctx,
+            source_id_or_index,
+            relative_path,
+            new_relative_path,
+            note,
+        )
 
     @tool
     def list_proposals(
-        self, source: str | None = None, state: str = "staged", start: int | None = None, count: int | None = None
+        self,
+        source: str | None = None,
+        state: str = "staged",
+        start: int | None = None,
+        count: int | None = None,
     ) -> dict[str, Any]:
         from gitkb.services import proposals
 
@@ -488,9 +537,15 @@ class Workspace:
 
     @tool
     def open_kb_pull_request(
-        self, source_id_or_index: str, target_index: str = "", title: str = "", body: str = "",
-        commit_message: str = "", requested_by: str | None = None, proposal_ids: list[str] | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        source_id_or_index: str,
+        target_index: str = "",
+        title: str = "",
+        body: str = "",
+        commit_message: str = "",
+        requested_by: str | None = None,
+        proposal_ids: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files.
 
         ``requested_by``: ``agent:<id>``, ``token:<name>`` or ``local:<user>`` (None: ``local:<your user>``)."""
@@ -501,14 +556,23 @@ class Workspace:
         from gitkb.services import review
 
         return review.open_kb_pull_request(
-            self.ctx, source_id_or_index, target_index, title, body, commit_message,
+            self.ctx,
+            source_id_or_index,
+            target_index,
+            title,
+            body,
+            commit_message,
             requested_by=requested_by if self.principal.is_local else self.principal.label,
             proposal_ids=proposal_ids,
-        )  # fmt: skip
+        )
 
     @tool
     def list_reviews(
-        self, state: str | None = None, source: str | None = None, start: int | None = None, count: int | None = None
+        self,
+        state: str | None = None,
+        source: str | None = None,
+        start: int | None = None,
+        count: int | None = None,
     ) -> dict[str, Any]:
         """Reviews, pending first (``Reviews``), paged."""
         from gitkb.services import review
@@ -522,7 +586,9 @@ class Workspace:
         return review.show_review(self.ctx, review_id)
 
     @tool
-    def approve_review(self, review_id: str, reviewer: str = "operator", overwrite: bool = False) -> dict[str, Any]:
+    def approve_review(
+        self, review_id: str, reviewer: str = "operator", overwrite: bool = False
+    ) -> dict[str, Any]:
         """Push the staged branch with a lease and open/update the PR/MR: number, url, changed_files.
 
         ``overwrite=True`` acknowledges the review's ``overwrites`` (commits gitkb did not push that the
@@ -531,7 +597,7 @@ class Workspace:
 
         return review.approve_review(
             self.ctx, review_id, reviewer=self._reviewer(reviewer), overwrite=overwrite
-        )  # fmt: skip
+        )
 
     @tool
     def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:
@@ -561,7 +627,11 @@ class Workspace:
 
     @tool
     def list_audit(
-        self, target: str | None = None, limit: int | None = None, start: int | None = None, count: int | None = None
+        self,
+        target: str | None = None,
+        limit: int | None = None,
+        start: int | None = None,
+        count: int | None = None,
     ) -> dict[str, Any]:
         """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
         from gitkb.services import audit
@@ -712,8 +782,15 @@ class Workspace:
         from gitkb.services import evaluation
 
         return evaluation.eval_beir(
-            self.ctx, path, split=split, mode=mode, index_name=index_name, chunk_strategy=chunk_strategy,
-            chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress,
+            self.ctx,
+            path,
+            split=split,
+            mode=mode,
+            index_name=index_name,
+            chunk_strategy=chunk_strategy,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            progress=progress,
         )
 
     @tool

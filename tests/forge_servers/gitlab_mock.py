@@ -40,44 +40,118 @@ class Endpoint:
     required: tuple[str, ...] = ()
 
 
-def _ep(name: str, method: str, path: str, query: dict[str, Any], body: dict[str, Any] | None = None,
-        required: tuple[str, ...] = ()) -> Endpoint:  # fmt: skip
+def _ep(
+    name: str,
+    method: str,
+    path: str,
+    query: dict[str, Any],
+    body: dict[str, Any] | None = None,
+    required: tuple[str, ...] = (),
+) -> Endpoint:
     regex = "^/api/v4" + re.sub(r":(\w+)", r"(?P<\1>[^/]+)", path) + "$"
     return Endpoint(name, method, re.compile(regex), query, body or {}, required)
 
 
 _MR_LIST_QUERY: dict[str, Any] = {
     **_PAGING,
-    "state": _STATE, "source_branch": str, "target_branch": str, "order_by": str, "sort": ("asc", "desc"),
-    "milestone": str, "view": ("simple",), "labels": str, "with_labels_details": bool,
-    "with_merge_status_recheck": bool, "created_after": str, "created_before": str, "updated_after": str,
-    "updated_before": str, "scope": str, "author_id": int, "author_username": str, "assignee_id": int,
-    "reviewer_id": int, "reviewer_username": str, "my_reaction_emoji": str, "search": str, "in": str,
-    "wip": str, "draft": bool, "iids[]": int, "source_project_id": int, "environment": str,
-}  # fmt: skip
+    "state": _STATE,
+    "source_branch": str,
+    "target_branch": str,
+    "order_by": str,
+    "sort": ("asc", "desc"),
+    "milestone": str,
+    "view": ("simple",),
+    "labels": str,
+    "with_labels_details": bool,
+    "with_merge_status_recheck": bool,
+    "created_after": str,
+    "created_before": str,
+    "updated_after": str,
+    "updated_before": str,
+    "scope": str,
+    "author_id": int,
+    "author_username": str,
+    "assignee_id": int,
+    "reviewer_id": int,
+    "reviewer_username": str,
+    "my_reaction_emoji": str,
+    "search": str,
+    "in": str,
+    "wip": str,
+    "draft": bool,
+    "iids[]": int,
+    "source_project_id": int,
+    "environment": str,
+}
 _MR_CREATE: dict[str, Any] = {
-    "source_branch": str, "target_branch": str, "title": str, "description": str, "assignee_id": int,
-    "assignee_ids": list, "reviewer_ids": list, "labels": str, "milestone_id": int,
-    "remove_source_branch": bool, "allow_collaboration": bool, "allow_maintainer_to_push": bool,
-    "squash": bool, "target_project_id": int, "approvals_before_merge": int, "merge_after": str,
-}  # fmt: skip
+    "source_branch": str,
+    "target_branch": str,
+    "title": str,
+    "description": str,
+    "assignee_id": int,
+    "assignee_ids": list,
+    "reviewer_ids": list,
+    "labels": str,
+    "milestone_id": int,
+    "remove_source_branch": bool,
+    "allow_collaboration": bool,
+    "allow_maintainer_to_push": bool,
+    "squash": bool,
+    "target_project_id": int,
+    "approvals_before_merge": int,
+    "merge_after": str,
+}
 _MR_UPDATE: dict[str, Any] = {
-    "title": str, "description": str, "target_branch": str, "state_event": ("close", "reopen"),
-    "assignee_id": int, "assignee_ids": list, "reviewer_ids": list, "labels": str, "add_labels": str,
-    "remove_labels": str, "milestone_id": int, "remove_source_branch": bool, "squash": bool,
-    "discussion_locked": bool, "allow_collaboration": bool, "allow_maintainer_to_push": bool, "merge_after": str,
-}  # fmt: skip
+    "title": str,
+    "description": str,
+    "target_branch": str,
+    "state_event": ("close", "reopen"),
+    "assignee_id": int,
+    "assignee_ids": list,
+    "reviewer_ids": list,
+    "labels": str,
+    "add_labels": str,
+    "remove_labels": str,
+    "milestone_id": int,
+    "remove_source_branch": bool,
+    "squash": bool,
+    "discussion_locked": bool,
+    "allow_collaboration": bool,
+    "allow_maintainer_to_push": bool,
+    "merge_after": str,
+}
 
 ENDPOINTS = (
-    _ep("project", "GET", "/projects/:id", {"statistics": bool, "license": bool, "with_custom_attributes": bool}),
+    _ep(
+        "project",
+        "GET",
+        "/projects/:id",
+        {"statistics": bool, "license": bool, "with_custom_attributes": bool},
+    ),
     _ep("mr_list", "GET", "/projects/:id/merge_requests", _MR_LIST_QUERY),
-    _ep("mr_create", "POST", "/projects/:id/merge_requests", {}, _MR_CREATE, ("source_branch", "target_branch", "title")),
-    _ep("mr_get", "GET", "/projects/:id/merge_requests/:iid",
-        {"render_html": bool, "include_diverged_commits_count": bool, "include_rebase_in_progress": bool}),
+    _ep(
+        "mr_create",
+        "POST",
+        "/projects/:id/merge_requests",
+        {},
+        _MR_CREATE,
+        ("source_branch", "target_branch", "title"),
+    ),
+    _ep(
+        "mr_get",
+        "GET",
+        "/projects/:id/merge_requests/:iid",
+        {"render_html": bool, "include_diverged_commits_count": bool, "include_rebase_in_progress": bool},
+    ),
     _ep("mr_update", "PUT", "/projects/:id/merge_requests/:iid", {}, _MR_UPDATE),
     _ep("mr_diffs", "GET", "/projects/:id/merge_requests/:iid/diffs", {**_PAGING, "unidiff": bool}),
-    _ep("mr_changes", "GET", "/projects/:id/merge_requests/:iid/changes", {"access_raw_diffs": bool, "unidiff": bool}),
-)  # fmt: skip
+    _ep(
+        "mr_changes",
+        "GET",
+        "/projects/:id/merge_requests/:iid/changes",
+        {"access_raw_diffs": bool, "unidiff": bool},
+    ),
+)
 
 
 class Invalid(Exception):
@@ -330,21 +404,42 @@ class GitLabMock:
             "forks_count": 0,
             "star_count": 0,
             "last_activity_at": "2024-06-01T12:00:00.000Z",
-            "namespace": {"id": 3, "name": ns, "path": ns, "kind": "group", "full_path": ns, "parent_id": None,
-                          "avatar_url": None, "web_url": f"{self.base_url}/groups/{ns}"},
-            "_links": {"self": api, "issues": f"{api}/issues", "merge_requests": f"{api}/merge_requests",
-                       "repo_branches": f"{api}/repository/branches", "labels": f"{api}/labels",
-                       "events": f"{api}/events", "members": f"{api}/members"},
+            "namespace": {
+                "id": 3,
+                "name": ns,
+                "path": ns,
+                "kind": "group",
+                "full_path": ns,
+                "parent_id": None,
+                "avatar_url": None,
+                "web_url": f"{self.base_url}/groups/{ns}",
+            },
+            "_links": {
+                "self": api,
+                "issues": f"{api}/issues",
+                "merge_requests": f"{api}/merge_requests",
+                "repo_branches": f"{api}/repository/branches",
+                "labels": f"{api}/labels",
+                "events": f"{api}/events",
+                "members": f"{api}/members",
+            },
             "empty_repo": False,
             "archived": False,
             "visibility": "private",
             "merge_requests_enabled": True,
             "merge_method": "merge",
-        }  # fmt: skip
+        }
 
     def _mr_json(self, mr: MR, *, full: bool = False) -> dict[str, Any]:
-        user = {"id": 1, "username": "gitkb-bot", "name": "gitkb", "state": "active", "locked": False,
-                "avatar_url": None, "web_url": f"{self.base_url}/gitkb-bot"}  # fmt: skip
+        user = {
+            "id": 1,
+            "username": "gitkb-bot",
+            "name": "gitkb",
+            "state": "active",
+            "locked": False,
+            "avatar_url": None,
+            "web_url": f"{self.base_url}/gitkb-bot",
+        }
         merged = mr.state == "merged"
         data: dict[str, Any] = {
             "id": 100 + mr.iid,
@@ -385,15 +480,23 @@ class GitLabMock:
             "should_remove_source_branch": None,
             "force_remove_source_branch": False,
             "reference": f"!{mr.iid}",
-            "references": {"short": f"!{mr.iid}", "relative": f"!{mr.iid}", "full": f"{self.project_path}!{mr.iid}"},
+            "references": {
+                "short": f"!{mr.iid}",
+                "relative": f"!{mr.iid}",
+                "full": f"{self.project_path}!{mr.iid}",
+            },
             "web_url": f"{self.base_url}/{self.project_path}/-/merge_requests/{mr.iid}",
-            "time_stats": {"time_estimate": 0, "total_time_spent": 0, "human_time_estimate": None,
-                           "human_total_time_spent": None},
+            "time_stats": {
+                "time_estimate": 0,
+                "total_time_spent": 0,
+                "human_time_estimate": None,
+                "human_total_time_spent": None,
+            },
             "squash": False,
             "task_completion_status": {"count": 0, "completed_count": 0},
             "has_conflicts": False,
             "blocking_discussions_resolved": True,
-        }  # fmt: skip
+        }
         if full:
             data.update(
                 subscribed=True,

@@ -6,4 +6,14 @@ from helpers.results import fails, ok
 from helpers.sources import SOURCE, Upstream, git
 from helpers.wait import WaitTimeout, wait_until
 
-__all__ = ["SOURCE", "Upstream", "WaitTimeout", "error_code", "error_message", "fails", "git", "ok", "wait_until"]
+__all__ = [
+    "SOURCE",
+    "Upstream",
+    "WaitTimeout",
+    "error_code",
+    "error_message",
+    "fails",
+    "git",
+    "ok",
+    "wait_until",
+]

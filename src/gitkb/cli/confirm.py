@@ -18,7 +18,10 @@ import click
 
 def yes_option(f: Any) -> Any:
     return click.option(
-        "--yes", "-y", is_flag=True, help="Delete without asking (required without a terminal or with --json)."
+        "--yes",
+        "-y",
+        is_flag=True,
+        help="Delete without asking (required without a terminal or with --json).",
     )(f)
 
 
@@ -38,7 +41,8 @@ def refuse_unless_confirmable(yes: bool, what: str) -> None:
     why = "with --json" if state is not None and state.as_json else "without a terminal to ask on"
     if why == "with --json" or not (sys.stdin.isatty() and sys.stderr.isatty()):
         click.echo(
-            f"error: `gitkb {command_words()}` deletes {what}; {why} it needs --yes. Nothing was deleted.", err=True
+            f"error: `gitkb {command_words()}` deletes {what}; {why} it needs --yes. Nothing was deleted.",
+            err=True,
         )
         sys.exit(2)
 

@@ -49,7 +49,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 _NAMES = "|".join(sorted(map(re.escape, COMMANDS), key=len, reverse=True))
 # ``name(args)`` (a call, as the MCP/library hints write it), or ``[document_index] NAME [(params)]``
 _CALL = re.compile(rf"\b(?:document_index\s+)?({_NAMES})\b(?:\(([^()]*)\)|\s+\((\w+(?:,\s*\w+)*)\))?")
-_CLI_ASIDE = re.compile(r"\s*\(CLI: [^()]*\)")  # "(CLI: gitkb ...)" already says it: redundant once translated
+_CLI_ASIDE = re.compile(
+    r"\s*\(CLI: [^()]*\)"
+)  # "(CLI: gitkb ...)" already says it: redundant once translated
 
 
 def _args(raw: str) -> str:

@@ -22,13 +22,29 @@ from gitkb.core.errors import NotFound
 # Every other command may write, and creates a workspace named by --home/GITKB_HOME when missing.
 READ_COMMANDS = frozenset(
     {
-        "search", "ask", "status",
-        "index list", "index stats", "docs list", "docs get",
-        "jobs list", "jobs get", "jobs wait",
-        "kb list", "agent show", "agent usage", "embeddings status", "cite check",
-        "source list", "proposals list", "proposals show", "review list", "review show", "pr list",
+        "search",
+        "ask",
+        "status",
+        "index list",
+        "index stats",
+        "docs list",
+        "docs get",
+        "jobs list",
+        "jobs get",
+        "jobs wait",
+        "kb list",
+        "agent show",
+        "agent usage",
+        "embeddings status",
+        "cite check",
+        "source list",
+        "proposals list",
+        "proposals show",
+        "review list",
+        "review show",
+        "pr list",
     }
-)  # fmt: skip
+)
 INIT_HINT = "create one with `gitkb init` (./.gitkb), or name one with --home DIR or GITKB_HOME"
 
 
@@ -63,9 +79,7 @@ def _where(looked: list[Path]) -> str:
     return f"{looked[0]}, {looked[1]}, ... {looked[-1]} ({len(looked)} directories)"
 
 
-def choose_home(
-    given: str | None, source: str, *, writes: bool, env: Mapping[str, str], cwd: Path
-) -> Path:
+def choose_home(given: str | None, source: str, *, writes: bool, env: Mapping[str, str], cwd: Path) -> Path:
     """The workspace directory a command means; ``source`` says where ``given`` came from
     (``--home`` or ``GITKB_HOME``). Raises ``NotFound`` (exit 1) when there is none to use."""
     if given:

@@ -59,8 +59,10 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     for r in cells:
         for i, v in enumerate(r):
             widths[i] = min(max(widths[i], len(v)), 80)
+
     def line(vals: Sequence[str]) -> str:
         return "  ".join(v[:80].ljust(widths[i]) for i, v in enumerate(vals)).rstrip()
+
     out = [line(list(headers)), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)

@@ -12,7 +12,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def page_options(fn: F) -> F:
     """``--start N`` (from 0) and ``--count N`` (the library's default page when not given)."""
-    fn = click.option("--count", type=int, default=None, help="Items in the page (default: the list's page).")(fn)
+    fn = click.option(
+        "--count", type=int, default=None, help="Items in the page (default: the list's page)."
+    )(fn)
     return click.option("--start", type=int, default=None, help="First item, from 0.")(fn)
 
 

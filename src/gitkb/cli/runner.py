@@ -58,7 +58,9 @@ class CliState:
         if self._ws is None:
             from gitkb.workspace import Workspace
 
-            self._ws = Workspace(self.resolve_home(), resume_in_background=True)  # a crash's leftovers outlive the command
+            self._ws = Workspace(
+                self.resolve_home(), resume_in_background=True
+            )  # a crash's leftovers outlive the command
         return self._ws
 
     def close(self) -> None:

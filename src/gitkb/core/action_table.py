@@ -408,8 +408,14 @@ METHODS: tuple[Action, ...] = (
     _m(
         "wait_for_vectors",
         "read",
-        (P("vectors_range", {"type": "array", "items": _int(0), "minItems": 2, "maxItems": 2}, required=True),
-         PROGRESS),
+        (
+            P(
+                "vectors_range",
+                {"type": "array", "items": _int(0), "minItems": 2, "maxItems": 2},
+                required=True,
+            ),
+            PROGRESS,
+        ),
         "wait until the chunks a write reported have their vectors; how many were embedded and reused",
         "",
     ),
@@ -495,7 +501,10 @@ METHODS: tuple[Action, ...] = (
     _m(
         "checkout",
         "admin",  # it writes a folder the caller names on the server's disk
-        (SOURCE, P("directory", PATH, "an absolute folder on the server's disk, new or empty", required=True)),
+        (
+            SOURCE,
+            P("directory", PATH, "an absolute folder on the server's disk, new or empty", required=True),
+        ),
         "a read-only working copy of the source at its synced commit, refreshed by every sync",
         "gitkb checkout",
         target="source",
@@ -568,9 +577,16 @@ METHODS: tuple[Action, ...] = (
             P("title", {"type": "string", "maxLength": 300}),
             P("body", {"type": "string", "maxLength": 20000}),
             P("commit_message", {"type": "string", "maxLength": 4000}),
-            P("requested_by", NAME, "who asks: agent:<id>, token:<name> or local:<user> (set from the caller)"),
-            P("proposal_ids", {"type": "array", "items": ID, "minItems": 1, "maxItems": 100},
-              "review only these staged proposals (prop_...); default: all staged"),
+            P(
+                "requested_by",
+                NAME,
+                "who asks: agent:<id>, token:<name> or local:<user> (set from the caller)",
+            ),
+            P(
+                "proposal_ids",
+                {"type": "array", "items": ID, "minItems": 1, "maxItems": 100},
+                "review only these staged proposals (prop_...); default: all staged",
+            ),
         ),
         "ask for a review of the staged proposals, then the PR/MR",
         "gitkb pr open",
@@ -596,7 +612,11 @@ METHODS: tuple[Action, ...] = (
     _m(
         "approve_review",
         "review",
-        (REVIEW_ID, P("reviewer", NAME), P("overwrite", BOOL, "replace the commits others pushed to the branch")),
+        (
+            REVIEW_ID,
+            P("reviewer", NAME),
+            P("overwrite", BOOL, "replace the commits others pushed to the branch"),
+        ),
         "push with a lease and open or update the PR/MR",
         "gitkb review approve",
     ),

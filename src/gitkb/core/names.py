@@ -12,7 +12,9 @@ INDEX_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 def validate_index_name(name: object, *, field: str = "index_name") -> str:
     if not isinstance(name, str) or not name:
-        raise InvalidArgument(f"{field} is required: a name like 'runbooks' ([A-Za-z0-9][A-Za-z0-9_.-]{{0,127}})")
+        raise InvalidArgument(
+            f"{field} is required: a name like 'runbooks' ([A-Za-z0-9][A-Za-z0-9_.-]{{0,127}})"
+        )
     if not INDEX_NAME_RE.fullmatch(name):
         raise InvalidArgument(
             f"invalid {field} {name!r}: use 1-128 characters, letters, digits, '_', '.', '-', "

@@ -29,7 +29,9 @@ def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
     best_start, best_score = 0, -1
     if terms:
         # one compiled alternation over the lower-cased text (word starts only)
-        pattern = re.compile(r"\b(?:" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + ")")
+        pattern = re.compile(
+            r"\b(?:" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + ")"
+        )
         positions = [m.start() for m in pattern.finditer(text.lower())]
         j = 0
         for i, p in enumerate(positions):

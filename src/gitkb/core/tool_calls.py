@@ -47,19 +47,88 @@ class ToolCall:
 
 # -- file tools ---------------------------------------------------------------
 
-CLAUDE_WRITE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
-CLAUDE_READ_TOOLS = {"Read": "file_path", "NotebookRead": "notebook_path", "Grep": "path", "Glob": "path", "LS": "path"}
+CLAUDE_WRITE_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+CLAUDE_READ_TOOLS = {
+    "Read": "file_path",
+    "NotebookRead": "notebook_path",
+    "Grep": "path",
+    "Glob": "path",
+    "LS": "path",
+}
 CLAUDE_NO_FILES = {
-    "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "Task", "Agent", "ExitPlanMode", "AskUserQuestion",
-    "BashOutput", "KillShell", "KillBash", "Skill", "SlashCommand", "ListMcpResourcesTool", "ReadMcpResourceTool",
-}  # fmt: skip
-SHELL_TOOLS = {"bash", "shell", "sh", "exec", "run", "command", "terminal", "run_shell_command", "local_shell"}
-PLAIN_READ = {"read", "view", "cat", "grep", "glob", "ls", "list", "search", "find", "open", "read_file", "list_dir"}
+    "WebFetch",
+    "WebSearch",
+    "TodoWrite",
+    "TodoRead",
+    "Task",
+    "Agent",
+    "ExitPlanMode",
+    "AskUserQuestion",
+    "BashOutput",
+    "KillShell",
+    "KillBash",
+    "Skill",
+    "SlashCommand",
+    "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+}
+SHELL_TOOLS = {
+    "bash",
+    "shell",
+    "sh",
+    "exec",
+    "run",
+    "command",
+    "terminal",
+    "run_shell_command",
+    "local_shell",
+}
+PLAIN_READ = {
+    "read",
+    "view",
+    "cat",
+    "grep",
+    "glob",
+    "ls",
+    "list",
+    "search",
+    "find",
+    "open",
+    "read_file",
+    "list_dir",
+}
 PLAIN_WRITE = {
-    "write", "edit", "create", "delete", "remove", "rm", "unlink", "move", "mv", "rename", "patch", "apply_patch",
-    "multiedit", "append", "mkdir", "touch", "chmod", "copy", "cp", "write_file", "edit_file", "replace",
-    "str_replace", "insert", "notebookedit",
-}  # fmt: skip
+    "write",
+    "edit",
+    "create",
+    "delete",
+    "remove",
+    "rm",
+    "unlink",
+    "move",
+    "mv",
+    "rename",
+    "patch",
+    "apply_patch",
+    "multiedit",
+    "append",
+    "mkdir",
+    "touch",
+    "chmod",
+    "copy",
+    "cp",
+    "write_file",
+    "edit_file",
+    "replace",
+    "str_replace",
+    "insert",
+    "notebookedit",
+}
 PATH_KEYS = re.compile(r"path|file|dir|folder|cwd|target|dest|source|from|to$", re.IGNORECASE)
 
 
@@ -79,7 +148,9 @@ def classify(data: Mapping[str, Any], *, default_cwd: str, env: Mapping[str, str
         tool = data.get("tool")
         plain: str = tool if isinstance(tool, str) else "shell"
         return ToolCall("plain", plain, cwd, tuple(_plain(plain, data, cwd, env)))
-    raise ValueError("expected Claude Code's PreToolUse input (tool_name, tool_input) or {tool, path, command}")
+    raise ValueError(
+        "expected Claude Code's PreToolUse input (tool_name, tool_input) or {tool, path, command}"
+    )
 
 
 def _join(cwd: str, path: str) -> str:
@@ -147,31 +218,184 @@ WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", "<>", ">&", ">>&"}
 READ_REDIRECTS = {"<", "<<<", "<&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 READ_COMMANDS = {
-    "cat", "less", "more", "head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "ack", "ls", "ll", "la", "tree",
-    "wc", "file", "stat", "du", "df", "diff", "cmp", "comm", "echo", "printf", "pwd", "true", "false", "test",
-    "[", "which", "type", "basename", "dirname", "realpath", "readlink", "md5sum", "sha1sum", "sha256sum",
-    "cut", "tr", "nl", "column", "jq", "bat", "fd", "cd", "pushd", "popd", "date", "whoami", "id", "env",
-    "printenv", "sleep", "strings", "od", "xxd", "hexdump", "zcat", "look", "fold", "fmt", "rev", "tac", "paste",
-    "join", "expand", "unexpand", "seq", "yes", "uname", "hostname", "exit", "set", "export", "unset", "source",
-}  # fmt: skip
-TOUCH_ALL = {"rm", "rmdir", "unlink", "shred", "touch", "mkdir", "truncate", "chmod", "chown", "chgrp", "mv",
-             "chattr", "setfacl", "mkfifo", "mknod"}  # fmt: skip
+    "cat",
+    "less",
+    "more",
+    "head",
+    "tail",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "ack",
+    "ls",
+    "ll",
+    "la",
+    "tree",
+    "wc",
+    "file",
+    "stat",
+    "du",
+    "df",
+    "diff",
+    "cmp",
+    "comm",
+    "echo",
+    "printf",
+    "pwd",
+    "true",
+    "false",
+    "test",
+    "[",
+    "which",
+    "type",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "cut",
+    "tr",
+    "nl",
+    "column",
+    "jq",
+    "bat",
+    "fd",
+    "cd",
+    "pushd",
+    "popd",
+    "date",
+    "whoami",
+    "id",
+    "env",
+    "printenv",
+    "sleep",
+    "strings",
+    "od",
+    "xxd",
+    "hexdump",
+    "zcat",
+    "look",
+    "fold",
+    "fmt",
+    "rev",
+    "tac",
+    "paste",
+    "join",
+    "expand",
+    "unexpand",
+    "seq",
+    "yes",
+    "uname",
+    "hostname",
+    "exit",
+    "set",
+    "export",
+    "unset",
+    "source",
+}
+TOUCH_ALL = {
+    "rm",
+    "rmdir",
+    "unlink",
+    "shred",
+    "touch",
+    "mkdir",
+    "truncate",
+    "chmod",
+    "chown",
+    "chgrp",
+    "mv",
+    "chattr",
+    "setfacl",
+    "mkfifo",
+    "mknod",
+}
 TO_LAST = {"cp", "install", "rsync", "ln", "scp"}  # the last argument (or -t DIR) is written
-WRAPPERS = {"sudo", "command", "builtin", "exec", "nice", "nohup", "time", "stdbuf", "ionice", "doas", "chronic"}
+WRAPPERS = {
+    "sudo",
+    "command",
+    "builtin",
+    "exec",
+    "nice",
+    "nohup",
+    "time",
+    "stdbuf",
+    "ionice",
+    "doas",
+    "chronic",
+}
 SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "fish"}
 GIT_READS = {
-    "log", "show", "diff", "status", "blame", "annotate", "grep", "ls-files", "ls-tree", "ls-remote", "cat-file",
-    "rev-parse", "rev-list", "describe", "shortlog", "whatchanged", "show-ref", "for-each-ref", "name-rev",
-    "merge-base", "help", "version", "count-objects", "check-ignore", "check-attr", "var", "show-branch",
-    "diff-tree", "diff-files", "diff-index", "range-diff", "cherry", "verify-commit", "verify-tag", "fsck",
-}  # fmt: skip
+    "log",
+    "show",
+    "diff",
+    "status",
+    "blame",
+    "annotate",
+    "grep",
+    "ls-files",
+    "ls-tree",
+    "ls-remote",
+    "cat-file",
+    "rev-parse",
+    "rev-list",
+    "describe",
+    "shortlog",
+    "whatchanged",
+    "show-ref",
+    "for-each-ref",
+    "name-rev",
+    "merge-base",
+    "help",
+    "version",
+    "count-objects",
+    "check-ignore",
+    "check-attr",
+    "var",
+    "show-branch",
+    "diff-tree",
+    "diff-files",
+    "diff-index",
+    "range-diff",
+    "cherry",
+    "verify-commit",
+    "verify-tag",
+    "fsck",
+}
 GIT_LIST_ONLY = {  # subcommands that only read when given no names and none of these flags
-    "branch": {"-d", "-D", "-m", "-M", "-c", "-C", "-f", "--force", "-u", "--set-upstream-to", "--unset-upstream",
-               "--edit-description", "--delete", "--move", "--copy", "--track", "--no-track"},
+    "branch": {
+        "-d",
+        "-D",
+        "-m",
+        "-M",
+        "-c",
+        "-C",
+        "-f",
+        "--force",
+        "-u",
+        "--set-upstream-to",
+        "--unset-upstream",
+        "--edit-description",
+        "--delete",
+        "--move",
+        "--copy",
+        "--track",
+        "--no-track",
+    },
     "tag": {"-d", "--delete", "-a", "-s", "-f", "-m", "-F", "-u", "--annotate", "--sign", "--force"},
-}  # fmt: skip
-GIT_SUB_READS = {"remote": {"", "-v", "show", "get-url"}, "stash": {"list", "show"}, "worktree": {"list"},
-                 "notes": {"list", "show"}, "submodule": {"status", "summary"}, "reflog": {"", "show"}}  # fmt: skip
+}
+GIT_SUB_READS = {
+    "remote": {"", "-v", "show", "get-url"},
+    "stash": {"list", "show"},
+    "worktree": {"list"},
+    "notes": {"list", "show"},
+    "submodule": {"status", "summary"},
+    "reflog": {"", "show"},
+}
 GIT_OPTS_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
 
 
@@ -180,10 +404,34 @@ class Op(str):
 
 
 OPERATORS = sorted(
-    ["&&", "||", ";;", "|&", "<<<", "<<-", "<<", ">>&", ">>", "&>>", "&>", ">&", "<&", ">|", "<>",
-     ";", "&", "|", "<", ">", "(", ")", "\n"],
-    key=len, reverse=True,
-)  # fmt: skip
+    [
+        "&&",
+        "||",
+        ";;",
+        "|&",
+        "<<<",
+        "<<-",
+        "<<",
+        ">>&",
+        ">>",
+        "&>>",
+        "&>",
+        ">&",
+        "<&",
+        ">|",
+        "<>",
+        ";",
+        "&",
+        "|",
+        "<",
+        ">",
+        "(",
+        ")",
+        "\n",
+    ],
+    key=len,
+    reverse=True,
+)
 RESERVED = {"{", "}", "!"}
 
 
@@ -253,18 +501,24 @@ def _is(tok: str, ops: set[str]) -> bool:
     return isinstance(tok, Op) and tok in ops
 
 
-def shell_touches(command: str, cwd: str, env: Mapping[str, str] | None = None, depth: int = 0) -> list[Touch]:
+def shell_touches(
+    command: str, cwd: str, env: Mapping[str, str] | None = None, depth: int = 0
+) -> list[Touch]:
     env = env or {}
     try:
         tokens = split_shell(command)
     except ValueError:
-        return [Touch(UNKNOWN, cwd, "unparsable shell"),
-                *(Touch(UNKNOWN, _join(cwd, w), "unparsable shell") for w in command.split())]  # fmt: skip
+        return [
+            Touch(UNKNOWN, cwd, "unparsable shell"),
+            *(Touch(UNKNOWN, _join(cwd, w), "unparsable shell") for w in command.split()),
+        ]
     if depth > 3 or "$(" in command or "`" in command or "<(" in command or ">(" in command:
         # command substitution / process substitution: what runs is not known from the text
         words = [t for t in tokens if not isinstance(t, Op)]
-        return [Touch(UNKNOWN, cwd, "command substitution"),
-                *(Touch(UNKNOWN, _join(cwd, w), "command substitution") for w in words)]  # fmt: skip
+        return [
+            Touch(UNKNOWN, cwd, "command substitution"),
+            *(Touch(UNKNOWN, _join(cwd, w), "command substitution") for w in words),
+        ]
     out: list[Touch] = []
     segment: list[str] = []
     state = {"cwd": cwd}
@@ -306,8 +560,11 @@ def _segment(tokens: list[str], state: dict[str, str], env: Mapping[str, str], d
             if nxt is not None:
                 if tok in WRITE_REDIRECTS and not (tok in (">&", ">>&") and (nxt.isdigit() or nxt == "-")):
                     target = _expand(nxt, env)
-                    out.append(Touch(WRITE, _join(cwd, target), f"redirect {tok}") if target is not None
-                               else Touch(UNKNOWN, cwd, f"redirect {tok} to {nxt}"))  # fmt: skip
+                    out.append(
+                        Touch(WRITE, _join(cwd, target), f"redirect {tok}")
+                        if target is not None
+                        else Touch(UNKNOWN, cwd, f"redirect {tok} to {nxt}")
+                    )
                 i += 2
                 continue
         else:
@@ -398,7 +655,11 @@ def _command(argv: list[str], state: dict[str, str], env: Mapping[str, str], dep
         actions = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
         roots = [a for a in args if not a.startswith(("-", "(", ")", "!"))][:1] or ["."]
         if any(a in actions for a in args):
-            return touch(WRITE if "-delete" in args else UNKNOWN, roots, "find " + next(a for a in args if a in actions))
+            return touch(
+                WRITE if "-delete" in args else UNKNOWN,
+                roots,
+                "find " + next(a for a in args if a in actions),
+            )
         return touch(READ, roots)
     if name == "sort":
         outs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"]
@@ -447,7 +708,9 @@ def _git(args: list[str], cwd: str) -> list[Touch]:
         return [Touch(WRITE, where, f"{why} --output")]
     if sub in GIT_READS:
         return [Touch(READ, where, why)]
-    if sub in GIT_LIST_ONLY:  # ``git branch``, ``git tag -l 'v*'`` list; ``git tag v1``, ``git branch -D x`` write
+    if (
+        sub in GIT_LIST_ONLY
+    ):  # ``git branch``, ``git tag -l 'v*'`` list; ``git tag v1``, ``git branch -D x`` write
         flags = GIT_LIST_ONLY[sub]
         mutating = any(a in flags or a.split("=")[0] in flags for a in rest)
         list_flag = any(a in ("-l", "--list") for a in rest)
@@ -457,9 +720,15 @@ def _git(args: list[str], cwd: str) -> list[Touch]:
         first = _positional(rest)[:1] or [next((a for a in rest if a.startswith("-")), "")]
         return [Touch(READ if first[0] in GIT_SUB_READS[sub] else WRITE, where, why)]
     if sub == "config":
-        writing = any(a.startswith(("--unset", "--add", "--replace", "--rename", "--remove", "--edit", "-e"))
-                      for a in rest)  # fmt: skip
-        reading = not writing and (any(a in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--get-urlmatch")
-                                       for a in rest) or len(_positional(rest)) == 1)  # fmt: skip
+        writing = any(
+            a.startswith(("--unset", "--add", "--replace", "--rename", "--remove", "--edit", "-e"))
+            for a in rest
+        )
+        reading = not writing and (
+            any(a in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--get-urlmatch") for a in rest)
+            or len(_positional(rest)) == 1
+        )
         return [Touch(READ if reading else WRITE, where, why)]
-    return [Touch(WRITE, where, why)]  # commit, push, add, rm, mv, reset, checkout, merge, ... and the unknown
+    return [
+        Touch(WRITE, where, why)
+    ]  # commit, push, add, rm, mv, reset, checkout, merge, ... and the unknown

@@ -126,8 +126,15 @@ class LocalForge:
         msg = message or f"Merge change request #{number} from {row.head}\n\n{row.title}"
         merge_sha = merge_into(self._remote_path(), row.head, row.base, msg)
         with self._catalog.write() as conn:
-            cr_rows.mark(conn, self.repo, number, "merged", merge_commit_sha=merge_sha,
-                         base_sha=str(base.id), head_sha=str(head.id))  # fmt: skip
+            cr_rows.mark(
+                conn,
+                self.repo,
+                number,
+                "merged",
+                merge_commit_sha=merge_sha,
+                base_sha=str(base.id),
+                head_sha=str(head.id),
+            )
         return self.get(number)
 
     def close(self, number: int) -> ChangeRequest:

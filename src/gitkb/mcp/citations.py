@@ -84,13 +84,15 @@ def compact(data: dict[str, Any]) -> dict[str, Any]:
             documents.append(row)
         loc = r.get("location") or {}
         score = r.get("score")
-        rows.append([
-            r["id"],
-            doc_pos[key],
-            [loc.get("line_start"), loc.get("line_end")],
-            round(score, 4) if isinstance(score, float) else score,
-            r.get("snippet"),
-        ])
+        rows.append(
+            [
+                r["id"],
+                doc_pos[key],
+                [loc.get("line_start"), loc.get("line_end")],
+                round(score, 4) if isinstance(score, float) else score,
+                r.get("snippet"),
+            ]
+        )
     out: dict[str, Any] = {"Success": True, "mode": data.get("mode"), "indexes": indexes}
     if data.get("ignored"):
         out["ignored"] = data["ignored"]
@@ -121,17 +123,19 @@ def expand(body: dict[str, Any]) -> dict[str, Any]:
         ix = indexes[doc[0]]
         prefix = ix.get("source_uri_prefix")
         uri = doc[3] if len(doc) > 3 else (prefix + doc[1] if prefix is not None else None)
-        results.append({
-            "id": cid,
-            "index_id": ix["index_id"],
-            "index_name": ix.get("index_name"),
-            "filepath": doc[1],
-            "document_title": doc[2],
-            "source_uri": uri,
-            "location": {"line_start": line_start, "line_end": line_end},
-            "snippet": snippet,
-            "score": score,
-        })
+        results.append(
+            {
+                "id": cid,
+                "index_id": ix["index_id"],
+                "index_name": ix.get("index_name"),
+                "filepath": doc[1],
+                "document_title": doc[2],
+                "source_uri": uri,
+                "location": {"line_start": line_start, "line_end": line_end},
+                "snippet": snippet,
+                "score": score,
+            }
+        )
     out = {k: v for k, v in body.items() if k not in ("documents", "indexes", "Results")}
     out["indexes"] = [{"index_id": i["index_id"], "index_name": i.get("index_name")} for i in indexes]
     out.setdefault("ignored", [])

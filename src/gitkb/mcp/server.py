@@ -76,7 +76,9 @@ def failure(exc: GitkbError) -> dict[str, Any]:
     return out
 
 
-def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+def call(
+    ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, Any] | None
+) -> tuple[dict[str, Any], bool]:
     """Run one tool call synchronously: (response dict, whether it carries retrieved passages)."""
     args = dict(arguments or {})
     try:
@@ -88,7 +90,11 @@ def call(ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, An
         return failure(Forbidden(f"tool {name!r} is not offered here; offered: {', '.join(offered)}")), False
     spec, fn = offered[name]
     offered_actions = spec.input_schema["properties"].get("action", {}).get("enum", [])
-    if name == "document_index" and _known_action(args.get("action")) and args["action"] not in offered_actions:
+    if (
+        name == "document_index"
+        and _known_action(args.get("action"))
+        and args["action"] not in offered_actions
+    ):
         problems = []  # an action of the table this caller is not offered: the policy refuses it (forbidden)
     else:
         problems = validation_errors(spec, args)
@@ -132,7 +138,9 @@ def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
         return render.to_result(data, passages=passages, compact=params.name == "search_index")
 
     name = "gitkb" if agent_id is None else f"gitkb ({agent_id})"
-    return Server(name, version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        name, version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
+    )
 
 
 def _version() -> str:

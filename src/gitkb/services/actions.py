@@ -73,7 +73,11 @@ def admit(ctx: Context, action: Any, params: dict[str, Any]) -> str:
         rebuild_guard.guard_action(ctx, name, params)
     if TABLE[name].cls == "write":  # content writes to a git-fed index: refused before a job is queued
         ref = params.get("index_name")
-        row = index_rows.get_by_name(ctx.catalog.conn, ref.strip()) if isinstance(ref, str) and ref.strip() else None
+        row = (
+            index_rows.get_by_name(ctx.catalog.conn, ref.strip())
+            if isinstance(ref, str) and ref.strip()
+            else None
+        )
         if row is not None and not row.hidden:
             ensure_not_managed(ctx, row, name)
     return name

@@ -79,7 +79,9 @@ class AskConfig:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(section) - known)
         if unknown:
-            raise InvalidArgument(f"unknown [ask] option(s) in gitkb.toml: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise InvalidArgument(
+                f"unknown [ask] option(s) in gitkb.toml: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         cfg = cls(**section)
         if cfg.mode not in ANSWER_MODES:
             raise InvalidArgument(f"[ask] mode must be one of {', '.join(ANSWER_MODES)}, got {cfg.mode!r}")
@@ -87,7 +89,9 @@ class AskConfig:
             v = getattr(cfg, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
                 raise InvalidArgument(f"[ask] {name} must be a non-negative number, got {v!r}")
-        if cfg.min_score is not None and (isinstance(cfg.min_score, bool) or not isinstance(cfg.min_score, int | float)):
+        if cfg.min_score is not None and (
+            isinstance(cfg.min_score, bool) or not isinstance(cfg.min_score, int | float)
+        ):
             raise InvalidArgument(f"[ask] min_score must be a number, got {cfg.min_score!r}")
         for name in ("max_sentences", "max_answer_chars"):
             v = getattr(cfg, name)
@@ -198,7 +202,14 @@ def _load_passages(ctx: Context, results: list[dict[str, Any]]) -> list[Passage]
 
 
 def retrieve(
-    ctx: Context, query: str, *, index_name: Any, indexes: Any, top_n: int, mode: Any, tenant: Any,
+    ctx: Context,
+    query: str,
+    *,
+    index_name: Any,
+    indexes: Any,
+    top_n: int,
+    mode: Any,
+    tenant: Any,
     tiers: Any = None,
 ) -> tuple[list[Passage], list[str], str]:
     """Top passages with their coverage of the query terms; (passages, query terms, mode used)."""
@@ -217,7 +228,8 @@ def relevant(passages: list[Passage], cfg: AskConfig) -> list[Passage]:
     return [
         p
         for p in passages
-        if p.coverage >= cfg.min_coverage and p.coverage > 0
+        if p.coverage >= cfg.min_coverage
+        and p.coverage > 0
         and (cfg.min_score is None or float(p.citation.get("score", 0.0)) >= cfg.min_score)
     ]
 
@@ -316,14 +328,16 @@ def extractive_answer(sentences: list[Sentence]) -> tuple[str, list[dict[str, An
         m = markers[cid]
         quote = s.text
         parts.append(f"{' '.join(quote.split())} [{m}]")
-        footnotes.append({
-            "marker": m,
-            "id": cid,
-            "filepath": s.passage.citation["filepath"],
-            "index_name": s.passage.citation["index_name"],
-            "location": location(s.passage.doc_text, s.start, s.end),
-            "quote": quote,
-        })
+        footnotes.append(
+            {
+                "marker": m,
+                "id": cid,
+                "filepath": s.passage.citation["filepath"],
+                "index_name": s.passage.citation["index_name"],
+                "location": location(s.passage.doc_text, s.start, s.end),
+                "quote": quote,
+            }
+        )
     return " ".join(parts), sources, footnotes
 
 
@@ -364,7 +378,9 @@ def ask(
     if chosen_mode == "generative" and not (cfg.base_url and cfg.model):
         raise InvalidArgument(
             "generative answers need an OpenAI-compatible endpoint",
-            next_steps=['set base_url and model in the [ask] section of gitkb.toml, or use answer_mode "extractive"'],
+            next_steps=[
+                'set base_url and model in the [ask] section of gitkb.toml, or use answer_mode "extractive"'
+            ],
         )
     passages, qterms, used_mode = retrieve(
         ctx, q, index_name=index_name, indexes=indexes, top_n=n, mode=mode, tenant=tenant, tiers=tiers

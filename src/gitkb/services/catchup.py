@@ -128,5 +128,3 @@ def rebuild_keywords(ctx: Context) -> int:
         with ctx.catalog.write() as w:
             changes.set_watermark(w, KEYWORDS, head)
     return len(cids)
-
-

@@ -88,8 +88,13 @@ def decide(call: ToolCall) -> Denial | None:
             continue
         root, mark = found
         rel = os.path.relpath(resolved, root)
-        return Denial(str(mark.get("source", "")), "." if rel == "." else rel, str(root), touch,
-                      str(mark.get("documents_root") or ""))  # fmt: skip
+        return Denial(
+            str(mark.get("source", "")),
+            "." if rel == "." else rel,
+            str(root),
+            touch,
+            str(mark.get("documents_root") or ""),
+        )
     return None
 
 
@@ -100,7 +105,11 @@ def run_guard(text: str, *, default_cwd: str, env: Mapping[str, str]) -> tuple[i
         call = classify(data, default_cwd=default_cwd, env=env)
     except ValueError as exc:
         msg = f"gitkb guard: cannot read the tool call ({exc}); refused"
-        return 2, json.dumps({"decision": "deny", "code": "invalid_argument", "reason": msg}) + "\n", msg + "\n"
+        return (
+            2,
+            json.dumps({"decision": "deny", "code": "invalid_argument", "reason": msg}) + "\n",
+            msg + "\n",
+        )
     denial = decide(call)
     if denial is None:
         return 0, "", ""

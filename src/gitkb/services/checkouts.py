@@ -48,7 +48,9 @@ def _directory(ctx: Context, directory: str) -> Path:
     path = Path(os.path.realpath(directory))
     home = Path(os.path.realpath(ctx.settings.home))
     if path == home or home in path.parents or path in home.parents:
-        raise InvalidArgument(f"{path} is inside (or holds) the gitkb home {home}; choose a folder outside it")
+        raise InvalidArgument(
+            f"{path} is inside (or holds) the gitkb home {home}; choose a folder outside it"
+        )
     outer = checkout_tree.enclosing_checkout(path)
     if outer is not None:
         raise InvalidArgument(f"{path} is inside the checkout {outer}; choose a folder outside it")
@@ -67,7 +69,9 @@ def checkout(ctx: Context, source: Any, directory: str) -> dict[str, Any]:
     repo = open_repo(ctx, row)
     checkout_tree.materialise(repo.path, path, row.synced_commit, row.name, row.documents_root)
     with ctx.catalog.write() as w:
-        rec = checkout_rows.upsert(w, source_id=row.id, node=node_name(ctx), path=str(path), commit_id=row.synced_commit)
+        rec = checkout_rows.upsert(
+            w, source_id=row.id, node=node_name(ctx), path=str(path), commit_id=row.synced_commit
+        )
     return {
         "Message": f"{path} holds {row.name} at {row.synced_commit[:12]}, read-only; it follows every sync",
         "source": row.name,

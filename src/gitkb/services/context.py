@@ -82,7 +82,9 @@ class Context:
             worker = self.extras.get("embedding_worker")
             if worker is None:
                 if self.make_embedding_worker is None:
-                    raise RuntimeError("no embedding worker factory: the composition root sets ctx.make_embedding_worker")
+                    raise RuntimeError(
+                        "no embedding worker factory: the composition root sets ctx.make_embedding_worker"
+                    )
                 worker = self.extras["embedding_worker"] = self.make_embedding_worker(self)
             return worker
 

@@ -72,7 +72,9 @@ def list_documents(
     page = page_of(start, count, default=MAX_PAGE, limit=MAX_PAGE)
     start_i, count_i = page.start, page.count
     if path_filter is not None and not isinstance(path_filter, str):
-        raise InvalidArgument("path_filter must be a string (part of a path such as 'runbooks/', or a glob such as 'docs/*.md')")
+        raise InvalidArgument(
+            "path_filter must be a string (part of a path such as 'runbooks/', or a glob such as 'docs/*.md')"
+        )
     if query is not None and not isinstance(query, str):
         raise InvalidArgument("query must be a string")
     if show_files_only is not None and not isinstance(show_files_only, bool):
@@ -84,9 +86,13 @@ def list_documents(
     rowids = _content_matches(ctx, row, query) if query and query.strip() else None
     with ctx.catalog.read() as conn:
         total = doc_rows.count(conn, row.id, path_filter=pf, rowids=rowids, live_at=now)
-        docs = doc_rows.page(conn, row.id, start=start_i, count=count_i, path_filter=pf, rowids=rowids, live_at=now)
+        docs = doc_rows.page(
+            conn, row.id, start=start_i, count=count_i, path_filter=pf, rowids=rowids, live_at=now
+        )
         counts = doc_rows.chunk_counts(conn, [d.rowid for d in docs])
-        outline = {} if show_files_only else doc_rows.chunk_outline(conn, [d.rowid for d in docs], CHUNKS_PER_ENTRY)
+        outline = (
+            {} if show_files_only else doc_rows.chunk_outline(conn, [d.rowid for d in docs], CHUNKS_PER_ENTRY)
+        )
     actual = len(docs)
     fields = page_fields(page, total, actual)
     has_more = fields["has_more"]
@@ -94,7 +100,9 @@ def list_documents(
     if total == 0:
         msg = "No documents match." if (pf or rowids is not None) else "The index has no documents."
     elif start_i == 0:
-        msg = f"Showing first {actual} of {total} items." + (f" {remaining} more items exist." if has_more else "")
+        msg = f"Showing first {actual} of {total} items." + (
+            f" {remaining} more items exist." if has_more else ""
+        )
     else:
         msg = f"Showing items {start_i + 1}-{start_i + actual} of {total}." + (
             f" {remaining} more items exist." if has_more else ""
@@ -110,10 +118,15 @@ def list_documents(
         e = {**doc_summary(d), "filepath": d.path, "chunk_count": counts.get(d.rowid, 0)}
         if not show_files_only:
             e["chunks"] = [
-                {"id": c.id, "ordinal": c.ordinal, "line_start": c.line_start, "line_end": c.line_end,
-                 "heading_path": list(c.heading_path)}
+                {
+                    "id": c.id,
+                    "ordinal": c.ordinal,
+                    "line_start": c.line_start,
+                    "line_end": c.line_end,
+                    "heading_path": list(c.heading_path),
+                }
                 for c in outline.get(d.rowid, [])
-            ]  # fmt: skip
+            ]
         entries.append(e)
     out["Documents"] = entries
     return out
@@ -173,7 +186,9 @@ def get_document(
     row = get_index(ctx, index_name)
     mode = pagination_mode or "chunks"
     if mode not in ("lines", "chars", "chunks"):
-        raise InvalidArgument(f"pagination_mode must be 'lines', 'chars' or None (chunks), got {pagination_mode!r}")
+        raise InvalidArgument(
+            f"pagination_mode must be 'lines', 'chars' or None (chunks), got {pagination_mode!r}"
+        )
     start_i = _int_param("start", start, 0)
     count_i = _int_param("count", count, DEFAULT_COUNT[mode])
     doc = resolve_document(ctx, row, file_id, filepath)
@@ -235,7 +250,9 @@ def get_document(
     return out
 
 
-def delete_document(ctx: Context, index_name: Any, *, file_id: Any = None, filepath: Any = None) -> dict[str, Any]:
+def delete_document(
+    ctx: Context, index_name: Any, *, file_id: Any = None, filepath: Any = None
+) -> dict[str, Any]:
     with ctx.write_lock:
         row = get_index(ctx, index_name)
         ensure_not_managed(ctx, row, "DELETE_DOCUMENT")
@@ -245,7 +262,12 @@ def delete_document(ctx: Context, index_name: Any, *, file_id: Any = None, filep
             if doc.origin == "file" and doc.origin_path:  # reindex must not bring the file back
                 doc_rows.set_override(conn, row.id, doc.origin_path, None)
         catch_up_keywords(ctx)
-    return {"Message": f"Document {doc.path!r} deleted", "index_name": row.name, "filepath": doc.path, "file_id": doc.id}
+    return {
+        "Message": f"Document {doc.path!r} deleted",
+        "index_name": row.name,
+        "filepath": doc.path,
+        "file_id": doc.id,
+    }
 
 
 def rename_document(ctx: Context, index_name: Any, *, filepath: Any, new_filename: Any) -> dict[str, Any]:
@@ -260,7 +282,9 @@ def rename_document(ctx: Context, index_name: Any, *, filepath: Any, new_filenam
             raise InvalidArgument(f"{doc.path!r} already has the name {new_name!r}")
         with ctx.catalog.write() as conn:
             if doc_rows.get_by_path(conn, row.id, new_path) is not None:
-                raise Conflict(f"cannot rename to {new_path!r}: a document with that path exists in {row.name!r}")
+                raise Conflict(
+                    f"cannot rename to {new_path!r}: a document with that path exists in {row.name!r}"
+                )
             doc_rows.rename(conn, doc.rowid, new_path)
             if doc.origin == "file" and doc.origin_path:  # reindex keeps the new name
                 doc_rows.set_override(conn, row.id, doc.origin_path, new_path)

@@ -66,7 +66,11 @@ class EmbeddingWorker:
                 log.warning("background embedding failed: %s", exc.message)
             except Exception as exc:  # noqa: BLE001 - a background thread must not die silently
                 failures += 1
-                self.last_error = {"Error": f"{type(exc).__name__}: {exc}", "code": "internal", "at": time.time()}
+                self.last_error = {
+                    "Error": f"{type(exc).__name__}: {exc}",
+                    "code": "internal",
+                    "at": time.time(),
+                }
                 log.exception("background embedding crashed")
             finally:
                 self.busy = False

@@ -121,7 +121,12 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
     ``vectors``: ``off`` (keyword-only), ``unresolved``, ``stranded``, ``building``, ``ready``.
     """
     if not row.embeddings:
-        return {"embedding_identity": None, "vectors_identity": None, "needs_reindex": False, "vectors": "off"}
+        return {
+            "embedding_identity": None,
+            "vectors_identity": None,
+            "needs_reindex": False,
+            "vectors": "off",
+        }
     conn = ctx.catalog.conn
     try:
         identity = effective_identity(ctx, row)
@@ -200,7 +205,9 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
     idents = sorted({b.identity for b in binds.values()})
     conn = ctx.catalog.conn
     running = {b.identity: b for b in running_builds(ctx)}
-    start = {i: running[i].from_seq if i in running else changes.watermark(conn, watermark_name(i)) for i in idents}
+    start = {
+        i: running[i].from_seq if i in running else changes.watermark(conn, watermark_name(i)) for i in idents
+    }
     since = {i: min(running[i].started_at, t0) if i in running else t0 for i in idents}
     report = _range_reporter(ctx, start, progress, since=since)
     # Holding the catch-up locks keeps the background thread out once it finishes its batch.
@@ -225,7 +232,9 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
         c = outcomes.counts(conn, [i], start[i], upto, since=since[i])
         for f in ("embedded", "reused", "had", "gone", "texts", "tokens", "seconds"):
             setattr(got, f, getattr(got, f) + getattr(c, f))
-    stranded = [r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
+    stranded = [
+        r.name for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]
+    ]
     out: dict[str, Any] = {
         "identity": identity,
         **counts_answer(got),
@@ -234,7 +243,10 @@ def build_embeddings(ctx: Context, force: bool = False, progress: Progress | Non
         + (f", {got.had} already had a vector" if got.had else ""),
     }
     if stranded:
-        out["Warnings"] = [f"index(es) {', '.join(stranded)} need re-embedding after the model change: " + REEMBED_HINT.format(name=stranded[0])]
+        out["Warnings"] = [
+            f"index(es) {', '.join(stranded)} need re-embedding after the model change: "
+            + REEMBED_HINT.format(name=stranded[0])
+        ]
     return out
 
 
@@ -243,7 +255,11 @@ class _range_reporter:  # noqa: N801 - used like a function
     ``vector_outcomes`` so the background embedder's work shows as well; throttled."""
 
     def __init__(
-        self, ctx: Context, start: dict[str, int], progress: Progress | None, since: dict[str, float] | None = None
+        self,
+        ctx: Context,
+        start: dict[str, int],
+        progress: Progress | None,
+        since: dict[str, float] | None = None,
     ) -> None:
         self.ctx, self.start, self.progress, self.since = ctx, start, progress, since or {}
         self.total = 0
@@ -265,7 +281,8 @@ class _range_reporter:  # noqa: N801 - used like a function
         conn = self.ctx.catalog.conn
         head = changes.head(conn)
         done = sum(
-            outcomes.counts(conn, [i], a, head, since=self.since.get(i, 0.0)).done for i, a in self.start.items()
+            outcomes.counts(conn, [i], a, head, since=self.since.get(i, 0.0)).done
+            for i, a in self.start.items()
         )
         self.progress(min(done, max(self.total, done)), max(self.total, done))
 
@@ -314,9 +331,13 @@ def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = No
         if not targets[0].embeddings:
             from gitkb.core.errors import InvalidArgument
 
-            raise InvalidArgument(f"index {targets[0].name!r} is keyword-only (created with embeddings=False)")
+            raise InvalidArgument(
+                f"index {targets[0].name!r} is keyword-only (created with embeddings=False)"
+            )
     else:
-        targets = [r for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]]
+        targets = [
+            r for r in index_rows.list_all(ctx.catalog.conn) if index_vector_state(ctx, r)["needs_reindex"]
+        ]
     idents = {r.id: effective_identity(ctx, r) for r in targets}
     before = {r.id: vs.binding_of(ctx.catalog.conn, r.id) for r in targets}
     stats = CatchupStats()

@@ -42,7 +42,11 @@ class IdentityState:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"resolved": self.identity is not None, "identity": self.identity, "source": self.source}
+        out: dict[str, Any] = {
+            "resolved": self.identity is not None,
+            "identity": self.identity,
+            "source": self.source,
+        }
         if self.error:
             out["error"] = self.error
             out["code"] = EmbeddingNotConfigured.code
@@ -64,7 +68,9 @@ def active_identity(ctx: Context, *, save: bool = False) -> str:
     """The active identity; EmbeddingNotConfigured when none resolves. ``save`` fixes a seed."""
     st = identity_state(ctx)
     if st.identity is None:
-        raise EmbeddingNotConfigured(st.error or "no embedding identity is configured", next_steps=_NEXT_STEPS)
+        raise EmbeddingNotConfigured(
+            st.error or "no embedding identity is configured", next_steps=_NEXT_STEPS
+        )
     if save and st.source == "settings":
         with ctx.catalog.write() as conn:
             if vs.get_state(conn, vs.IDENTITY_KEY) is None:
@@ -81,7 +87,9 @@ def pinned_identity(provider: Any, model: Any) -> str | None:
         if v is not None and not isinstance(v, str):
             raise InvalidArgument(f"{name} must be a string, got {type(v).__name__}")
     if provider in (None, ""):
-        raise InvalidArgument("embedding_model needs embedding_provider too (e.g. embedding_provider='fastembed')")
+        raise InvalidArgument(
+            "embedding_model needs embedding_provider too (e.g. embedding_provider='fastembed')"
+        )
     try:
         return resolve_identity(provider, model)
     except EmbeddingNotConfigured as exc:
@@ -118,7 +126,10 @@ def embedder_options(settings: Settings, provider: str) -> dict[str, Any]:
     """Options for ``provider``: the configured ones when it is the configured provider."""
     opts: dict[str, Any] = {}
     try:
-        same = settings.embedding_provider is not None and normalize_provider(settings.embedding_provider) == provider
+        same = (
+            settings.embedding_provider is not None
+            and normalize_provider(settings.embedding_provider) == provider
+        )
     except InvalidArgument:
         same = False
     if same:
@@ -139,7 +150,10 @@ def embedder_for(ctx: Context, identity: str) -> Embedder:
         if emb is None:
             provider, model = split_identity(identity)
             emb = create_embedder(
-                provider, model, cache_dir=ctx.settings.models_path, options=embedder_options(ctx.settings, provider)
+                provider,
+                model,
+                cache_dir=ctx.settings.models_path,
+                options=embedder_options(ctx.settings, provider),
             )
             cache[identity] = emb
     return emb

@@ -121,7 +121,10 @@ def add_documents(
         raise InvalidArgument("filepath is required: a file or directory to add")
     target = Path(filepath).expanduser()
     if not target.exists():
-        raise NotFound(f"path {escape_name(str(filepath))!r} does not exist", next_steps=["check the path; it is read by this process"])
+        raise NotFound(
+            f"path {escape_name(str(filepath))!r} does not exist",
+            next_steps=["check the path; it is read by this process"],
+        )
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
     entries = leave_out_sidecars(row, entries)
@@ -130,22 +133,33 @@ def add_documents(
         ingest_entries(ctx, row, entries, cfg, place, report, progress=progress)
         with ctx.catalog.write() as conn:
             index_rows.remember_root(conn, row.id, str(target.absolute()), str(base))  # for reindex
-            doc_rows.clear_overrides(conn, row.id, [str(e.abs_path) for e in entries if isinstance(e, WalkEntry)])
+            doc_rows.clear_overrides(
+                conn, row.id, [str(e.abs_path) for e in entries if isinstance(e, WalkEntry)]
+            )
         catch_up_keywords(ctx)
-    out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
+    out = {
+        "Message": _summary(report),
+        "index_name": row.name,
+        **report.as_dict(),
+        "chunk_config": cfg.as_dict(),
+    }
     if report.warnings:
         out["Warnings"] = report.warnings
     return out
 
 
-def leave_out_sidecars(row: IndexRow, entries: list[WalkEntry | SkippedFile]) -> list[WalkEntry | SkippedFile]:
+def leave_out_sidecars(
+    row: IndexRow, entries: list[WalkEntry | SkippedFile]
+) -> list[WalkEntry | SkippedFile]:
     """Walked sidecars (``gitkb.yml``, ``kb-manifest.json``) as ``sidecar`` skips: they configure
     ingestion and are not documents, unless the index's ``settings.include_sidecars`` is true."""
     if row.settings.get("include_sidecars") is True:
         return entries
     detail = "configures ingestion, not a document; an index created with settings include_sidecars=true indexes it"
     return [
-        SkippedFile(e.rel_path, "sidecar", detail) if isinstance(e, WalkEntry) and is_sidecar(e.rel_path) else e
+        SkippedFile(e.rel_path, "sidecar", detail)
+        if isinstance(e, WalkEntry) and is_sidecar(e.rel_path)
+        else e
         for e in entries
     ]
 
@@ -200,14 +214,19 @@ def ingest_entries(
                 try:
                     st = entry.abs_path.stat()
                     if (
-                        trust_mtime and prev is not None and prev[1] == st.st_size and prev[2] == st.st_mtime
+                        trust_mtime
+                        and prev is not None
+                        and prev[1] == st.st_size
+                        and prev[2] == st.st_mtime
                         and prev[3] == key
                     ):
                         report.unchanged.append(entry.rel_path)
                         continue
                     data = entry.abs_path.read_bytes()
                 except OSError as exc:
-                    report.skipped.append(SkippedFile(entry.rel_path, "unreadable", f"cannot read: {exc.strerror or exc}"))
+                    report.skipped.append(
+                        SkippedFile(entry.rel_path, "unreadable", f"cannot read: {exc.strerror or exc}")
+                    )
                     continue
                 h = ids.bytes_hash(data)
                 if not reparse and prev is not None and prev[0] == h and prev[3] == key:
@@ -230,7 +249,12 @@ def ingest_entries(
         if queued is not None:
             write(queued)
     with ctx.catalog.write() as conn:
-        skipped_files.record(conn, row.id, report.skipped[skipped_before:], ok=report.added + report.modified + report.unchanged)
+        skipped_files.record(
+            conn,
+            row.id,
+            report.skipped[skipped_before:],
+            ok=report.added + report.modified + report.unchanged,
+        )
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
 
 
@@ -314,7 +338,7 @@ def add_text(
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
-        raise InvalidArgument("metadata must be a JSON object, e.g. {\"title\": \"On-call handbook\"}")
+        raise InvalidArgument('metadata must be a JSON object, e.g. {"title": "On-call handbook"}')
     cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     place = placement(tenant, tier, ttl_seconds)
     h = ids.content_hash(text)
@@ -326,20 +350,41 @@ def add_text(
     with ctx.write_lock:
         prev = doc_rows.get_by_path(ctx.catalog.conn, row.id, path)
         if (
-            prev is not None and prev.content_hash == h and prev.chunk_config == cfg and prev.metadata == metadata
-            and (prev.tenant, prev.tier, prev.expires_at, place.expires_at) == (place.tenant, place.tier, None, None)
+            prev is not None
+            and prev.content_hash == h
+            and prev.chunk_config == cfg
+            and prev.metadata == metadata
+            and (prev.tenant, prev.tier, prev.expires_at, place.expires_at)
+            == (place.tenant, place.tier, None, None)
         ):
-            return {"Message": "Text unchanged", "index_name": row.name, "filepath": path, "file_id": prev.id,
-                    "status": "unchanged", "chunks_written": 0}
+            return {
+                "Message": "Text unchanged",
+                "index_name": row.name,
+                "filepath": path,
+                "file_id": prev.id,
+                "status": "unchanged",
+                "chunks_written": 0,
+            }
         embeddings.prepare_write(ctx, row)
         [chunks] = chunk_many([(text, cfg, False)])
         with ctx.catalog.write() as conn:
             status, doc = doc_rows.upsert(
                 conn,
                 doc_rows.NewDocument(
-                    index_id=row.id, path=path, text=text, content_hash=h, size=len(text.encode("utf-8")),
-                    kind="text", origin="text", chunks=chunks, chunk_config=cfg, title=title,
-                    metadata=metadata, tenant=place.tenant, tier=place.tier, expires_at=place.expires_at,
+                    index_id=row.id,
+                    path=path,
+                    text=text,
+                    content_hash=h,
+                    size=len(text.encode("utf-8")),
+                    kind="text",
+                    origin="text",
+                    chunks=chunks,
+                    chunk_config=cfg,
+                    title=title,
+                    metadata=metadata,
+                    tenant=place.tenant,
+                    tier=place.tier,
+                    expires_at=place.expires_at,
                 ),
             )
         catch_up_keywords(ctx)
@@ -425,9 +470,16 @@ def add_texts(
                     status, _ = doc_rows.upsert(
                         conn,
                         doc_rows.NewDocument(
-                            index_id=row.id, path=path, text=text, content_hash=h,
-                            size=len(text.encode("utf-8")), kind="text", origin="text", chunks=chunks,
-                            chunk_config=cfg, title=title or text.strip().splitlines()[0].lstrip("# ").strip()[:80],
+                            index_id=row.id,
+                            path=path,
+                            text=text,
+                            content_hash=h,
+                            size=len(text.encode("utf-8")),
+                            kind="text",
+                            origin="text",
+                            chunks=chunks,
+                            chunk_config=cfg,
+                            title=title or text.strip().splitlines()[0].lstrip("# ").strip()[:80],
                             metadata=meta,
                         ),
                     )
@@ -439,7 +491,12 @@ def add_texts(
                 progress(done, len(prepared))
         catch_up_keywords(ctx)
         report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
-    out = {"Message": _summary(report), "index_name": row.name, **report.as_dict(), "chunk_config": cfg.as_dict()}
+    out = {
+        "Message": _summary(report),
+        "index_name": row.name,
+        **report.as_dict(),
+        "chunk_config": cfg.as_dict(),
+    }
     if report.warnings:
         out["Warnings"] = report.warnings
     return out

@@ -23,7 +23,9 @@ def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[st
 
 
 def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    return reindex.reindex(ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress)
+    return reindex.reindex(
+        ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress
+    )
 
 
 def _build_embeddings(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:

@@ -124,7 +124,9 @@ def error_from_row(job: JobRow) -> GitkbError:
     """The error a failed or cancelled job answers with, under its recorded code (a cancelled job's
     is ``cancelled``)."""
     cls = _ERRORS_BY_CODE.get(job.error_code or "internal", GitkbError)
-    details = {k: v for k, v in (job.result or {}).items() if k not in ("Success", "Error", "code", "next_steps")}
+    details = {
+        k: v for k, v in (job.result or {}).items() if k not in ("Success", "Error", "code", "next_steps")
+    }
     steps = (job.result or {}).get("next_steps") or []
     message = job.error or "job failed"
     if job.state == "cancelled":
@@ -143,7 +145,9 @@ def runner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def _execute(ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None) -> JobRow:
+def _execute(
+    ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None
+) -> JobRow:
     spec = kind_of(job.kind)
     last = [0.0]
 
@@ -205,7 +209,12 @@ def _with_vectors(ctx: Context, result: dict[str, Any], seq0: int) -> dict[str, 
 
 
 def run_inline(
-    ctx: Context, kind: str, params: dict[str, Any], *, progress: Progress | None = None, caller: str | None = None
+    ctx: Context,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    progress: Progress | None = None,
+    caller: str | None = None,
 ) -> dict[str, Any]:
     """Run a job and return its result; raise its GitkbError on failure."""
     if ctx.is_writer:
@@ -321,7 +330,11 @@ def recover(ctx: Context) -> dict[str, list[str]]:
             else:
                 reason = (
                     f"interrupted: the process running it ({job.runner}) stopped"
-                    + ("" if spec is None or spec.resumable else "; this kind is not safe to repeat, run it again")
+                    + (
+                        ""
+                        if spec is None or spec.resumable
+                        else "; this kind is not safe to repeat, run it again"
+                    )
                     + ("" if job.attempts < MAX_ATTEMPTS else f"; gave up after {job.attempts} attempts")
                 )
                 job_rows.finish(conn, job.id, "failed", error=reason, error_code="internal")
@@ -335,7 +348,9 @@ def cancel(ctx: Context, job_id: str) -> dict[str, Any]:
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         if job.state == "queued":
-            job_rows.finish(conn, job_id, "cancelled", error="cancelled before it started", error_code="cancelled")
+            job_rows.finish(
+                conn, job_id, "cancelled", error="cancelled before it started", error_code="cancelled"
+            )
         elif job.state == "running":
             job_rows.request_cancel(conn, job_id)
         else:

@@ -137,7 +137,12 @@ def kb_delete(ctx: Context, name: object, *, force: bool = False) -> dict[str, A
                 next_steps=["delete it with force=True (CLI: --force) to unassign it from them too"],
             )
         kb_rows.kb_delete(conn, kb.id)
-    return {"Message": f"Knowledge base {kb.name!r} deleted", "name": kb.name, "kb_id": kb.id, "unassigned": agents}
+    return {
+        "Message": f"Knowledge base {kb.name!r} deleted",
+        "name": kb.name,
+        "kb_id": kb.id,
+        "unassigned": agents,
+    }
 
 
 MODES = ("read", "propose", "write")
@@ -174,7 +179,11 @@ def agent_assign(
     chosen = binding_mode(mode, read_only)
     top_k = None
     if default_top_k is not None:
-        if isinstance(default_top_k, bool) or not isinstance(default_top_k, int) or not 1 <= default_top_k <= MAX_TOP_K:
+        if (
+            isinstance(default_top_k, bool)
+            or not isinstance(default_top_k, int)
+            or not 1 <= default_top_k <= MAX_TOP_K
+        ):
             raise InvalidArgument(f"default_top_k must be an integer from 1 to {MAX_TOP_K}")
         top_k = default_top_k
     rows = [get_kb(ctx, n) for n in names]
@@ -210,10 +219,18 @@ def agent_show(ctx: Context, agent_id: object) -> dict[str, Any]:
         assert kb is not None
         view = kb_view(ctx, kb)
         kbs.append(
-            {"name": b.kb_name, "kb_id": b.kb_id, "mode": b.mode, "read_only": b.read_only, "indexes": view["indexes"]}
+            {
+                "name": b.kb_name,
+                "kb_id": b.kb_id,
+                "mode": b.mode,
+                "read_only": b.read_only,
+                "indexes": view["indexes"],
+            }
         )
         for ix in view["indexes"]:
-            cur = index_access.setdefault(ix["index_id"], {**ix, "mode": "read", "read_only": True, "via": []})
+            cur = index_access.setdefault(
+                ix["index_id"], {**ix, "mode": "read", "read_only": True, "via": []}
+            )
             cur["via"].append(b.kb_name)
             if MODE_RANK[b.mode] > MODE_RANK[cur["mode"]]:
                 cur["mode"] = b.mode
@@ -232,7 +249,9 @@ def agent_usage(ctx: Context, agent_id: object) -> dict[str, Any]:
     aid = validate_agent_id(agent_id)
     conn = ctx.catalog.conn
     if kb_rows.agent_get(conn, aid) is None and not kb_rows.usage_totals(conn, aid):
-        raise NotFound(f"agent {aid!r} is unknown", next_steps=["gitkb agent assign AGENT_ID KB... creates it"])
+        raise NotFound(
+            f"agent {aid!r} is unknown", next_steps=["gitkb agent assign AGENT_ID KB... creates it"]
+        )
     totals = kb_rows.usage_totals(conn, aid)
     emb = next((t for t in totals if t["kind"] == "query_embedding"), None)
     return {
@@ -263,7 +282,13 @@ def list_knowledge_bases(ctx: Context, agent_id: object = None) -> dict[str, Any
         assert kb is not None
         view = kb_view(ctx, kb)
         out.append(
-            {"name": kb.name, "kb_id": kb.id, "mode": b.mode, "read_only": b.read_only, "indexes": view["indexes"]}
+            {
+                "name": kb.name,
+                "kb_id": kb.id,
+                "mode": b.mode,
+                "read_only": b.read_only,
+                "indexes": view["indexes"],
+            }
         )
     msg = f"{len(out)} knowledge base(s) for agent {aid!r}"
     if not out:

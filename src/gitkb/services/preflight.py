@@ -29,9 +29,17 @@ Check = Callable[..., None]
 
 
 def _add_documents(
-    ctx: Context, index_name: Any = None, filepath: Any = None, chunk_size: Any = None, chunk_overlap: Any = None,
-    chunk_strategy: Any = None, tenant: Any = None, tier: Any = None, ttl_seconds: Any = None, **_: Any,
-) -> None:  # fmt: skip
+    ctx: Context,
+    index_name: Any = None,
+    filepath: Any = None,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+    **_: Any,
+) -> None:
     from gitkb.services.ingest import chunk_config_for, placement
 
     row = get_index(ctx, index_name)
@@ -41,14 +49,26 @@ def _add_documents(
     if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
         raise InvalidArgument("filepath is required: a file or directory to add")
     if not Path(filepath).expanduser().exists():
-        raise NotFound(f"path {str(filepath)!r} does not exist", next_steps=["check the path; it is read by this process"])
+        raise NotFound(
+            f"path {str(filepath)!r} does not exist",
+            next_steps=["check the path; it is read by this process"],
+        )
 
 
 def _add_text(
-    ctx: Context, index_name: Any = None, text: Any = None, metadata: Any = None, filepath: Any = None,
-    chunk_size: Any = None, chunk_overlap: Any = None, chunk_strategy: Any = None, tenant: Any = None,
-    tier: Any = None, ttl_seconds: Any = None, **_: Any,
-) -> None:  # fmt: skip
+    ctx: Context,
+    index_name: Any = None,
+    text: Any = None,
+    metadata: Any = None,
+    filepath: Any = None,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+    **_: Any,
+) -> None:
     from gitkb.services.ingest import chunk_config_for, placement
 
     row = get_index(ctx, index_name)
@@ -56,14 +76,16 @@ def _add_text(
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument("text must be a non-empty string")
     if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidArgument("metadata must be a JSON object, e.g. {\"title\": \"On-call handbook\"}")
+        raise InvalidArgument('metadata must be a JSON object, e.g. {"title": "On-call handbook"}')
     chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
     placement(tenant, tier, ttl_seconds)
     if filepath is not None:
         normalize_stored_path(filepath)
 
 
-def _delete_document(ctx: Context, index_name: Any = None, file_id: Any = None, filepath: Any = None, **_: Any) -> None:
+def _delete_document(
+    ctx: Context, index_name: Any = None, file_id: Any = None, filepath: Any = None, **_: Any
+) -> None:
     from gitkb.services.documents import resolve_document
 
     row = get_index(ctx, index_name)
@@ -93,7 +115,10 @@ def _create_index(ctx: Context, index_name: Any = None, **_: Any) -> None:
     if index_rows.get_by_name(ctx.catalog.conn, name) is not None:
         raise Conflict(
             f"index {name!r} already exists",
-            next_steps=["choose another name, or DELETE_INDEX it first", "ADD_DOCUMENTS adds to the existing one"],
+            next_steps=[
+                "choose another name, or DELETE_INDEX it first",
+                "ADD_DOCUMENTS adds to the existing one",
+            ],
         )
 
 
@@ -109,15 +134,21 @@ def _rename_index(ctx: Context, index_name: Any = None, new_index_name: Any = No
 
 
 def _delete_index(ctx: Context, index_name: Any = None, **_: Any) -> None:
-    if isinstance(index_name, str) and any(p.index_name == index_name.strip() for p in vs.purges(ctx.catalog.conn)):
+    if isinstance(index_name, str) and any(
+        p.index_name == index_name.strip() for p in vs.purges(ctx.catalog.conn)
+    ):
         return  # a retry that finishes a failed purge: the job does it
     get_index(ctx, index_name)
 
 
 def _rechunk(
-    ctx: Context, index_name: Any = None, chunk_size: Any = None, chunk_overlap: Any = None,
-    chunk_strategy: Any = None, **_: Any,
-) -> None:  # fmt: skip
+    ctx: Context,
+    index_name: Any = None,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    **_: Any,
+) -> None:
     row = get_index(ctx, index_name)
     for name, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
@@ -141,7 +172,10 @@ ACTION_CHECKS: dict[str, Check] = {
 def check_action(ctx: Context, params: dict[str, Any]) -> None:
     fn = ACTION_CHECKS.get(str(params.get("action")))
     if fn is not None:
-        fn(ctx, **{k: v for k, v in (params.get("params") or {}).items() if v is not None and k != "progress"})
+        fn(
+            ctx,
+            **{k: v for k, v in (params.get("params") or {}).items() if v is not None and k != "progress"},
+        )
 
 
 def check_reindex(ctx: Context, params: dict[str, Any]) -> None:

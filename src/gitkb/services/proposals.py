@@ -170,8 +170,14 @@ def _stage(
         else:
             repo.reset_branch(branch, before, expected=commit)
         raise
-    audit.record(ctx, actor=actor, action="proposal.stage", target=row.name, result="staged",
-                 detail={"proposal_id": prop.id, "op": op, "path": path, "new_path": new_path})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="proposal.stage",
+        target=row.name,
+        result="staged",
+        detail={"proposal_id": prop.id, "op": op, "path": path, "new_path": new_path},
+    )
     return {
         "Message": f"Staged {op} of {path!r} as {prop.id} on {branch}; open_kb_pull_request sends it for review",
         "proposal_id": prop.id,
@@ -244,9 +250,20 @@ def propose_kb_edit(
     data = _check_content(ctx, row, path, new_text)
     if current is not None and new_text == current:
         raise InvalidArgument(f"the edit leaves {path!r} as it is; nothing to stage")
-    return _stage(ctx, row, repo, base, op="add" if current is None else "edit", path=path, new_path=None,
-                  changes={path: data}, renames={}, note=note, actor=actor,
-                  detail={"search": search, "replace": replace} if search else None)  # fmt: skip
+    return _stage(
+        ctx,
+        row,
+        repo,
+        base,
+        op="add" if current is None else "edit",
+        path=path,
+        new_path=None,
+        changes={path: data},
+        renames={},
+        note=note,
+        actor=actor,
+        detail={"search": search, "replace": replace} if search else None,
+    )
 
 
 def propose_kb_delete(
@@ -261,8 +278,19 @@ def propose_kb_delete(
         raise NotFound(
             f"{path!r} does not exist on the proposal branch; nothing to delete", details={"path": path}
         )
-    return _stage(ctx, row, repo, base, op="delete", path=path, new_path=None, changes={path: None},
-                  renames={}, note=note, actor=actor)  # fmt: skip
+    return _stage(
+        ctx,
+        row,
+        repo,
+        base,
+        op="delete",
+        path=path,
+        new_path=None,
+        changes={path: None},
+        renames={},
+        note=note,
+        actor=actor,
+    )
 
 
 def _current_text_or_none(repo: ManagedRepo, base: str, path: str) -> bytes | None:
@@ -303,8 +331,19 @@ def propose_kb_rename(
             next_steps=["pick another new path, or propose deleting the target first (propose_kb_delete)"],
             details={"path": new},
         )
-    return _stage(ctx, row, repo, base, op="rename", path=old, new_path=new, changes={}, renames={old: new},
-                  note=note, actor=actor)  # fmt: skip
+    return _stage(
+        ctx,
+        row,
+        repo,
+        base,
+        op="rename",
+        path=old,
+        new_path=new,
+        changes={},
+        renames={old: new},
+        note=note,
+        actor=actor,
+    )
 
 
 __all__ = [

@@ -56,6 +56,8 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 BATCH = 64  # documents re-chunked per transaction
 Progress = Callable[[int, int], None]
+
+
 def rechunk(
     ctx: Context,
     index_name: Any,
@@ -86,11 +88,23 @@ def rechunk(
             if stale is not None:  # left by a process that died: we hold the lock, so it is stale
                 _drop_temp(ctx, stale)
             embeddings.prepare_write(ctx, row)
-            rb = vs.Rebuild(row.id, ids.new_index_id(), f".rechunk.{row.id}.{secrets.token_hex(4)}", os.getpid(), time.time())
+            rb = vs.Rebuild(
+                row.id,
+                ids.new_index_id(),
+                f".rechunk.{row.id}.{secrets.token_hex(4)}",
+                os.getpid(),
+                time.time(),
+            )
             with ctx.catalog.write() as w:
                 index_rows.insert(
-                    w, index_id=rb.temp_index_id, name=rb.temp_index_name, chunk=cfg, embeddings=False,
-                    embedding_identity=None, settings=row.settings, hidden=True,
+                    w,
+                    index_id=rb.temp_index_id,
+                    name=rb.temp_index_name,
+                    chunk=cfg,
+                    embeddings=False,
+                    embedding_identity=None,
+                    settings=row.settings,
+                    hidden=True,
                 )
                 vs.set_rebuild(w, rb)
         before = index_rows.stats(ctx.catalog.conn, row.id)["chunk_count"]
@@ -99,7 +113,12 @@ def rechunk(
         with ctx.write_lock:
             conn = ctx.catalog.conn
             # Keywords first, in one commit: searches go from the old chunks to the new ones, never to none.
-            switch_keywords(ctx, row.id, vs.chunk_cids_of_index(conn, row.id), vs.chunk_cids_of_index(conn, rb.temp_index_id))
+            switch_keywords(
+                ctx,
+                row.id,
+                vs.chunk_cids_of_index(conn, row.id),
+                vs.chunk_cids_of_index(conn, rb.temp_index_id),
+            )
             crash_point("rechunk.after_keywords")
             _swap(ctx, row, rb, cfg)
             catch_up_keywords(ctx)
@@ -146,10 +165,24 @@ def _build(
                 doc_rows.upsert(
                     w,
                     doc_rows.NewDocument(
-                        index_id=rb.temp_index_id, path=d.path, text=text, content_hash=d.content_hash, size=d.size,
-                        kind=d.kind, origin=d.origin, chunks=chunks, chunk_config=cfg, title=d.title,
-                        origin_path=d.origin_path, source_uri=d.source_uri, mtime=d.mtime, metadata=d.metadata,
-                        tenant=d.tenant, tier=d.tier, expires_at=d.expires_at, document_id=d.id,
+                        index_id=rb.temp_index_id,
+                        path=d.path,
+                        text=text,
+                        content_hash=d.content_hash,
+                        size=d.size,
+                        kind=d.kind,
+                        origin=d.origin,
+                        chunks=chunks,
+                        chunk_config=cfg,
+                        title=d.title,
+                        origin_path=d.origin_path,
+                        source_uri=d.source_uri,
+                        mtime=d.mtime,
+                        metadata=d.metadata,
+                        tenant=d.tenant,
+                        tier=d.tier,
+                        expires_at=d.expires_at,
+                        document_id=d.id,
                     ),
                 )
                 tokens.extend(c.token_count for c in chunks)

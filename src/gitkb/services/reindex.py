@@ -43,9 +43,7 @@ def _under(path: str | None, root: Path) -> bool:
 COUNTS = ("added", "modified", "deleted", "unchanged", "skipped", "left_out")
 
 
-def _follow_overrides(
-    entries: list[Any], kept: dict[str, str | None]
-) -> tuple[list[Any], list[str]]:
+def _follow_overrides(entries: list[Any], kept: dict[str, str | None]) -> tuple[list[Any], list[str]]:
     """Files a user deleted through gitkb stay out; renamed ones are read under their new path."""
     out: list[Any] = []
     left_out: list[str] = []
@@ -60,7 +58,9 @@ def _follow_overrides(
     return out, left_out
 
 
-def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progress: Progress | None = None) -> dict[str, Any]:
+def reindex(
+    ctx: Context, *, force: bool = False, index_name: Any = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """Walk every recorded root again. Answers ``status: completed``, integer counts (``added``,
     ``modified``, ``deleted``, ``unchanged``, ``skipped``, ``left_out``), the same counts per index
     under ``indexes``, and the paths under ``paths``. With ``force`` every file parsed again counts
@@ -87,7 +87,15 @@ def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progre
                 left_out.extend(dropped)
                 cfg, _ = resolve_config(None, None, None, defaults=row.chunk_defaults)
                 ingest_entries(
-                    ctx, row, entries, cfg, Placement(), report, progress=progress, trust_mtime=not force, reparse=force
+                    ctx,
+                    row,
+                    entries,
+                    cfg,
+                    Placement(),
+                    report,
+                    progress=progress,
+                    trust_mtime=not force,
+                    reparse=force,
                 )
                 seen = {e.rel_path for e in entries if isinstance(e, WalkEntry)}
                 deleted.extend(_delete_missing(ctx, row, root, seen=seen))
@@ -110,7 +118,9 @@ def reindex(ctx: Context, *, force: bool = False, index_name: Any = None, progre
             rebuild_keywords(ctx)
         catch_up_keywords(ctx)
     counts = {k: len(v) for k, v in paths.items()}
-    msg = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in ("added", "modified", "deleted", "unchanged", "skipped"))
+    msg = ", ".join(
+        f"{counts[k]} {k.replace('_', ' ')}" for k in ("added", "modified", "deleted", "unchanged", "skipped")
+    )
     if counts["left_out"]:
         msg += f", {counts['left_out']} left out (deleted through gitkb; ADD_DOCUMENTS brings them back)"
     return {
@@ -135,4 +145,3 @@ def _delete_missing(ctx: Context, row: IndexRow, root: Path, *, seen: set[str]) 
             for rowid, _ in gone:
                 doc_rows.delete(conn, rowid)
     return [p for _, p in gone]
-

@@ -230,8 +230,14 @@ def open_kb_pull_request(
             requested_by=requester,
             overwrites=overwrites,
         )
-    audit.record(ctx, actor=requester, action="review.request", target=row.name, result="pending",
-                 detail={"review_id": review.id, "head": head, "proposals": review.proposal_ids})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=requester,
+        action="review.request",
+        target=row.name,
+        result="pending",
+        detail={"review_id": review.id, "head": head, "proposals": review.proposal_ids},
+    )
     out = {**describe(ctx, review), "existing": False, "Message": _waiting(review)}
     warnings += out.get("Warnings", [])
     if warnings:
@@ -260,17 +266,23 @@ def _choose(
     chosen = [p for p in staged if p.id in ids]
     rest = [p for p in staged if p.id not in ids]
     if staged[: len(chosen)] != chosen:
-        probe = replay(repo.repository, staged[0].parent_sha, [(p.parent_sha, p.commit_sha) for p in chosen + rest])
+        probe = replay(
+            repo.repository, staged[0].parent_sha, [(p.parent_sha, p.commit_sha) for p in chosen + rest]
+        )
         blocked = [p.id for p in chosen if p.commit_sha in probe.conflicts]
         if blocked:
             raise Conflict(
                 f"{', '.join(blocked)} build(s) on staged proposals that were not chosen; nothing was opened",
-                next_steps=["choose those earlier proposals too (--proposal ID for each)",
-                            "or review all staged proposals (no --proposal)"],
+                next_steps=[
+                    "choose those earlier proposals too (--proposal ID for each)",
+                    "or review all staged proposals (no --proposal)",
+                ],
                 details={"proposal_ids": blocked},
-            )  # fmt: skip
+            )
         restack(ctx, row, repo, staged[0].parent_sha, chosen + rest)
-        again = {p.id: p for p in prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))}
+        again = {
+            p.id: p for p in prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
+        }
         chosen = [again[p.id] for p in chosen if p.id in again]
     return chosen, chosen[-1].commit_sha
 
@@ -339,12 +351,18 @@ def list_reviews(
     row = resolve_source(ctx, source) if source else None
     rp.reconcile_in_flight(ctx, source_id=row.id if row else None)
     rows = prop_rows.list_reviews(
-        ctx.catalog.conn, source_id=row.id if row else None, states=states, limit=-1  # -1: all, then paged
+        ctx.catalog.conn,
+        source_id=row.id if row else None,
+        states=states,
+        limit=-1,  # -1: all, then paged
     )
     rows.sort(key=lambda r: (r.state != "pending", -r.created_at))
     shown, fields = paged(rows, page)
-    return {"Reviews": [describe(ctx, r, diff=False) for r in shown], **fields,
-            "Message": f"{len(shown)} of {len(rows)} review(s)"}  # fmt: skip
+    return {
+        "Reviews": [describe(ctx, r, diff=False) for r in shown],
+        **fields,
+        "Message": f"{len(shown)} of {len(rows)} review(s)",
+    }
 
 
 def show_review(ctx: Context, review_id: Any) -> dict[str, Any]:
@@ -369,11 +387,18 @@ def deny_review(ctx: Context, review_id: Any, reason: Any, *, reviewer: str = "o
             f"review {r.id} is {r.state}{' and pushed' if r.pushed else ''}; it can no longer be denied"
         )
     with ctx.catalog.write() as w:
-        prop_rows.update_review(w, r.id, state="denied", reviewer=reviewer, reason=reason.strip(),
-                                decided_at=time.time())  # fmt: skip
+        prop_rows.update_review(
+            w, r.id, state="denied", reviewer=reviewer, reason=reason.strip(), decided_at=time.time()
+        )
     src = source_rows.get_by_id(ctx.catalog.conn, r.source_id)
-    audit.record(ctx, actor=reviewer, action="review.deny", target=src.name if src else r.source_id,
-                 result="denied", detail={"review_id": r.id, "reason": reason.strip()})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=reviewer,
+        action="review.deny",
+        target=src.name if src else r.source_id,
+        result="denied",
+        detail={"review_id": r.id, "reason": reason.strip()},
+    )
     return {
         **describe(ctx, get_review(ctx, r.id), diff=False),
         "Message": f"Review {r.id} denied; nothing was pushed. The proposals stay staged until discarded.",
@@ -412,7 +437,8 @@ def approve_review(
             )
         if r.state not in ("pending", "approved"):
             raise Conflict(
-                f"review {r.id} is {r.state}; nothing to approve", details={"review_state": r.state},
+                f"review {r.id} is {r.state}; nothing to approve",
+                details={"review_state": r.state},
                 next_steps=[f"open a new review of what is staged now: gitkb pr open {row.name}"],
             )
         if r.pushed:
@@ -422,16 +448,27 @@ def approve_review(
                 prop_rows.update_review(w, r.id, state="superseded")
             raise Conflict(
                 f"the staged proposals changed after review {r.id} was requested; it is superseded",
-                next_steps=["call open_kb_pull_request again and review the new state",
-                            f"after a base move, `gitkb proposals refresh {row.name}` first"],  # fmt: skip
+                next_steps=[
+                    "call open_kb_pull_request again and review the new state",
+                    f"after a base move, `gitkb proposals refresh {row.name}` first",
+                ],
             )
         expected = _check_overwrites(ctx, r, row, repo, reviewer, overwrite)
         if r.state == "pending":
             with ctx.catalog.write() as w:
                 prop_rows.update_review(w, r.id, state="approved", reviewer=reviewer, decided_at=time.time())
-            audit.record(ctx, actor=reviewer, action="review.approve", target=row.name, result="approved",
-                         detail={"review_id": r.id, "head": r.push_sha,
-                                 "overwrites": [c["sha"] for c in get_review(ctx, r.id).overwrites]})  # fmt: skip
+            audit.record(
+                ctx,
+                actor=reviewer,
+                action="review.approve",
+                target=row.name,
+                result="approved",
+                detail={
+                    "review_id": r.id,
+                    "head": r.push_sha,
+                    "overwrites": [c["sha"] for c in get_review(ctx, r.id).overwrites],
+                },
+            )
         cr = rp.push_and_open(ctx, get_review(ctx, r.id), row, repo, reviewer, expected)
         return _approved(ctx, get_review(ctx, r.id), row, cr)
 
@@ -452,8 +489,14 @@ def _check_overwrites(
             prop_rows.update_review(w, r.id, overwrites=dropped, expected_remote_sha=expected)
     if not dropped or (overwrite and not unlisted):
         return expected
-    audit.record(ctx, actor=reviewer, action="review.approve", target=row.name, result="refused_overwrite",
-                 detail={"review_id": r.id, "overwrites": [c["sha"] for c in dropped], "acknowledged": overwrite})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=reviewer,
+        action="review.approve",
+        target=row.name,
+        result="refused_overwrite",
+        detail={"review_id": r.id, "overwrites": [c["sha"] for c in dropped], "acknowledged": overwrite},
+    )
     shown = "; ".join(f"{c['sha'][:12]} by {c['author']}: {c['message']}" for c in (unlisted or dropped)[:5])
     if overwrite:
         what = f"the remote now holds {len(unlisted)} commit(s) the review did not list ({shown})"

@@ -120,9 +120,14 @@ def push_and_open(
             prop_rows.update_review(
                 w, r.id, pushing_sha=None, push_error="stale lease" if stale else exc.message
             )
-        audit.record(ctx, actor=reviewer, action="push", target=row.name, result="stale_lease" if stale else "failed",
-                     detail={"review_id": r.id, "branch": r.branch, "expected": expected,
-                             "error": exc.message})  # fmt: skip
+        audit.record(
+            ctx,
+            actor=reviewer,
+            action="push",
+            target=row.name,
+            result="stale_lease" if stale else "failed",
+            detail={"review_id": r.id, "branch": r.branch, "expected": expected, "error": exc.message},
+        )
         details = {"review_id": r.id, "review_state": "approved", "pushed": False}
         if stale:
             raise Conflict(
@@ -162,8 +167,14 @@ def open_change_request(
     except GitkbError as exc:
         with ctx.catalog.write() as w:
             prop_rows.update_review(w, r.id, pushing_sha=None, push_error=f"change request: {exc.message}")
-        audit.record(ctx, actor=reviewer, action="change_request.open", target=row.name, result="failed",
-                     detail={"review_id": r.id, "error": exc.message})  # fmt: skip
+        audit.record(
+            ctx,
+            actor=reviewer,
+            action="change_request.open",
+            target=row.name,
+            result="failed",
+            detail={"review_id": r.id, "error": exc.message},
+        )
         exc.details.update({"review_id": r.id, "review_state": "approved", "pushed": True})
         exc.next_steps = [
             *exc.next_steps,
@@ -184,8 +195,14 @@ def open_change_request(
             push_error=None,
             pushing_sha=None,
         )
-    audit.record(ctx, actor=reviewer, action="change_request.open" if created else "change_request.update",
-                 target=row.name, result="ok", detail={"review_id": r.id, "number": cr.number, "url": cr.url})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=reviewer,
+        action="change_request.open" if created else "change_request.update",
+        target=row.name,
+        result="ok",
+        detail={"review_id": r.id, "number": cr.number, "url": cr.url},
+    )
     return {"number": cr.number, "url": cr.url, "created": created, "changed_files": files}
 
 
@@ -201,8 +218,14 @@ def settle(ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo) -> Non
         if remote is None or not (remote == sha or repo.is_ancestor(sha, remote)):
             with ctx.catalog.write() as w:
                 prop_rows.update_review(w, r.id, pushing_sha=None, push_error=INTERRUPTED)
-            audit.record(ctx, actor=actor, action="push", target=row.name, result="interrupted",
-                         detail={"review_id": r.id, "branch": r.branch, "sha": sha, "remote": remote})  # fmt: skip
+            audit.record(
+                ctx,
+                actor=actor,
+                action="push",
+                target=row.name,
+                result="interrupted",
+                detail={"review_id": r.id, "branch": r.branch, "sha": sha, "remote": remote},
+            )
             return
         _record_pushed(ctx, r, row, actor, reconciled=True)
     base = repo.tracking_head(r.base_branch)

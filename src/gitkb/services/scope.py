@@ -406,5 +406,7 @@ def require_source(ctx: Context, scope: AgentScope, ref: Any) -> None:
         raise Forbidden(
             f"agent {scope.agent_id!r} has only read-only bindings to the indexes fed by {ref!r}:"
             " proposing changes is turned off for it",
-            next_steps=["an operator can bind it in mode propose (gitkb agent assign AGENT_ID KB --mode propose)"],
+            next_steps=[
+                "an operator can bind it in mode propose (gitkb agent assign AGENT_ID KB --mode propose)"
+            ],
         )

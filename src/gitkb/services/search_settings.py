@@ -73,7 +73,9 @@ def validate_index_settings(settings: Any) -> dict[str, Any] | None:
     if "search" in settings:
         validate(settings["search"])
     if not isinstance(settings.get("include_sidecars", False), bool):
-        raise InvalidArgument(f"settings.include_sidecars must be true or false, got {settings['include_sidecars']!r}")
+        raise InvalidArgument(
+            f"settings.include_sidecars must be true or false, got {settings['include_sidecars']!r}"
+        )
     return settings
 
 

@@ -47,7 +47,9 @@ class Plan:
 
 def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
     if mode is not None and mode not in MODES:
-        raise InvalidArgument(f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}")
+        raise InvalidArgument(
+            f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}"
+        )
     if mode == "keyword":
         return Plan("keyword")
     plan = Plan(mode or "hybrid")
@@ -72,9 +74,14 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
                 st_all = identity_state(ctx)
                 raise EmbeddingNotConfigured(
                     f"{mode} search needs an embedding identity: {st_all.error}",
-                    next_steps=["search with mode='keyword'", "or configure GITKB_EMBEDDING_PROVIDER / _MODEL"],
+                    next_steps=[
+                        "search with mode='keyword'",
+                        "or configure GITKB_EMBEDDING_PROVIDER / _MODEL",
+                    ],
                 )
-            plan.warnings.append(f"no embedding identity resolves; index {r.name!r} is searched by keyword only")
+            plan.warnings.append(
+                f"no embedding identity resolves; index {r.name!r} is searched by keyword only"
+            )
         elif state == "stranded":
             hint = REEMBED_HINT.format(name=r.name)
             unsearchable.append(f"{r.name!r} needs re-embedding")
@@ -109,7 +116,9 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
 def query_vector(ctx: Context, identity: str, query: str) -> list[float]:
     """The query's vector under ``identity``, from an LRU cache keyed by (identity, query)."""
     with _cache_lock:
-        cache: OrderedDict[tuple[str, str], list[float]] = ctx.extras.setdefault("query_vectors", OrderedDict())
+        cache: OrderedDict[tuple[str, str], list[float]] = ctx.extras.setdefault(
+            "query_vectors", OrderedDict()
+        )
         vec = cache.get((identity, query))
         if vec is not None:
             cache.move_to_end((identity, query))

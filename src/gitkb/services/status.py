@@ -25,7 +25,13 @@ BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make 
 BUILDING_ACTIONS = tuple(a.name for a in DOCUMENT_INDEX if a.builds)
 EMBEDDING_KINDS = tuple(k for k in BUILD_KINDS if "embed" in k)
 STATUS_SKIP_CATEGORIES = (
-    "parse_error", "encoding_error", "missing_frontmatter", "internal_error", "bad_name", "too_deep", "unreadable"
+    "parse_error",
+    "encoding_error",
+    "missing_frontmatter",
+    "internal_error",
+    "bad_name",
+    "too_deep",
+    "unreadable",
 )
 
 
@@ -63,7 +69,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
     dirty_emb = dirty_embeddings(ctx)
     last_build = job_rows.last_finished(conn, BUILD_KINDS)
     error = last_build.error if last_build is not None and last_build.state == "failed" else None
-    if in_flight is not None and (in_flight.kind != "action" or in_flight.params.get("action") in BUILDING_ACTIONS):
+    if in_flight is not None and (
+        in_flight.kind != "action" or in_flight.params.get("action") in BUILDING_ACTIONS
+    ):
         status = "building"
     elif error is not None:
         status = "failed"
@@ -85,8 +93,12 @@ def index_status(ctx: Context) -> dict[str, Any]:
             "write_generation": int(job_rows.get_state(conn, "write_generation", "0") or 0),
             "pending_purge": count_expired(ctx),
             "skipped_files": skipped,
-            "caught_up": status == "queryable" and queue_depth == 0 and in_flight is None
-            and vector_build is None and dirty_paths == 0 and dirty_emb == 0,
+            "caught_up": status == "queryable"
+            and queue_depth == 0
+            and in_flight is None
+            and vector_build is None
+            and dirty_paths == 0
+            and dirty_emb == 0,
             "writer": ctx.lease.holder() if not ctx.is_writer else {"this_process": True},
         }
     )
@@ -96,8 +108,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
         p = job.get("progress") or {}
         flight = str(job["kind"]) + (f" ({p.get('done') or 0}/{p['total']})" if p.get("total") else "")
     out["Message"] = (
-        "caught up" if out["caught_up"] else
-        f"{status}; queue {queue_depth}, in flight {flight}, dirty paths {dirty_paths}, "
+        "caught up"
+        if out["caught_up"]
+        else f"{status}; queue {queue_depth}, in flight {flight}, dirty paths {dirty_paths}, "
         f"dirty embeddings {dirty_emb}"
     )
     return out

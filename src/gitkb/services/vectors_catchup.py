@@ -344,7 +344,9 @@ def _apply_adds(
             vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
             flat = [(s, v) for g, v in zip(part_groups, vecs, strict=True) for s in g]
             _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat], keys)
-            record(_embedded_rows(part_groups, inputs, seq_of, stats.tokens - cost0[0], stats.seconds - cost0[1]))
+            record(
+                _embedded_rows(part_groups, inputs, seq_of, stats.tokens - cost0[0], stats.seconds - cost0[1])
+            )
             stats.embedded += len(flat)
             crash_point("vectors.after_upsert")
             step(len(flat))
@@ -352,7 +354,11 @@ def _apply_adds(
 
 
 def _embedded_rows(
-    groups: list[list[VectorSource]], inputs: dict[int, list[str]], seq_of: dict[int, int], tokens: int, seconds: float
+    groups: list[list[VectorSource]],
+    inputs: dict[int, list[str]],
+    seq_of: dict[int, int],
+    tokens: int,
+    seconds: float,
 ) -> list[outcomes.Row]:
     """EMBEDDED rows for one model call: each group's first chunk carries its texts and a share
     of the call's tokens and seconds (the shares add up to the call's cost exactly)."""

@@ -70,9 +70,15 @@ def request_sync(ctx: Context, row: SourceRow, commit: str) -> dict[str, Any]:
     except StoreUnavailable:
         seen = {"status": "sync", "commit": commit}
     if seen["status"] != "sync":
-        return {"source": row.name, "commit": seen["commit"], "queued": False, "job_id": None,
-                "deduplicated": seen["status"] == "unchanged", "status": seen["status"],
-                "reason": seen["reason"]}  # fmt: skip
+        return {
+            "source": row.name,
+            "commit": seen["commit"],
+            "queued": False,
+            "job_id": None,
+            "deduplicated": seen["status"] == "unchanged",
+            "status": seen["status"],
+            "reason": seen["reason"],
+        }
     return dict(sources.request_sync(ctx, row.name, seen["commit"]))
 
 
@@ -132,7 +138,12 @@ def _settle_merge(ctx: Context, row: SourceRow, event: WebhookEvent) -> dict[str
     from gitkb.services.sources.merges import change_request_merged
 
     number = event.extra.get("number") if event.provider == "github" else event.extra.get("iid")
-    if event.kind != "merge" or not isinstance(number, int) or isinstance(number, bool) or event.commit is None:
+    if (
+        event.kind != "merge"
+        or not isinstance(number, int)
+        or isinstance(number, bool)
+        or event.commit is None
+    ):
         return None
     try:
         return change_request_merged(ctx, row.name, number, event.commit)

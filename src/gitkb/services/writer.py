@@ -38,7 +38,9 @@ SYNC_KEYWORD_BACKLOG = 2000  # change-log entries the keyword index catches up w
 class WriterThread:
     """Runs queued jobs one at a time while this process holds the lease."""
 
-    def __init__(self, run_next: Any, first: Any = None, recovered: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, run_next: Any, first: Any = None, recovered: dict[str, list[str]] | None = None
+    ) -> None:
         self._run_next = run_next  # (stop: threading.Event) -> bool: ran a job?
         self._first = first  # () -> None: run once on the thread before the first job
         self.recovered = recovered or {"requeued": [], "failed": []}  # what taking the lease found left over
@@ -95,6 +97,7 @@ def become_writer(ctx: Context) -> bool:
     outcome = jobs.recover(ctx)
     if outcome["requeued"] or outcome["failed"]:
         log.warning("recovered jobs after a crash: %s", outcome)
+
     def catch_up() -> None:
         with ctx.write_lock:  # as every catch-up: never between an ingest's fed and committed batches
             catch_up_keywords(ctx)

@@ -57,10 +57,17 @@ def _git(directory: Path, *args: str, refresh: bool = False) -> str:
         env[REFRESH_ENV] = "1"
     proc = subprocess.run(
         ["git", "-C", str(directory), *args],
-        env=env, capture_output=True, text=True, timeout=600, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
-        raise StoreUnavailable(f"git {args[0]} in the checkout {directory} failed: {proc.stderr.strip()[:500]}")
+        raise StoreUnavailable(
+            f"git {args[0]} in the checkout {directory} failed: {proc.stderr.strip()[:500]}"
+        )
     return proc.stdout
 
 
@@ -141,8 +148,17 @@ def materialise(git_dir: Path, directory: Path, commit: str, source: str, docume
     make_writable_for_refresh(directory)
     try:
         _git(directory, "fetch", "-q", "--no-tags", str(Path(git_dir).resolve()), commit, refresh=True)
-        _git(directory, "-c", "advice.detachedHead=false", "checkout", "-q", "--force", "--detach", commit,
-             refresh=True)  # fmt: skip
+        _git(
+            directory,
+            "-c",
+            "advice.detachedHead=false",
+            "checkout",
+            "-q",
+            "--force",
+            "--detach",
+            commit,
+            refresh=True,
+        )
         _git(directory, "clean", "-q", "-ffdx", refresh=True)
         _write_marker(directory, source, commit, documents_root)
     finally:
@@ -150,7 +166,12 @@ def materialise(git_dir: Path, directory: Path, commit: str, source: str, docume
 
 
 def _write_marker(directory: Path, source: str, commit: str | None, documents_root: str) -> None:
-    marker = {"source": source, "commit": commit, "documents_root": documents_root, "managed_document_repo": True}
+    marker = {
+        "source": source,
+        "commit": commit,
+        "documents_root": documents_root,
+        "managed_document_repo": True,
+    }
     tmp = marker_path(directory).with_name(MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, sort_keys=True) + "\n")
     os.replace(tmp, marker_path(directory))

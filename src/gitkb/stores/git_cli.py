@@ -13,11 +13,21 @@ from gitkb.stores.git_auth import redact
 
 # Variables a parent git process (e.g. when gitkb runs inside a hook) may leak into ours.
 _SCRUB = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_QUARANTINE_PATH",
-    "GIT_ASKPASS", "SSH_ASKPASS", "GITKB_WRITER_TOKEN",
-    "GITKB_GIT_PASSWORD", "GITKB_GIT_USERNAME",
-)  # fmt: skip
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_QUARANTINE_PATH",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GITKB_WRITER_TOKEN",
+    "GITKB_GIT_PASSWORD",
+    "GITKB_GIT_USERNAME",
+)
 
 
 @dataclass(frozen=True)

@@ -47,14 +47,18 @@ def fetch_branch(
         git_dir,
         [
             *NO_CREDENTIAL_HELPERS,
-            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-            remote, f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            remote,
+            f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
         ],
         env=network_env(git_dir, credentials),
         secrets=credentials.secrets() if credentials else (),
         timeout=timeout,
         check=False,
-    )  # fmt: skip
+    )
     if result.returncode != 0:
         if "couldn't find remote ref" in result.stderr:
             raise NotFound(f"branch {branch!r} not found on {redact(where or remote)}")

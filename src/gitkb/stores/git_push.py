@@ -54,15 +54,18 @@ def push_with_lease(
         git_dir,
         [
             *NO_CREDENTIAL_HELPERS,
-            "push", "--porcelain", "--no-verify",
+            "push",
+            "--porcelain",
+            "--no-verify",
             f"--force-with-lease={ref}:{expected_remote_sha or ''}",
-            remote, f"{sha}:{ref}",
+            remote,
+            f"{sha}:{ref}",
         ],
         env=env,
         secrets=secrets,
         timeout=timeout,
         check=False,
-    )  # fmt: skip
+    )
     status = _ref_status(result.stdout, ref)
     if result.returncode == 0 and status is not None and status[0] in ("*", " ", "+", "="):
         return sha
@@ -108,6 +111,11 @@ def commits_dropped(
         if len(out) >= limit:
             break
         a = commit.author
-        out.append({"sha": str(commit.id), "author": f"{a.name} <{a.email}>",
-                    "message": (commit.message or "").strip().split("\n", 1)[0]})  # fmt: skip
+        out.append(
+            {
+                "sha": str(commit.id),
+                "author": f"{a.name} <{a.email}>",
+                "message": (commit.message or "").strip().split("\n", 1)[0],
+            }
+        )
     return out

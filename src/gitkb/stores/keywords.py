@@ -170,7 +170,10 @@ class KeywordIndex:
         self.index.reload()
         searcher = self.index.searcher()
         words = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term)) for f in ("text", "title")]
+            [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term))
+                for f in ("text", "title")
+            ]
         )
         q = tantivy.Query.boolean_query(
             [(tantivy.Occur.Must, words), (tantivy.Occur.Must, self._filter_query("index_id", index_ids))]
@@ -178,7 +181,10 @@ class KeywordIndex:
         n = int(searcher.search(q, limit=1, count=True).count)  # type: ignore[attr-defined]
         if n == 0:
             return set()
-        return {int(searcher.doc(addr)["cid"][0]) for _score, addr in searcher.search(q, limit=n, count=False).hits}
+        return {
+            int(searcher.doc(addr)["cid"][0])
+            for _score, addr in searcher.search(q, limit=n, count=False).hits
+        }
 
     def search(
         self,

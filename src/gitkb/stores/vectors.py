@@ -124,7 +124,9 @@ class VectorStore:
         return cls(client, location=str(path))
 
     @classmethod
-    def open_http(cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, ssl: bool = False) -> VectorStore:
+    def open_http(
+        cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, ssl: bool = False
+    ) -> VectorStore:
         """A Chroma server (``chroma run``, or distributed Chroma)."""
         import chromadb
         from chromadb.config import Settings
@@ -164,9 +166,7 @@ class VectorStore:
     def _checked(self, col: Any, identity: str) -> Any:
         found = (col.metadata or {}).get("identity")
         if found != identity:
-            raise Conflict(
-                f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}"
-            )
+            raise Conflict(f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}")
         return col
 
     def _get(self, identity: str, *, refresh: bool = False) -> Any | None:
@@ -253,7 +253,12 @@ class VectorStore:
                 md = col.metadata or {}
                 if "identity" in md and "fingerprint" in md:
                     out.append(
-                        {"name": col.name, "identity": md["identity"], "fingerprint": md["fingerprint"], "count": col.count()}
+                        {
+                            "name": col.name,
+                            "identity": md["identity"],
+                            "fingerprint": md["fingerprint"],
+                            "count": col.count(),
+                        }
                     )
         return sorted(out, key=lambda c: c["name"])
 
@@ -321,11 +326,15 @@ class VectorStore:
             for attempt in (0, 1):
                 try:
                     with _guard(f"upsert into {col.name}"):
-                        col.upsert(ids=ids[start:end], embeddings=matrix[start:end], metadatas=metas[start:end])
+                        col.upsert(
+                            ids=ids[start:end], embeddings=matrix[start:end], metadatas=metas[start:end]
+                        )
                     break
                 except NotFoundError:  # dropped meanwhile: recreate once, never lose the write
                     if attempt:
-                        raise StoreUnavailable(f"vector collection {col.name!r} vanished during upsert") from None
+                        raise StoreUnavailable(
+                            f"vector collection {col.name!r} vanished during upsert"
+                        ) from None
                     with self._lock:
                         self._collections.pop(col.name, None)
                     col = self._writable(fp)
@@ -340,7 +349,9 @@ class VectorStore:
             if not isinstance(key, str) or not key or key.startswith("$"):
                 raise InvalidArgument(f"invalid metadata key {key!r}")
             if not isinstance(value, str | int | float | bool):
-                raise InvalidArgument(f"metadata {key!r} must be str, int, float or bool, got {type(value).__name__}")
+                raise InvalidArgument(
+                    f"metadata {key!r} must be str, int, float or bool, got {type(value).__name__}"
+                )
             out[key] = value
         if "fingerprint" in out and out["fingerprint"] != fp:
             raise Conflict(f"metadata fingerprint {out['fingerprint']!r} does not match {fp}")
@@ -402,7 +413,10 @@ class VectorStore:
         for batch in _batches(wanted, READ_BATCH):
             flt = {"content_hash": {"$in": list(batch)}}
             res = self._with_collection(
-                identity, "find by content hash", lambda c, f=flt: c.get(where=f, include=["embeddings", "metadatas"]), None
+                identity,
+                "find by content hash",
+                lambda c, f=flt: c.get(where=f, include=["embeddings", "metadatas"]),
+                None,
             )
             if res is None:
                 return out

@@ -10,7 +10,9 @@ from gitkb.cli.output import emit_json, table
 
 
 @click.command("actions")
-@click.option("--class", "cls", help="Only actions of this class (read, propose, write, operate, review, admin).")
+@click.option(
+    "--class", "cls", help="Only actions of this class (read, propose, write, operate, review, admin)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON (as the global --json does).")
 @click.pass_context
 def actions_cmd(ctx: click.Context, cls: str | None, as_json: bool) -> None:
@@ -29,7 +31,9 @@ def actions_cmd(ctx: click.Context, cls: str | None, as_json: bool) -> None:
     if as_json or ctx.find_root().params.get("as_json"):
         emit_json(data)
         return
-    rows = [(a.name, a.cls, "job" if a.promotable else "", "agents" if a.agents else "", a.cli) for a in listed]
+    rows = [
+        (a.name, a.cls, "job" if a.promotable else "", "agents" if a.agents else "", a.cli) for a in listed
+    ]
     click.echo(table(rows, ["action", "class", "promotable", "offered to", "CLI"]))
 
 

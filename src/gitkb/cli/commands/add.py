@@ -37,7 +37,9 @@ def _render_add(data: dict[str, Any]) -> None:
 @click.argument("path", type=click.Path())
 @click.option("--base-path", type=click.Path(), help="Store paths relative to this folder.")
 @_chunk_options
-@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
+@click.option(
+    "--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background."
+)
 def add(index: str, path: str, base_path: str | None, no_wait: bool, **opts: Any) -> None:
     """Add a file or a directory (recursively) to INDEX."""
 
@@ -57,8 +59,12 @@ def add(index: str, path: str, base_path: str | None, no_wait: bool, **opts: Any
 @click.option("--metadata", help="A JSON object stored with the text.")
 @click.option("--filepath", help="Store the text under this path (default texts/<hash>.txt).")
 @_chunk_options
-@click.option("--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background.")
-def add_text(index: str, text: str, metadata: str | None, filepath: str | None, no_wait: bool, **opts: Any) -> None:
+@click.option(
+    "--no-wait", is_flag=True, help="Return once searchable by keyword; vectors follow in the background."
+)
+def add_text(
+    index: str, text: str, metadata: str | None, filepath: str | None, no_wait: bool, **opts: Any
+) -> None:
     """Add raw TEXT (or '-' to read standard input) to INDEX."""
     if text == "-":
         text = sys.stdin.read()

@@ -27,7 +27,11 @@ def agent_group() -> None:
 )
 @click.option("--read-only", is_flag=True, help="The same as --mode read.")
 @click.option(
-    "--default-top-k", "default_top_k", cls=Renamed, old=("--top-k",), type=int,
+    "--default-top-k",
+    "default_top_k",
+    cls=Renamed,
+    old=("--top-k",),
+    type=int,
     help="The agent's default number of search results (1-50).",
 )
 def assign(
@@ -37,7 +41,10 @@ def assign(
     if read_only and mode not in (None, "read"):
         raise click.UsageError("--read-only is --mode read; give one of them")
     chosen = "read" if read_only else mode
-    run(lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=default_top_k), _render_show)
+    run(
+        lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=default_top_k),
+        _render_show,
+    )
 
 
 @agent_group.command("unassign")

@@ -31,16 +31,33 @@ def render_answer(data: dict[str, Any]) -> None:
 @click.argument("question")
 @click.option("--index", "indexes", multiple=True, help="Ask this index (repeatable); default all.")
 @click.option("--top-n", type=int, help="Passages to read (default 10).")
-@click.option("--mode", type=click.Choice(["keyword", "semantic", "hybrid"]), help="Search mode for the passages.")
-@click.option("--answer-mode", type=click.Choice(["extractive", "generative"]), help="Default: [ask] mode in gitkb.toml.")
+@click.option(
+    "--mode", type=click.Choice(["keyword", "semantic", "hybrid"]), help="Search mode for the passages."
+)
+@click.option(
+    "--answer-mode",
+    type=click.Choice(["extractive", "generative"]),
+    help="Default: [ask] mode in gitkb.toml.",
+)
 @click.option("--tenant")
-def ask(question: str, indexes: tuple[str, ...], top_n: int | None, mode: str | None, answer_mode: str | None,
-        tenant: str | None) -> None:
+def ask(
+    question: str,
+    indexes: tuple[str, ...],
+    top_n: int | None,
+    mode: str | None,
+    answer_mode: str | None,
+    tenant: str | None,
+) -> None:
     """Answer QUESTION from the indexes; every sentence cites its source ([n])."""
     run(
         lambda ws: ws.document_index(
-            "ASK", query=question, indexes=list(indexes) or None, top_n=top_n, mode=mode,
-            answer_mode=answer_mode, tenant=tenant,
+            "ASK",
+            query=question,
+            indexes=list(indexes) or None,
+            top_n=top_n,
+            mode=mode,
+            answer_mode=answer_mode,
+            tenant=tenant,
         ),
         render_answer,
     )

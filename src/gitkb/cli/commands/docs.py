@@ -34,18 +34,31 @@ def _render_list(data: dict[str, Any]) -> None:
 @click.option("--path-filter", help="Part of the path (runbooks/) or a glob over the whole path (docs/*.md).")
 @click.option("--query", help="Documents whose content holds every word (keyword index).")
 @click.option(
-    "--show-files-only", cls=Renamed, old=("--files-only",), is_flag=True,
+    "--show-files-only",
+    cls=Renamed,
+    old=("--files-only",),
+    is_flag=True,
     help="File-level entries only, without their chunks.",
 )
 @page_options
 def list_(
-    index: str, path_filter: str | None, query: str | None, show_files_only: bool, start: int | None, count: int | None
+    index: str,
+    path_filter: str | None,
+    query: str | None,
+    show_files_only: bool,
+    start: int | None,
+    count: int | None,
 ) -> None:
     """List documents of INDEX, a page at a time (at most 50)."""
     run(
         lambda ws: ws.document_index(
-            "LIST_DOCUMENTS", index_name=index, path_filter=path_filter, query=query,
-            show_files_only=show_files_only, start=start, count=count,
+            "LIST_DOCUMENTS",
+            index_name=index,
+            path_filter=path_filter,
+            query=query,
+            show_files_only=show_files_only,
+            start=start,
+            count=count,
         ),
         with_more(_render_list),
     )
@@ -70,18 +83,30 @@ def _render_get(data: dict[str, Any]) -> None:
 @click.argument("filepath", required=False)
 @click.option("--file-id")
 @click.option(
-    "--pagination-mode", "pagination_mode", cls=Renamed, old=("--mode",),
-    type=click.Choice(["lines", "chars", "chunks"]), default="lines", show_default=True,
+    "--pagination-mode",
+    "pagination_mode",
+    cls=Renamed,
+    old=("--mode",),
+    type=click.Choice(["lines", "chars", "chunks"]),
+    default="lines",
+    show_default=True,
 )
 @click.option("--start", type=int, default=0, show_default=True)
 @click.option("--count", type=int)
-def get(index: str, filepath: str | None, file_id: str | None, pagination_mode: str, start: int, count: int | None) -> None:
+def get(
+    index: str, filepath: str | None, file_id: str | None, pagination_mode: str, start: int, count: int | None
+) -> None:
     """Print a page of a document of INDEX (by FILEPATH or --file-id)."""
     mode = None if pagination_mode == "chunks" else pagination_mode
     run(
         lambda ws: ws.document_index(
-            "GET_DOCUMENT", index_name=index, filepath=filepath, file_id=file_id,
-            pagination_mode=mode, start=start, count=count,
+            "GET_DOCUMENT",
+            index_name=index,
+            filepath=filepath,
+            file_id=file_id,
+            pagination_mode=mode,
+            start=start,
+            count=count,
         ),
         _render_get,
     )
@@ -102,7 +127,11 @@ def rm(index: str, filepath: str | None, file_id: str | None) -> None:
 @click.argument("new_filename")
 def mv(index: str, filepath: str, new_filename: str) -> None:
     """Rename the last path segment of a document (its folder stays)."""
-    run(lambda ws: ws.document_index("RENAME_DOCUMENT", index_name=index, filepath=filepath, new_filename=new_filename))
+    run(
+        lambda ws: ws.document_index(
+            "RENAME_DOCUMENT", index_name=index, filepath=filepath, new_filename=new_filename
+        )
+    )
 
 
 def register(group: click.Group) -> None:

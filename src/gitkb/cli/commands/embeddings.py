@@ -27,7 +27,8 @@ def wait_for_vectors(ws: Any, data: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         data["embeddings"] = {
-            k: built.get(k) for k in ("vectors", "chunks_embedded", "chunks_reused", "chunks_had_vector", "cost")
+            k: built.get(k)
+            for k in ("vectors", "chunks_embedded", "chunks_reused", "chunks_had_vector", "cost")
         }
         data["vectors"] = built.get("vectors", data["vectors"])
         for k in ("vectors_pending", "vectors_total"):
@@ -43,7 +44,9 @@ def vectors_line(data: dict[str, Any]) -> str:
     emb = data.get("embeddings") or (data if data.get("vectors") == "ready" else None)
     if emb:
         line = f"vectors: {emb.get('chunks_embedded', 0)} chunk(s) embedded, {emb.get('chunks_reused', 0)} reused"
-        return line + (f", {emb['chunks_had_vector']} already had one" if emb.get("chunks_had_vector") else "")
+        return line + (
+            f", {emb['chunks_had_vector']} already had one" if emb.get("chunks_had_vector") else ""
+        )
     if data.get("vectors") == "pending":
         return (
             f"vectors: not waited for; {data.get('vectors_pending')} chunk(s) get theirs in the background"
@@ -58,17 +61,34 @@ def embeddings_group() -> None:
 
 
 def _render_status(data: dict[str, Any]) -> None:
-    click.echo(f"identity:    {data.get('identity') or '(none)'}  [{data['EmbeddingIdentityState'].get('source')}]")
-    click.echo(f"provider:    {data.get('provider')}   model: {data.get('model')}   fingerprint: {data.get('fingerprint')}")
-    click.echo(f"available:   {'yes' if data.get('available') else 'no'}" + (f" ({data['error']})" if data.get("error") else ""))
+    click.echo(
+        f"identity:    {data.get('identity') or '(none)'}  [{data['EmbeddingIdentityState'].get('source')}]"
+    )
+    click.echo(
+        f"provider:    {data.get('provider')}   model: {data.get('model')}   fingerprint: {data.get('fingerprint')}"
+    )
+    click.echo(
+        f"available:   {'yes' if data.get('available') else 'no'}"
+        + (f" ({data['error']})" if data.get("error") else "")
+    )
     click.echo(f"path:        {data.get('path')}")
-    click.echo(f"chunks:      {data.get('chunk_count')}  waiting for vectors: {data.get('pending_embeddings')}")
+    click.echo(
+        f"chunks:      {data.get('chunk_count')}  waiting for vectors: {data.get('pending_embeddings')}"
+    )
     cols = data.get("collections") or []
     if cols:
-        click.echo(table([(c["name"], c["fingerprint"], c["count"]) for c in cols], ["collection", "fingerprint", "vectors"]))
+        click.echo(
+            table(
+                [(c["name"], c["fingerprint"], c["count"]) for c in cols],
+                ["collection", "fingerprint", "vectors"],
+            )
+        )
     idx = data.get("indexes") or {}
     if idx:
-        rows = [(n, s["chunk_count"], s["vectors"], s.get("embedding_identity"), s.get("needs_reindex")) for n, s in idx.items()]
+        rows = [
+            (n, s["chunk_count"], s["vectors"], s.get("embedding_identity"), s.get("needs_reindex"))
+            for n, s in idx.items()
+        ]
         click.echo(table(rows, ["index", "chunks", "vectors", "identity", "needs_reindex"]))
 
 
@@ -102,7 +122,9 @@ def build(force: bool) -> None:
 
 
 @embeddings_group.command("reembed")
-@click.option("--index", "index_name", help="Only this index (default: every index stranded by a model change).")
+@click.option(
+    "--index", "index_name", help="Only this index (default: every index stranded by a model change)."
+)
 def reembed(index_name: str | None) -> None:
     """Re-embed from the catalog's text into the active identity's collection."""
 
@@ -126,4 +148,3 @@ def use(provider: str, model: str | None) -> None:
 
 def register(group: click.Group) -> None:
     group.add_command(embeddings_group)
-

@@ -80,9 +80,11 @@ def eval_group() -> None:
 def beir(directory: str, split: str, mode: str, index_name: str | None, **chunking: Any) -> None:
     """nDCG@10, Recall@10, Recall@100, MRR@10 on a BEIR folder (corpus.jsonl, queries, qrels/)."""
     run(
-        _with_bars(lambda ws, bars: ws.eval_beir(
-            directory, split=split, mode=mode, index_name=index_name, progress=bars, **chunking
-        )),
+        _with_bars(
+            lambda ws, bars: ws.eval_beir(
+                directory, split=split, mode=mode, index_name=index_name, progress=bars, **chunking
+            )
+        ),
         _render(["ndcg@10", "recall@10", "recall@100", "mrr@10"]),
     )
 
@@ -94,9 +96,15 @@ def beir(directory: str, split: str, mode: str, index_name: str | None, **chunki
 @click.option("--no-ask", is_flag=True, help="Skip the ASK citation check.")
 def qa(directory: str, mode: str, index_name: str | None, no_ask: bool) -> None:
     """Recall@1/5/10 and MRR@10 of the gold document, and whether ASK cites it (docs/ + questions*.jsonl)."""
-    measures = ["recall@1", "recall@5", "recall@10", "mrr@10"] + ([] if no_ask else ["ask_cites_gold", "ask_answered"])
+    measures = ["recall@1", "recall@5", "recall@10", "mrr@10"] + (
+        [] if no_ask else ["ask_cites_gold", "ask_answered"]
+    )
     run(
-        _with_bars(lambda ws, bars: ws.eval_qa(directory, mode=mode, index_name=index_name, ask=not no_ask, progress=bars)),
+        _with_bars(
+            lambda ws, bars: ws.eval_qa(
+                directory, mode=mode, index_name=index_name, ask=not no_ask, progress=bars
+            )
+        ),
         _render(measures),
     )
 

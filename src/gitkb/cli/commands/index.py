@@ -91,12 +91,17 @@ def _what_goes(ws: Any, name: str) -> tuple[str, list[str]] | None:
     if not found:
         return None
     real, d = found[0]
-    goes = [counted(d.get("file_count"), "document(s)"), counted(d.get("chunk_count"), "chunk(s) with their keyword entries")]
+    goes = [
+        counted(d.get("file_count"), "document(s)"),
+        counted(d.get("chunk_count"), "chunk(s) with their keyword entries"),
+    ]
     if d.get("embeddings"):
         emb = ws.embeddings_status()
         state = ((emb.get("indexes") or {}).get(real) or {}).get("vectors") if emb.get("Success") else None
         ready = state == "ready"  # every chunk has its vector
-        goes.append(counted(d.get("chunk_count"), "vector(s)") if ready else f"the vectors of its chunks ({state})")
+        goes.append(
+            counted(d.get("chunk_count"), "vector(s)") if ready else f"the vectors of its chunks ({state})"
+        )
     return f"index {real!r}", goes
 
 
@@ -106,7 +111,14 @@ def _what_goes(ws: Any, name: str) -> tuple[str, list[str]] | None:
 def delete(name: str, yes: bool) -> None:
     """Delete index NAME with its documents, chunks and vectors (asks first; --yes does not)."""
     act = lambda ws: ws.document_index("DELETE_INDEX", index_name=name)  # noqa: E731
-    run(confirmed(yes, f"index {name!r} with its documents, chunks and vectors", lambda ws: _what_goes(ws, name), act))
+    run(
+        confirmed(
+            yes,
+            f"index {name!r} with its documents, chunks and vectors",
+            lambda ws: _what_goes(ws, name),
+            act,
+        )
+    )
 
 
 def _render_stats(data: dict[str, Any]) -> None:

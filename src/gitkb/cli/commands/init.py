@@ -36,8 +36,13 @@ def init(state: CliState, directory: str | None) -> None:
                 f" --home {target} or GITKB_HOME={target}"
             )
         verb = "is already a gitkb workspace" if existed else "is a new gitkb workspace"
-        return {"Success": True, "home": str(ws.home), "created": not existed, "hints": hints,
-                "Message": f"{ws.home} {verb}"}  # fmt: skip
+        return {
+            "Success": True,
+            "home": str(ws.home),
+            "created": not existed,
+            "hints": hints,
+            "Message": f"{ws.home} {verb}",
+        }
 
     if not existed and target.is_dir() and any(target.iterdir()):
         refused = InvalidArgument(

@@ -19,7 +19,13 @@ def jobs_group() -> None:
 
 def _render_list(d: dict[str, Any]) -> None:
     rows = [
-        (j["job_id"], j["kind"], j["status"], f"{j['progress']['done']}/{j['progress']['total']}", j.get("error") or "")
+        (
+            j["job_id"],
+            j["kind"],
+            j["status"],
+            f"{j['progress']['done']}/{j['progress']['total']}",
+            j.get("error") or "",
+        )
         for j in d.get("Jobs", [])
     ]
     click.echo(table(rows, ["id", "kind", "status", "progress", "error"]) if rows else "No jobs.")

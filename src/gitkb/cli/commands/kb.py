@@ -18,7 +18,9 @@ def kb_group() -> None:
 
 @kb_group.command("create")
 @click.argument("name")
-@click.option("--index", "indexes", multiple=True, required=True, help="An index name or kidx_ id (repeatable).")
+@click.option(
+    "--index", "indexes", multiple=True, required=True, help="An index name or kidx_ id (repeatable)."
+)
 def create(name: str, indexes: tuple[str, ...]) -> None:
     """Create knowledge base NAME over the given indexes (stored by id, so renames keep it)."""
     run(lambda ws: ws.kb_create(name, list(indexes)))
@@ -54,7 +56,10 @@ def _what_goes(ws: Any, name: str, force: bool) -> tuple[str, list[str]] | None:
     goes = [f"the bundle itself; its indexes ({indexes}) keep their documents, chunks and vectors"]
     agents = kb.get("agents") or []
     if agents:
-        goes.append(f"the assignment of agent(s) {', '.join(agents)}" + ("" if force else " (refused without --force)"))
+        goes.append(
+            f"the assignment of agent(s) {', '.join(agents)}"
+            + ("" if force else " (refused without --force)")
+        )
     return f"knowledge base {kb['name']!r}", goes
 
 

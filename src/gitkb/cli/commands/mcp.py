@@ -16,12 +16,18 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 @click.option("--agent", "agent_id", help="Serve as this agent: only the indexes of its knowledge bases.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP only.")
 @click.option("--port", type=int, default=8781, show_default=True, help="HTTP only.")
-@click.option("--allow-remote", is_flag=True, help="HTTP only: allow a non-loopback host (no auth: use a proxy).")
+@click.option(
+    "--allow-remote", is_flag=True, help="HTTP only: allow a non-loopback host (no auth: use a proxy)."
+)
 @click.pass_obj
-def mcp(state: CliState, transport: str, agent_id: str | None, host: str, port: int, allow_remote: bool) -> None:
+def mcp(
+    state: CliState, transport: str, agent_id: str | None, host: str, port: int, allow_remote: bool
+) -> None:
     """Run the MCP server for agents (stdio, or streamable HTTP at http://HOST:PORT/mcp)."""
     if transport == "http" and host not in LOOPBACK and not allow_remote:
-        raise click.UsageError(f"refusing to serve MCP without auth on {host}; use a loopback host or --allow-remote")
+        raise click.UsageError(
+            f"refusing to serve MCP without auth on {host}; use a loopback host or --allow-remote"
+        )
     import anyio
 
     from gitkb.core.errors import GitkbError

@@ -38,16 +38,29 @@ def _render_open(data: dict[str, Any]) -> None:
 @click.option(
     "--target-index", default="", help="The index the change is for, when the source feeds several."
 )
-@click.option("--proposal-id", "proposal_ids", cls=Renamed, old=("--proposal",), multiple=True,
-              help="Review only this staged proposal (repeatable).")  # fmt: skip
-def open_(source: str, title: str, body: str, commit_message: str, target_index: str,
-          proposal_ids: tuple[str, ...]) -> None:  # fmt: skip
+@click.option(
+    "--proposal-id",
+    "proposal_ids",
+    cls=Renamed,
+    old=("--proposal",),
+    multiple=True,
+    help="Review only this staged proposal (repeatable).",
+)
+def open_(
+    source: str, title: str, body: str, commit_message: str, target_index: str, proposal_ids: tuple[str, ...]
+) -> None:
     """Ask for review of SOURCE's staged proposals; nothing is pushed until it is approved."""
     run(
-        lambda ws: ws.open_kb_pull_request(source, target_index=target_index, title=title, body=body,
-                                           commit_message=commit_message, proposal_ids=list(proposal_ids) or None),
+        lambda ws: ws.open_kb_pull_request(
+            source,
+            target_index=target_index,
+            title=title,
+            body=body,
+            commit_message=commit_message,
+            proposal_ids=list(proposal_ids) or None,
+        ),
         _render_open,
-    )  # fmt: skip
+    )
 
 
 def _render_list(data: dict[str, Any]) -> None:

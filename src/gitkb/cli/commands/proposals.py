@@ -21,15 +21,26 @@ def _render_staged(data: dict[str, Any]) -> None:
 @click.command("propose")
 @click.argument("source")
 @click.argument("path")
-@click.option("--content-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="The whole new file ('-' is not accepted; pass a file).")  # fmt: skip
+@click.option(
+    "--content-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The whole new file ('-' is not accepted; pass a file).",
+)
 @click.option("--search", help="Text that occurs exactly once in the file.")
 @click.option("--replace", default="", help="Replacement for --search (empty deletes it).")
 @click.option("--delete", "delete_", is_flag=True, help="Propose deleting PATH.")
 @click.option("--rename-to", help="Propose renaming PATH to this path.")
 @click.option("--note", default="", help="Why: goes into the commit message body.")
-def propose(source: str, path: str, content_file: Path | None, search: str | None, replace: str, delete_: bool,
-            rename_to: str | None, note: str) -> None:  # fmt: skip
+def propose(
+    source: str,
+    path: str,
+    content_file: Path | None,
+    search: str | None,
+    replace: str,
+    delete_: bool,
+    rename_to: str | None,
+    note: str,
+) -> None:
     """Stage a change to PATH (relative to the documents root) of SOURCE."""
     modes = [content_file is not None, search is not None, delete_, rename_to is not None]
     if sum(modes) != 1:
@@ -47,8 +58,10 @@ def propose(source: str, path: str, content_file: Path | None, search: str | Non
             raise click.UsageError(f"{content_file} is empty; to remove the file use --delete")
         run(lambda ws: ws.propose_kb_edit(source, path, content=text, note=note), _render_staged)
     else:
-        run(lambda ws: ws.propose_kb_edit(source, path, search=search or "", replace=replace, note=note),
-            _render_staged)  # fmt: skip
+        run(
+            lambda ws: ws.propose_kb_edit(source, path, search=search or "", replace=replace, note=note),
+            _render_staged,
+        )
 
 
 @click.group("proposals")
@@ -58,10 +71,16 @@ def proposals_group() -> None:
 
 def _render_list(data: dict[str, Any]) -> None:
     rows = [
-        (p["proposal_id"], p["source"], p["op"], p["path"] + (f" -> {p['new_path']}" if p["new_path"] else ""),
-         p["state"], (p["note"] or "")[:40])
+        (
+            p["proposal_id"],
+            p["source"],
+            p["op"],
+            p["path"] + (f" -> {p['new_path']}" if p["new_path"] else ""),
+            p["state"],
+            (p["note"] or "")[:40],
+        )
         for p in data.get("Proposals", [])
-    ]  # fmt: skip
+    ]
     if not rows:
         click.echo("No proposals.")
         return
@@ -70,8 +89,12 @@ def _render_list(data: dict[str, Any]) -> None:
 
 @proposals_group.command("list")
 @click.option("--source", help="Only this source.")
-@click.option("--state", default="staged", show_default=True,
-              type=click.Choice(["staged", "merged", "discarded", "conflict", "all"]))  # fmt: skip
+@click.option(
+    "--state",
+    default="staged",
+    show_default=True,
+    type=click.Choice(["staged", "merged", "discarded", "conflict", "all"]),
+)
 @page_options
 def list_(source: str | None, state: str, start: int | None, count: int | None) -> None:
     """List proposals, a page at a time (100 by default)."""
@@ -95,7 +118,10 @@ def discard(proposal_id: str) -> None:
 def _render_refresh(data: dict[str, Any]) -> None:
     click.echo(data.get("Message", ""))
     for p in data.get("Proposals", []):
-        click.echo(f"  {p['result']:<8} {p['proposal_id']}  {p['path']}" + (f": {p['reason']}" if p.get("reason") else ""))
+        click.echo(
+            f"  {p['result']:<8} {p['proposal_id']}  {p['path']}"
+            + (f": {p['reason']}" if p.get("reason") else "")
+        )
         for ln in p.get("current_lines", []):
             click.echo(f"      {ln['line']:>5} | {ln['text']}")
         for step in p.get("next_steps", []):

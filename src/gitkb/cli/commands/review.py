@@ -27,10 +27,17 @@ def review_group() -> None:
 
 def _render_list(data: dict[str, Any]) -> None:
     rows = [
-        (r["review_id"], r["review_state"], r["source"], r["number"] or "", len(r["changed_files"]), r["title"],
-         r["requested_by"] or "")
+        (
+            r["review_id"],
+            r["review_state"],
+            r["source"],
+            r["number"] or "",
+            len(r["changed_files"]),
+            r["title"],
+            r["requested_by"] or "",
+        )
         for r in data.get("Reviews", [])
-    ]  # fmt: skip
+    ]
     if not rows:
         click.echo("No reviews.")
         return
@@ -38,8 +45,11 @@ def _render_list(data: dict[str, Any]) -> None:
 
 
 @review_group.command("list")
-@click.option("--state", type=click.Choice(["pending", "approved", "denied", "closed", "merged", "superseded", "all"]),
-              help="Only this state.")  # fmt: skip
+@click.option(
+    "--state",
+    type=click.Choice(["pending", "approved", "denied", "closed", "merged", "superseded", "all"]),
+    help="Only this state.",
+)
 @click.option("--source", help="Only this source.")
 @page_options
 def list_(state: str | None, source: str | None, start: int | None, count: int | None) -> None:
@@ -83,8 +93,11 @@ def _render_approved(data: dict[str, Any]) -> None:
 @review_group.command("approve")
 @click.argument("review_id")
 @click.option("--reviewer", default=_me, show_default="your user name", help="Recorded in the audit log.")
-@click.option("--overwrite", is_flag=True,
-              help="Replace the commits others pushed to the proposal branch that `review show` lists.")  # fmt: skip
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace the commits others pushed to the proposal branch that `review show` lists.",
+)
 def approve(review_id: str, reviewer: str, overwrite: bool) -> None:
     """Approve: push the staged branch with a lease and open or update the PR/MR.
 

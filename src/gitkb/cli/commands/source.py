@@ -32,7 +32,9 @@ def source_group() -> None:
 @click.option("--forge-repo", help="GitHub owner/name or GitLab project path.")
 @click.option("--forge-api-url", help="API root (GitHub Enterprise, self-hosted GitLab).")
 @click.option("--credential", help="A [[credentials]] entry of gitkb.toml (sent only to its hosts).")
-@click.option("--forge-credential", help="Another [[credentials]] entry for the forge API (default --credential).")
+@click.option(
+    "--forge-credential", help="Another [[credentials]] entry for the forge API (default --credential)."
+)
 # Refused with the library's message (secrets are named in [[credentials]], never by a caller):
 @click.option("--forge-token-env", hidden=True)
 @click.option("--forge-app-id", hidden=True)
@@ -42,14 +44,38 @@ def source_group() -> None:
 @click.option("--secrets-key", hidden=True)
 @click.option("--ssh-key", hidden=True)
 @click.option("--webhook-secret", help="Secret the forge signs webhooks with (else GITKB_WEBHOOK_SECRET).")
-def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[str, ...], include: tuple[str, ...],
-        exclude: tuple[str, ...], forge_kind: str | None, forge_repo: str | None, forge_api_url: str | None,
-        credential: str | None, forge_credential: str | None, forge_token_env: str | None, forge_app_id: str | None, forge_app_key_env: str | None,
-        token_env: str | None, secrets_file: str | None, secrets_key: str | None, ssh_key: str | None,
-        webhook_secret: str | None) -> None:  # fmt: skip
+def add(
+    name: str,
+    url: str,
+    branch: str,
+    documents_root: str,
+    indexes: tuple[str, ...],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    forge_kind: str | None,
+    forge_repo: str | None,
+    forge_api_url: str | None,
+    credential: str | None,
+    forge_credential: str | None,
+    forge_token_env: str | None,
+    forge_app_id: str | None,
+    forge_app_key_env: str | None,
+    token_env: str | None,
+    secrets_file: str | None,
+    secrets_key: str | None,
+    ssh_key: str | None,
+    webhook_secret: str | None,
+) -> None:
     """Register the git repository URL as source NAME and clone it."""
-    forge = {"kind": forge_kind, "repo": forge_repo, "api_url": forge_api_url, "credential": forge_credential,
-             "token_env": forge_token_env, "app_id": forge_app_id, "app_key_env": forge_app_key_env}  # fmt: skip
+    forge = {
+        "kind": forge_kind,
+        "repo": forge_repo,
+        "api_url": forge_api_url,
+        "credential": forge_credential,
+        "token_env": forge_token_env,
+        "app_id": forge_app_id,
+        "app_key_env": forge_app_key_env,
+    }
     auth = {
         "token_env": token_env,
         "secrets_file": secrets_file,
@@ -58,20 +84,34 @@ def add(name: str, url: str, branch: str, documents_root: str, indexes: tuple[st
     }
     run(
         lambda ws: ws.source_add(
-            name, url, branch=branch, documents_root=documents_root, index=list(indexes) or None,
-            include=list(include), exclude=list(exclude),
-            forge={k: v for k, v in forge.items() if v} or None, auth={k: v for k, v in auth.items() if v} or None,
-            webhook_secret=webhook_secret, credential=credential,
+            name,
+            url,
+            branch=branch,
+            documents_root=documents_root,
+            index=list(indexes) or None,
+            include=list(include),
+            exclude=list(exclude),
+            forge={k: v for k, v in forge.items() if v} or None,
+            auth={k: v for k, v in auth.items() if v} or None,
+            webhook_secret=webhook_secret,
+            credential=credential,
         )
-    )  # fmt: skip
+    )
 
 
 def _render_list(data: dict[str, Any]) -> None:
     rows = [
-        (s["name"], s["url"], s["branch"], s["documents_root"], ",".join(s["indexes"]),
-         (s["synced_commit"] or "never")[:12], s["forge"].get("kind"))
+        (
+            s["name"],
+            s["url"],
+            s["branch"],
+            s["documents_root"],
+            ",".join(s["indexes"]),
+            (s["synced_commit"] or "never")[:12],
+            s["forge"].get("kind"),
+        )
         for s in data.get("Sources", [])
-    ]  # fmt: skip
+    ]
     if not rows:
         click.echo("No sources yet. Add one with: gitkb source add NAME URL")
         return
@@ -90,8 +130,10 @@ def _render_sync(data: dict[str, Any]) -> None:
     for s in data.get("skipped", [])[:20]:
         click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
     if data.get("status") == "synced":
-        click.echo(f"  chunks added {data.get('chunks_added')}, removed {data.get('chunks_removed')}; "
-                   f"{data.get('took_ms')} ms")  # fmt: skip
+        click.echo(
+            f"  chunks added {data.get('chunks_added')}, removed {data.get('chunks_removed')}; "
+            f"{data.get('took_ms')} ms"
+        )
     from gitkb.cli.commands.embeddings import vectors_line
 
     if vectors_line(data):
@@ -163,7 +205,9 @@ def _what_goes(ws: Any, name: str, keep_documents: bool) -> tuple[str, list[str]
 @yes_option
 def remove(name: str, keep_documents: bool, yes: bool) -> None:
     """Forget source NAME: its clone, proposals, reviews and (by default) its documents (asks first)."""
-    what = f"source {name!r}: its clone" + ("" if keep_documents else " and its documents, chunks and vectors")
+    what = f"source {name!r}: its clone" + (
+        "" if keep_documents else " and its documents, chunks and vectors"
+    )
     act = lambda ws: ws.source_remove(name, keep_documents=keep_documents)  # noqa: E731
     run(confirmed(yes, what, lambda ws: _what_goes(ws, name, keep_documents), act))
 

@@ -20,7 +20,8 @@ def _render_status(d: dict[str, Any]) -> None:
         total = p.get("total")
         click.echo(
             f"in flight:         {d['in_flight']} {job.get('job_id') or '(background)'} "
-            f"({p.get('done') or 0}/{'?' if total is None else total})" + (f" {p['note']}" if p.get("note") else "")
+            f"({p.get('done') or 0}/{'?' if total is None else total})"
+            + (f" {p['note']}" if p.get("note") else "")
         )
     else:
         click.echo("in flight:         -")
@@ -64,7 +65,9 @@ def _render_reindex(d: dict[str, Any]) -> None:
 @click.command("reindex")
 @click.option("--force", is_flag=True, help="Parse every file again and rebuild the keyword index.")
 @click.option("--index", "index_name", help="Only this index.")
-@click.option("--no-wait", is_flag=True, help="Queue the job and return its id (follow it with `gitkb jobs wait ID`).")
+@click.option(
+    "--no-wait", is_flag=True, help="Queue the job and return its id (follow it with `gitkb jobs wait ID`)."
+)
 def reindex(force: bool, index_name: str | None, no_wait: bool) -> None:
     """Bring directory-fed indexes up to date with files changed on disk, then wait for their vectors."""
     if no_wait:

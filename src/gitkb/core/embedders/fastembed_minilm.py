@@ -223,4 +223,6 @@ def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> FastEmbed
         raise InvalidArgument(f"fastembed batch_size and threads must be integers: {exc}") from exc
     if threads is not None and threads < 1:
         raise InvalidArgument(f"fastembed threads must be a positive integer, got {threads}")
-    return FastEmbedMiniLM(cache_dir, batch_size=batch_size, threads=threads, providers=options.get("providers"))
+    return FastEmbedMiniLM(
+        cache_dir, batch_size=batch_size, threads=threads, providers=options.get("providers")
+    )

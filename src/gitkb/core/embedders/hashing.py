@@ -48,7 +48,11 @@ class HashingEmbedder:
     ) -> None:
         if isinstance(dims, bool) or not isinstance(dims, int) or not 2 <= dims <= 65536:
             raise InvalidArgument(f"hashing embedder dims must be an integer in 2..65536, got {dims!r}")
-        if isinstance(max_input_tokens, bool) or not isinstance(max_input_tokens, int) or max_input_tokens < 1:
+        if (
+            isinstance(max_input_tokens, bool)
+            or not isinstance(max_input_tokens, int)
+            or max_input_tokens < 1
+        ):
             raise InvalidArgument(f"max_input_tokens must be a positive integer, got {max_input_tokens!r}")
         self.identity = normalize_identity("hashing", model)
         self.dims = dims

@@ -99,14 +99,20 @@ class OpenAICompatEmbedder:
         if status >= 500 or status == 429:
             raise StoreUnavailable(f"embedding server {self.base_url} failed ({status}): {resp.text[:200]}")
         if status >= 400:
-            raise InvalidArgument(f"embedding server {self.base_url} rejected the request ({status}): {resp.text[:200]}")
+            raise InvalidArgument(
+                f"embedding server {self.base_url} rejected the request ({status}): {resp.text[:200]}"
+            )
         try:
             rows = sorted(resp.json()["data"], key=lambda r: r["index"])
             vectors = [[float(x) for x in r["embedding"]] for r in rows]
         except (ValueError, KeyError, TypeError) as exc:
-            raise StoreUnavailable(f"embedding server {self.base_url} sent a malformed response: {exc}") from exc
+            raise StoreUnavailable(
+                f"embedding server {self.base_url} sent a malformed response: {exc}"
+            ) from exc
         if len(vectors) != n:
-            raise StoreUnavailable(f"embedding server {self.base_url} returned {len(vectors)} vectors for {n} texts")
+            raise StoreUnavailable(
+                f"embedding server {self.base_url} returned {len(vectors)} vectors for {n} texts"
+            )
         return vectors
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
@@ -128,7 +134,16 @@ class OpenAICompatEmbedder:
 def create(model: str, options: Mapping[str, Any], raw_model: str | None = None) -> OpenAICompatEmbedder:
     """Factory for the registry: options ``base_url`` (required), ``api_key``, ``dims``, ``batch_size``,
     ``max_input_tokens``, ``timeout_s``, ``headers``."""
-    allowed = {"base_url", "api_key", "dims", "batch_size", "max_input_tokens", "timeout_s", "retries", "headers"}
+    allowed = {
+        "base_url",
+        "api_key",
+        "dims",
+        "batch_size",
+        "max_input_tokens",
+        "timeout_s",
+        "retries",
+        "headers",
+    }
     unknown = set(options) - allowed
     if unknown:
         raise InvalidArgument(f"unknown openai embedding options: {sorted(unknown)}")

@@ -124,4 +124,6 @@ def create_embedder(
     identity = resolve_identity(provider, model)
     p, m = identity.split("/", 1)
     raw_model = (model or "").strip() or m
-    return PROVIDERS[p].factory(m, raw_model=raw_model, cache_dir=Path(cache_dir), options=dict(options or {}))
+    return PROVIDERS[p].factory(
+        m, raw_model=raw_model, cache_dir=Path(cache_dir), options=dict(options or {})
+    )

@@ -45,9 +45,7 @@ async def reindex(request: Request, body: Reindex) -> JSONResponse:
     return await call(request, "reindex", write=True, long=True, **body.params())
 
 
-@router.post(
-    "/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id"
-)
+@router.post("/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id")
 async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
     return await call(request, "build_embeddings", write=True, long=True, **body.params())
 

@@ -58,9 +58,7 @@ async def create_kb(request: Request, body: CreateKb) -> JSONResponse:
     return await call(request, "kb_create", write=True, **body.params())
 
 
-@router.delete(
-    "/kbs/{name}", dependencies=AUTH, summary="Delete a knowledge base (force: unassign it first)"
-)
+@router.delete("/kbs/{name}", dependencies=AUTH, summary="Delete a knowledge base (force: unassign it first)")
 async def delete_kb(request: Request, name: str, force: bool = False) -> JSONResponse:
     return await call(request, "kb_delete", write=True, name=name, force=force)
 

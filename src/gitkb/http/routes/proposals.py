@@ -64,11 +64,13 @@ async def propose_rename(request: Request, body: ProposeRename) -> JSONResponse:
     return await call(request, "propose_kb_rename", write=True, **body.params())
 
 
-@router.post("/proposals/refresh", dependencies=AUTH,
-             summary="Make the staged proposals again on the target branch's head (refresh_proposals)")  # fmt: skip
+@router.post(
+    "/proposals/refresh",
+    dependencies=AUTH,
+    summary="Make the staged proposals again on the target branch's head (refresh_proposals)",
+)
 async def refresh(request: Request, body: Refresh) -> JSONResponse:
     return await call(request, "refresh_proposals", write=True, **body.params())
-
 
 
 @router.get("/proposals", dependencies=AUTH, summary="Proposals (staged by default)")
@@ -92,13 +94,12 @@ async def discard_proposal(request: Request, proposal_id: str) -> JSONResponse:
     return await call(request, "discard_proposal", write=True, proposal_id=proposal_id)
 
 
-@router.post(
-    "/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review"
-)
+@router.post("/pulls", dependencies=AUTH, summary="Open (or update) a pull request: creates a pending review")
 async def open_pull(request: Request, body: OpenPull) -> JSONResponse:
     # who asks is the caller's principal, never a field of the body
-    return await call(request, "open_kb_pull_request", write=True,
-                      **{**body.params(), "requested_by": requester(request)})  # fmt: skip
+    return await call(
+        request, "open_kb_pull_request", write=True, **{**body.params(), "requested_by": requester(request)}
+    )
 
 
 def requester(request: Request) -> str:

@@ -45,9 +45,7 @@ async def list_reviews(
     return await call(request, "list_reviews", state=state, source=source, start=start, count=count)
 
 
-@router.get(
-    "/reviews/{review_id}", dependencies=AUTH, summary="One review: diff, changed_files, decision"
-)
+@router.get("/reviews/{review_id}", dependencies=AUTH, summary="One review: diff, changed_files, decision")
 async def show_review(request: Request, review_id: str) -> JSONResponse:
     return await call(request, "show_review", review_id=review_id)
 

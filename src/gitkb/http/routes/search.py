@@ -23,7 +23,9 @@ class SearchBody(ActionBody):
     mode: str | None = Field(
         None, description="keyword, semantic or hybrid (default: hybrid when embeddings exist)"
     )
-    top_n: int | None = Field(None, description="results wanted, 1-100 (the action table's limit; lower with [server] max_top_n)")
+    top_n: int | None = Field(
+        None, description="results wanted, 1-100 (the action table's limit; lower with [server] max_top_n)"
+    )
     tenant: str | None = None
 
 

@@ -74,13 +74,13 @@ class SyncSource(Body):
 
 
 @router.get("/sources", dependencies=AUTH, summary="Registered sources (secrets never shown)")
-async def list_sources(request: Request, start: int | None = START, count: int | None = COUNT) -> JSONResponse:
+async def list_sources(
+    request: Request, start: int | None = START, count: int | None = COUNT
+) -> JSONResponse:
     return await call(request, "source_list", start=start, count=count)
 
 
-@router.post(
-    "/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)"
-)
+@router.post("/sources", dependencies=AUTH, summary="Register a git source (creates its index if missing)")
 async def add_source(request: Request, body: AddSource) -> JSONResponse:
     params = body.params()
     params["url"] = checked_url(request, body.url)
@@ -98,9 +98,10 @@ class RollbackSource(Body):
 
 
 @router.post(
-    "/sources/{name}/rollback", dependencies=AUTH,
+    "/sources/{name}/rollback",
+    dependencies=AUTH,
     summary="Admin: move a source's indexes back to an older commit of its branch; long",
-)  # fmt: skip
+)
 async def rollback_source(request: Request, name: str, body: RollbackSource) -> JSONResponse:
     return await call(request, "source_rollback", write=True, long=True, source=name, **body.params())
 

@@ -29,9 +29,19 @@ MODES = ("", "hybrid", "keyword", "semantic")
 CONTEXT_LINES = 30
 PAGE_LINES = 200
 STATUS_KEYS = (
-    "status", "error", "queue_depth", "in_flight", "in_flight_job", "dirty_paths", "dirty_embeddings",
-    "documents_indexed", "skipped_files", "caught_up", "vector_build", "Message",
-)  # fmt: skip
+    "status",
+    "error",
+    "queue_depth",
+    "in_flight",
+    "in_flight_job",
+    "dirty_paths",
+    "dirty_embeddings",
+    "documents_indexed",
+    "skipped_files",
+    "caught_up",
+    "vector_build",
+    "Message",
+)
 
 
 # -- login -------------------------------------------------------------------------------------
@@ -99,8 +109,14 @@ async def overview(request: Request) -> Response:
     indexes = expect(await ws_call(request, "document_index", "LIST_INDICES")).get("IndexDetails", {})
     got = await ws_call(request, "list_reviews", state="pending")
     pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None
-    ctx = {"title": "Overview", "page": "overview", "status": status, "jobs": jobs,
-           "indexes": indexes, "pending": pending}  # fmt: skip
+    ctx = {
+        "title": "Overview",
+        "page": "overview",
+        "status": status,
+        "jobs": jobs,
+        "indexes": indexes,
+        "pending": pending,
+    }
     return render(request, "ui/overview.html", ctx)
 
 
@@ -108,7 +124,9 @@ async def overview(request: Request) -> Response:
 async def status_json(request: Request) -> Response:
     """What the status panel polls (read scope, by the page's cookie)."""
     if viewer_or_none(request) is None:
-        return error_response("unauthorized", "the session has ended; log in again", next_steps=["open /ui/login"])
+        return error_response(
+            "unauthorized", "the session has ended; log in again", next_steps=["open /ui/login"]
+        )
     try:  # a JSON endpoint: its errors are the API's envelope, not an error page
         require_page(request)
         result = await ws_call(request, "get_index_status")
@@ -131,8 +149,14 @@ async def indexes(request: Request) -> Response:
     for s in sources:
         for name in s.get("indexes") or []:
             by_index.setdefault(name, []).append(s)
-    ctx = {"title": "Indexes", "page": "indexes", "details": listed.get("IndexDetails", {}),
-           "identity": listed.get("EmbeddingIdentityState") or {}, "sources": sources, "by_index": by_index}  # fmt: skip
+    ctx = {
+        "title": "Indexes",
+        "page": "indexes",
+        "details": listed.get("IndexDetails", {}),
+        "identity": listed.get("EmbeddingIdentityState") or {},
+        "sources": sources,
+        "by_index": by_index,
+    }
     return render(request, "ui/indexes.html", ctx)
 
 
@@ -145,9 +169,13 @@ def group_footnotes(footnotes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for fn in footnotes or []:
         entry = out.setdefault(
             fn.get("marker"),
-            {"marker": fn.get("marker"), "filepath": fn.get("filepath"), "index_name": fn.get("index_name"),
-             "quotes": []},
-        )  # fmt: skip
+            {
+                "marker": fn.get("marker"),
+                "filepath": fn.get("filepath"),
+                "index_name": fn.get("index_name"),
+                "quotes": [],
+            },
+        )
         entry["quotes"].append({"quote": fn.get("quote"), "location": fn.get("location")})
     return list(out.values())
 
@@ -176,10 +204,20 @@ async def search(
         params = guard_params(request, action, {k: v for k, v in given.items() if v is not None})
         got = await ws_call(request, "document_index", action, **params)
         result, error = (got, None) if got.get("Success") else (None, got)
-    ctx = {"title": "Ask" if tab == "ask" else "Search", "page": "search", "q": q, "mode": mode,
-           "index": index, "tab": tab, "top_n": top_n, "modes": MODES, "index_names": names,
-           "result": result, "error": error,
-           "footnotes": group_footnotes((result or {}).get("Footnotes") or [])}  # fmt: skip
+    ctx = {
+        "title": "Ask" if tab == "ask" else "Search",
+        "page": "search",
+        "q": q,
+        "mode": mode,
+        "index": index,
+        "tab": tab,
+        "top_n": top_n,
+        "modes": MODES,
+        "index_names": names,
+        "result": result,
+        "error": error,
+        "footnotes": group_footnotes((result or {}).get("Footnotes") or []),
+    }
     return render(request, "ui/search.html", ctx, status=200 if error is None else 400)
 
 
@@ -207,10 +245,16 @@ async def document(
     count = min(cap, max(PAGE_LINES, span))
     doc = expect(
         await ws_call(
-            request, "document_index", "GET_DOCUMENT", index_name=index, filepath=path,
-            pagination_mode="lines", start=first - 1, count=count,
+            request,
+            "document_index",
+            "GET_DOCUMENT",
+            index_name=index,
+            filepath=path,
+            pagination_mode="lines",
+            start=first - 1,
+            count=count,
         )
-    )  # fmt: skip
+    )
     first_line = int(doc.get("line_start") or first)
     content = str(doc.get("Content") or "")
     rows = [
@@ -222,8 +266,17 @@ async def document(
         for i, html in enumerate(highlight_lines(content, path))
     ]
     total = int(doc.get("total") or 0)
-    ctx = {"title": doc.get("title") or path, "page": "search", "doc": doc, "rows": rows, "index": index,
-           "path": path, "start": start, "end": end, "total": total,
-           "prev_from": max(1, first_line - count) if first_line > 1 else None,
-           "next_from": int(doc.get("next_start") or 0) + 1 if doc.get("has_more") else None}  # fmt: skip
+    ctx = {
+        "title": doc.get("title") or path,
+        "page": "search",
+        "doc": doc,
+        "rows": rows,
+        "index": index,
+        "path": path,
+        "start": start,
+        "end": end,
+        "total": total,
+        "prev_from": max(1, first_line - count) if first_line > 1 else None,
+        "next_from": int(doc.get("next_start") or 0) + 1 if doc.get("has_more") else None,
+    }
     return render(request, "ui/document.html", ctx)

@@ -73,8 +73,15 @@ async def queue(
         reviews = [r for r in listed if r.get("review_state") != "pending"]
         reviews.sort(key=lambda r: r.get("decided_at") or r.get("created_at") or 0, reverse=True)
         more = 0
-    ctx = {"title": "Reviews", "page": "reviews", "tab": tab, "reviews": reviews, "more": more,
-           "view": _view(view), "can_review": who.has("review")}  # fmt: skip
+    ctx = {
+        "title": "Reviews",
+        "page": "reviews",
+        "tab": tab,
+        "reviews": reviews,
+        "more": more,
+        "view": _view(view),
+        "can_review": who.has("review"),
+    }
     return render(request, "ui/reviews.html", ctx)
 
 
@@ -82,8 +89,15 @@ async def queue(
 async def one(request: Request, rid: str, view: str = "unified", done: str = "") -> Response:
     who = require_page(request)
     review = await full_review(request, rid)
-    ctx = {"title": review.get("title") or f"Review {rid}", "page": "reviews", "r": review, "view": _view(view),
-           "can_review": who.has("review"), "done": done, "error": None}  # fmt: skip
+    ctx = {
+        "title": review.get("title") or f"Review {rid}",
+        "page": "reviews",
+        "r": review,
+        "view": _view(view),
+        "can_review": who.has("review"),
+        "done": done,
+        "error": None,
+    }
     return render(request, "ui/review.html", ctx)
 
 
@@ -106,8 +120,15 @@ async def _decide(request: Request, rid: str, decision: str) -> Response:
     if result.get("Success") is False:
         failure = UiFailure(result)
         review = await full_review(request, rid)
-        ctx = {"title": review.get("title") or f"Review {rid}", "page": "reviews", "r": review, "view": "unified",
-               "can_review": True, "done": "", "error": failure}  # fmt: skip
+        ctx = {
+            "title": review.get("title") or f"Review {rid}",
+            "page": "reviews",
+            "r": review,
+            "view": "unified",
+            "can_review": True,
+            "done": "",
+            "error": failure,
+        }
         return render(request, "ui/review.html", ctx, status=status_for(failure.code))
     state = "approved" if decision == "approve" else "denied"
     return RedirectResponse(f"/ui/reviews/{quote(rid, safe='')}?done={state}", status_code=303)
@@ -133,7 +154,14 @@ async def discard(request: Request, rid: str, pid: str) -> Response:
     if result.get("Success") is False:
         failure = UiFailure(result)
         review = await full_review(request, rid)
-        ctx = {"title": review.get("title") or f"Review {rid}", "page": "reviews", "r": review, "view": "unified",
-               "can_review": False, "done": "", "error": failure}  # fmt: skip
+        ctx = {
+            "title": review.get("title") or f"Review {rid}",
+            "page": "reviews",
+            "r": review,
+            "view": "unified",
+            "can_review": False,
+            "done": "",
+            "error": failure,
+        }
         return render(request, "ui/review.html", ctx, status=status_for(failure.code))
     return RedirectResponse(f"/ui/reviews/{quote(rid, safe='')}?done=discarded", status_code=303)

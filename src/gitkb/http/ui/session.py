@@ -252,9 +252,14 @@ async def open_session(request: Request, principal: Principal, token: str) -> st
     state = get_state(request)
     digest = token_digest(token).hex()
     return await run_blocking(
-        state, ui_sessions.open_session, state.workspace.ctx, principal.name, digest, SESSION_MAX_AGE_S,
+        state,
+        ui_sessions.open_session,
+        state.workspace.ctx,
+        principal.name,
+        digest,
+        SESSION_MAX_AGE_S,
         write=True,
-    )  # fmt: skip
+    )
 
 
 def set_session(request: Request, response: Any, session_id: str) -> None:
@@ -276,6 +281,9 @@ async def clear_session(request: Request, response: Any) -> None:
         state = get_state(request)
         await run_blocking(state, ui_sessions.close_session, state.workspace.ctx, session_id, write=True)
     response.delete_cookie(
-        SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict",
+        SESSION_COOKIE,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
         secure=is_https(request, get_state(request).cfg),
-    )  # fmt: skip
+    )

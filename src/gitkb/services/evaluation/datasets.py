@@ -82,7 +82,9 @@ def _folder(path: Any, what: str) -> Path:
         raise InvalidArgument(f"{what} needs a folder path")
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise NotFound(f"folder {str(path)!r} does not exist", next_steps=["check the path; it is read by this process"])
+        raise NotFound(
+            f"folder {str(path)!r} does not exist", next_steps=["check the path; it is read by this process"]
+        )
     return p
 
 
@@ -128,7 +130,9 @@ def load_beir(path: Any, split: str = "train") -> BeirSet:
         if not f.is_file():
             raise InvalidArgument(
                 f"{root} is not a BEIR folder for split {split!r}: {f.name} is missing",
-                next_steps=["a BEIR folder holds corpus.jsonl, queries[.<split>].jsonl and qrels/<split>.tsv"],
+                next_steps=[
+                    "a BEIR folder holds corpus.jsonl, queries[.<split>].jsonl and qrels/<split>.tsv"
+                ],
             )
     corpus: list[BeirDoc] = []
     seen: set[str] = set()
@@ -203,8 +207,14 @@ def load_qa(path: Any) -> QaSet:
             if not (docs / doc).is_file():
                 raise InvalidArgument(f"{where}: gold document {doc!r} is not under {docs}")
             qid = _str_field(obj, "id", where, required=False) or f"{f.stem}:{n}"
-            questions.append(QaQuestion(qid, _str_field(obj, "question", where), doc,
-                                        _str_field(obj, "answer", where, required=False)))
+            questions.append(
+                QaQuestion(
+                    qid,
+                    _str_field(obj, "question", where),
+                    doc,
+                    _str_field(obj, "answer", where, required=False),
+                )
+            )
     if not questions:
         raise InvalidArgument(f"no questions in {', '.join(f.name for f in files)}")
     return QaSet(root.absolute().name, docs, questions)

@@ -83,7 +83,9 @@ def ensure_index(ctx: Context, name: str, mode: str) -> tuple[IndexRow, bool]:
     if mode != "keyword" and not row.embeddings:
         raise InvalidArgument(
             f"index {name!r} is keyword-only; a {mode} evaluation needs embeddings",
-            next_steps=["run with --mode keyword, or pass --index with a new name to build an index with embeddings"],
+            next_steps=[
+                "run with --mode keyword, or pass --index with a new name to build an index with embeddings"
+            ],
         )
     return row, created
 
@@ -164,9 +166,16 @@ def eval_beir(
     name = index_name or default_index_name("beir", data.name, m)
     row, created = ensure_index(ctx, name, m)
     t0 = time.perf_counter()
-    items = [{"text": d.body(), "filepath": doc_path(d.id), "metadata": {"title": d.title}} for d in data.corpus]
+    items = [
+        {"text": d.body(), "filepath": doc_path(d.id), "metadata": {"title": d.title}} for d in data.corpus
+    ]
     added = ingest.add_texts(
-        ctx, row.name, items, chunk_strategy=chunk_strategy, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+        ctx,
+        row.name,
+        items,
+        chunk_strategy=chunk_strategy,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
         progress=_tick(progress, "ingest"),
     )
     ingest_s = time.perf_counter() - t0
@@ -247,12 +256,16 @@ def eval_qa(
         f"R@10 {out['recall@10']:.4f}, MRR@10 {out['mrr@10']:.4f}"
     )
     if ask:
-        msg += f"; ASK cites the gold document {out['ask_cites_gold']:.4f}, answered {out['ask_answered']:.4f}"
+        msg += (
+            f"; ASK cites the gold document {out['ask_cites_gold']:.4f}, answered {out['ask_answered']:.4f}"
+        )
     out["Message"] = msg
     return out
 
 
-def _ask_checks(ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None) -> dict[str, Any]:
+def _ask_checks(
+    ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None
+) -> dict[str, Any]:
     from gitkb.services import ask as ask_service
 
     cites = answered = 0

@@ -41,4 +41,3 @@ __all__ = [
     "sync_job",
     "sync_source",
 ]
-

@@ -128,7 +128,9 @@ def _head(repo: ManagedRepo, branch: str, fallback: str) -> tuple[str, list[str]
         return repo.fetch(branch), []
     except GitkbError as exc:
         head = repo.tracking_head(branch) or fallback
-        return head, [f"could not fetch {branch!r} ({exc.message}); checked the last fetched head {head[:12]}"]
+        return head, [
+            f"could not fetch {branch!r} ({exc.message}); checked the last fetched head {head[:12]}"
+        ]
 
 
 def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
@@ -136,17 +138,27 @@ def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
     chunk that covers them now (``current_chunk_id``, None when none does)."""
     meta = r.metadata.get("gitkb_source")
     out: dict[str, Any] = {
-        "chunk_id": r.chunk_id, "index_id": r.index_id, "status": "stale", "source_uri": r.source_uri,
-        "path": r.path, "line_start": r.line_start, "line_end": r.line_end, "snippet": r.text[:300],
-        "retired_at": r.retired_at, "current_at_head": False, "current_chunk_id": None,
-    }  # fmt: skip
+        "chunk_id": r.chunk_id,
+        "index_id": r.index_id,
+        "status": "stale",
+        "source_uri": r.source_uri,
+        "path": r.path,
+        "line_start": r.line_start,
+        "line_end": r.line_end,
+        "snippet": r.text[:300],
+        "retired_at": r.retired_at,
+        "current_at_head": False,
+        "current_chunk_id": None,
+    }
     conn = ctx.catalog.conn
     covering = chunk_covering(conn, r.index_id, r.path, r.line_start, r.line_end)
     if r.origin != "git" or not isinstance(meta, dict):
         out["passage"] = "changed" if covering else "gone"
         out["current_chunk_id"] = covering.id if covering else None
-        out["Message"] = f"chunk {r.chunk_id} is no longer in the index: {r.path} changed since it was cited" + (
-            f"; lines {r.line_start}-{r.line_end} are now in chunk {covering.id}" if covering else "")  # fmt: skip
+        out["Message"] = (
+            f"chunk {r.chunk_id} is no longer in the index: {r.path} changed since it was cited"
+            + (f"; lines {r.line_start}-{r.line_end} are now in chunk {covering.id}" if covering else "")
+        )
         return out
     row = source_rows.get_by_name(conn, str(meta.get("source")))
     if row is None:
@@ -163,8 +175,10 @@ def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
         now = None
     if now is None:
         out["passage"] = "file_gone"
-        out["Message"] = (f"chunk {r.chunk_id} is stale: {r.path} no longer exists at {head[:12]}"
-                          " (search_index again for where the topic went)")  # fmt: skip
+        out["Message"] = (
+            f"chunk {r.chunk_id} is stale: {r.path} no longer exists at {head[:12]}"
+            " (search_index again for where the topic went)"
+        )
         return out
     lines = now.splitlines()
     where = _locate(now, r.text, r.char_start)
@@ -188,5 +202,6 @@ def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
         "passage_gone": f"{r.path} at {head[:12]} is shorter than line {r.line_start}: the passage is gone",
     }[out["passage"]]
     out["Message"] = f"chunk {r.chunk_id} is stale: {said}" + (
-        f"; chunk {covering.id} holds those lines now" if covering is not None else "")  # fmt: skip
+        f"; chunk {covering.id} holds those lines now" if covering is not None else ""
+    )
     return out

@@ -49,8 +49,14 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
         raise InvalidArgument("a sync request needs the commit to sync to")
     commit = commit.strip()
     if row.synced_commit == commit:
-        return {"source": row.name, "commit": commit, "queued": False, "deduplicated": True, "job_id": None,
-                "reason": "already synced at this commit"}  # fmt: skip
+        return {
+            "source": row.name,
+            "commit": commit,
+            "queued": False,
+            "deduplicated": True,
+            "job_id": None,
+            "reason": "already synced at this commit",
+        }
     key = sync_dedupe_key(row.id, commit)
     earlier = job_rows.find_active_by_dedupe(ctx.catalog.conn, key)
     job = jobs.submit(
@@ -60,8 +66,13 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
         dedupe_key=key,
         check_limit=False,
     )
-    out: dict[str, Any] = {"source": row.name, "commit": commit, "queued": earlier is None,
-                           "deduplicated": earlier is not None, "job_id": job.id}  # fmt: skip
+    out: dict[str, Any] = {
+        "source": row.name,
+        "commit": commit,
+        "queued": earlier is None,
+        "deduplicated": earlier is not None,
+        "job_id": job.id,
+    }
     if wait:
         done = jobs.wait(ctx, job.id, timeout=None)
         if done.state != "completed":
@@ -97,8 +108,11 @@ def change_request_merged(
     """
     row = resolve_source(ctx, source)
     n = _number(number)
-    reviews = [r for r in prop_rows.review_for_change_request(ctx.catalog.conn, row.id, n)
-               if r.state == "approved" and r.pushed]  # fmt: skip
+    reviews = [
+        r
+        for r in prop_rows.review_for_change_request(ctx.catalog.conn, row.id, n)
+        if r.state == "approved" and r.pushed
+    ]
     out: dict[str, Any] = {"source": row.name, "number": n, "reviews_merged": []}
     if not reviews:
         return {**out, "reason": f"no approved, pushed review of change request #{n} is waiting"}
@@ -112,9 +126,15 @@ def change_request_merged(
 
 
 def _settle(
-    ctx: Context, row: SourceRow, repo: ManagedRepo, merged: list[prop_rows.ReviewRow], commit: str,
-    *, actor: str = "sync", number: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    ctx: Context,
+    row: SourceRow,
+    repo: ManagedRepo,
+    merged: list[prop_rows.ReviewRow],
+    commit: str,
+    *,
+    actor: str = "sync",
+    number: int | None = None,
+) -> dict[str, Any]:
     from gitkb.services.sources.staging import restack
 
     conn = ctx.catalog.conn
@@ -132,9 +152,20 @@ def _settle(
                 prop_rows.update_review(w, r.id, state="superseded")
     rest = restack(ctx, row, repo, commit, keep)
     _forget_deleted_branch(repo, proposal_branch(row))
-    audit.record(ctx, actor=actor, action="proposals.merged", target=row.name, result="ok",
-                 detail={"commit": commit, "reviews": [r.id for r in merged], "proposals": sorted(ids),
-                         **({"number": number} if number is not None else {}), **rest})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="proposals.merged",
+        target=row.name,
+        result="ok",
+        detail={
+            "commit": commit,
+            "reviews": [r.id for r in merged],
+            "proposals": sorted(ids),
+            **({"number": number} if number is not None else {}),
+            **rest,
+        },
+    )
     return {"reviews_merged": [r.id for r in merged], "proposals_merged": sorted(ids), **rest}
 
 
@@ -157,8 +188,14 @@ def change_request_closed(ctx: Context, source: Any, number: int, *, actor: str 
             if r.state in ("approved", "pending"):
                 prop_rows.update_review(w, r.id, state="closed")
                 closed.append(r.id)
-    audit.record(ctx, actor=actor, action="change_request.close", target=row.name, result="closed",
-                 detail={"number": number, "reviews": closed})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="change_request.close",
+        target=row.name,
+        result="closed",
+        detail={"number": number, "reviews": closed},
+    )
     return {"source": row.name, "number": number, "reviews_closed": closed}
 
 
@@ -201,8 +238,14 @@ def forge_merge(
             ],
             details=exc.details,
         ) from None
-    audit.record(ctx, actor=actor, action="change_request.merge", target=row.name, result="merged",
-                 detail={"number": n, "merge_commit": cr.merge_commit_sha})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="change_request.merge",
+        target=row.name,
+        result="merged",
+        detail={"number": n, "merge_commit": cr.merge_commit_sha},
+    )
     assert cr.merge_commit_sha is not None
     sync = request_sync(ctx, row.name, cr.merge_commit_sha, wait=wait)
     return {
@@ -222,8 +265,12 @@ def forge_close(ctx: Context, source: Any, number: Any, *, actor: str = "operato
     n = _number(number)
     cr = _local_forge(ctx, row).close(n)
     out = change_request_closed(ctx, row.name, n, actor=actor)
-    return {**out, "state": cr.state, "url": cr.url,
-            "Message": f"Closed change request #{n} without merging; its proposals stay staged"}  # fmt: skip
+    return {
+        **out,
+        "state": cr.state,
+        "url": cr.url,
+        "Message": f"Closed change request #{n} without merging; its proposals stay staged",
+    }
 
 
 def list_pull_requests(ctx: Context, source: Any, state: Any = None) -> dict[str, Any]:
@@ -233,14 +280,36 @@ def list_pull_requests(ctx: Context, source: Any, state: Any = None) -> dict[str
     forge = forge_for(ctx, row)
     if forge.name == "local":
         crs = forge.list(state=state or None)  # type: ignore[attr-defined]
-        items = [{"number": c.number, "url": c.url, "state": c.state, "head": c.head, "base": c.base,
-                  "title": c.title, "merge_commit": c.merge_commit_sha} for c in crs]  # fmt: skip
+        items = [
+            {
+                "number": c.number,
+                "url": c.url,
+                "state": c.state,
+                "head": c.head,
+                "base": c.base,
+                "title": c.title,
+                "merge_commit": c.merge_commit_sha,
+            }
+            for c in crs
+        ]
     else:
         seen: dict[int, dict[str, Any]] = {}
         for r in prop_rows.list_reviews(ctx.catalog.conn, source_id=row.id, limit=1000):
             if r.cr_number is not None and r.cr_number not in seen:
-                seen[r.cr_number] = {"number": r.cr_number, "url": r.cr_url, "state": r.state, "head": r.branch,
-                                     "base": r.base_branch, "title": r.title, "merge_commit": None}  # fmt: skip
+                seen[r.cr_number] = {
+                    "number": r.cr_number,
+                    "url": r.cr_url,
+                    "state": r.state,
+                    "head": r.branch,
+                    "base": r.base_branch,
+                    "title": r.title,
+                    "merge_commit": None,
+                }
         items = sorted(seen.values(), key=lambda c: c["number"])
-    return {"source": row.name, "forge": forge.name, "PullRequests": items, "count": len(items),
-            "Message": f"{len(items)} change request(s)"}  # fmt: skip
+    return {
+        "source": row.name,
+        "forge": forge.name,
+        "PullRequests": items,
+        "count": len(items),
+        "Message": f"{len(items)} change request(s)",
+    }

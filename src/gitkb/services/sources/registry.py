@@ -217,8 +217,14 @@ def add_source(
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
-    audit.record(ctx, actor=actor, action="source.add", target=name, result="ok",
-                 detail={"url": redact_url(row.url), "branch": branch, "indexes": targets})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="source.add",
+        target=name,
+        result="ok",
+        detail={"url": redact_url(row.url), "branch": branch, "indexes": targets},
+    )
     out = {
         "Message": f"Source {name!r} added ({redact_url(row.url)} @ {branch}); feeds {', '.join(targets)}."
         " Run `gitkb source sync " + name + "` to index it.",
@@ -290,8 +296,14 @@ def remove_source(
             source_rows.delete(w, row.id)
         catch_up_keywords(ctx)
     shutil.rmtree(repo_path(ctx, row), ignore_errors=True)
-    audit.record(ctx, actor=actor, action="source.remove", target=row.name, result="ok",
-                 detail={"documents_removed": removed})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="source.remove",
+        target=row.name,
+        result="ok",
+        detail={"documents_removed": removed},
+    )
     return {
         "Message": f"Source {row.name!r} removed; {removed} document(s) removed from its indexes",
         "source": row.name,

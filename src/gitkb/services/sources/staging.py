@@ -115,10 +115,15 @@ def restack(
                 out["kept"].append(p.id)
             elif p.commit_sha in result.conflicts:
                 paths = result.conflicts[p.commit_sha]
-                steps = [f"discard it: gitkb proposals discard {p.id}",
-                         "or propose it again against the new text (propose_kb_edit)"]  # fmt: skip
+                steps = [
+                    f"discard it: gitkb proposals discard {p.id}",
+                    "or propose it again against the new text (propose_kb_edit)",
+                ]
                 prop_rows.set_proposal_state(
-                    w, p.id, "conflict", detail={"conflicting_paths": paths, "base": onto, "next_steps": steps}
+                    w,
+                    p.id,
+                    "conflict",
+                    detail={"conflicting_paths": paths, "base": onto, "next_steps": steps},
                 )
                 out["conflicts"].append(p.id)
             else:
@@ -147,14 +152,21 @@ def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator")
         blocked = [s.id for s in later if s.commit_sha in probe.conflicts]
         raise Conflict(
             f"cannot discard {p.id}: later proposals build on it ({', '.join(blocked)}); discard them first",
-            next_steps=[f"gitkb proposals discard {b}" for b in reversed(blocked)] + [f"then gitkb proposals discard {p.id}"],
+            next_steps=[f"gitkb proposals discard {b}" for b in reversed(blocked)]
+            + [f"then gitkb proposals discard {p.id}"],
             details={"depends": blocked},
         )
     with ctx.catalog.write() as w:
         prop_rows.set_proposal_state(w, p.id, "discarded")
     rest = restack(ctx, row, repo, p.parent_sha, later)
-    audit.record(ctx, actor=actor, action="proposal.discard", target=row.name, result="discarded",
-                 detail={"proposal_id": p.id, "path": p.path})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="proposal.discard",
+        target=row.name,
+        result="discarded",
+        detail={"proposal_id": p.id, "path": p.path},
+    )
     return {
         "Message": f"Discarded {p.id}; {len(rest['kept'])} later proposal(s) kept on {proposal_branch(row)}",
         "proposal_id": p.id,
@@ -247,8 +259,15 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
         onto = tracked
         warnings.append(f"could not fetch {row.branch!r} ({exc.message}); refreshed on the last fetched head")
     staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
-    out: dict[str, Any] = {"source": row.name, "branch": branch, "base": onto, "Proposals": [],
-                           "applied": [], "conflicts": [], "reviews_superseded": []}  # fmt: skip
+    out: dict[str, Any] = {
+        "source": row.name,
+        "branch": branch,
+        "base": onto,
+        "Proposals": [],
+        "applied": [],
+        "conflicts": [],
+        "reviews_superseded": [],
+    }
     if warnings:
         out["Warnings"] = warnings
     if not staged:
@@ -256,8 +275,12 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     if staged[0].parent_sha == onto:
         out["applied"] = [p.id for p in staged]
         out["Proposals"] = [{"proposal_id": p.id, "path": p.path, "result": "applied"} for p in staged]
-        return {**out, "branch_head": repo.head(branch), "unchanged": True,
-                "Message": f"the {len(staged)} staged proposal(s) already build on {row.branch} at {onto[:12]}"}  # fmt: skip
+        return {
+            **out,
+            "branch_head": repo.head(branch),
+            "unchanged": True,
+            "Message": f"the {len(staged)} staged proposal(s) already build on {row.branch} at {onto[:12]}",
+        }
     before = repo.head(branch)
     scratch = f"gitkb/refresh/{row.name}"
     repo.delete_branch(scratch)
@@ -273,11 +296,21 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
             message = f"gitkb: {p.op} {p.path}" + (f" -> {p.new_path}" if p.new_path else "")
             message += f"\n\n{p.note.strip()}" if p.note.strip() else ""
             try:
-                new = repo.commit_changes(scratch, tip, changes, renames=renames, message=message,
-                                          author=author(ctx))  # fmt: skip
+                new = repo.commit_changes(
+                    scratch, tip, changes, renames=renames, message=message, author=author(ctx)
+                )
             except InvalidArgument:  # already in the new base
-                conflicts.append((p, {"reason": "the change is already in the new base", "line": 1,
-                                      "lines": [], "already_applied": True}))  # fmt: skip
+                conflicts.append(
+                    (
+                        p,
+                        {
+                            "reason": "the change is already in the new base",
+                            "line": 1,
+                            "lines": [],
+                            "already_applied": True,
+                        },
+                    )
+                )
                 continue
             moved.append((p, tip, new))
             tip = new
@@ -302,17 +335,29 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
             out["Proposals"].append({"proposal_id": p.id, "path": p.path, "result": "already_applied"})
             continue
         out["conflicts"].append(p.id)
-        out["Proposals"].append({
-            "proposal_id": p.id, "path": p.path, "result": "conflict", "reason": c["reason"],
-            "line": c["line"], "current_lines": c["lines"],
-            "next_steps": [
-                f"discard it: gitkb proposals discard {p.id}",
-                f"or propose again against the new text: read {p.path} at {row.branch} and call "
-                f"propose_kb_edit (gitkb propose {row.name} {p.path} ...), then discard {p.id}",
-            ],
-        })  # fmt: skip
-    audit.record(ctx, actor=actor, action="proposals.refresh", target=row.name, result="ok",
-                 detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]})  # fmt: skip
+        out["Proposals"].append(
+            {
+                "proposal_id": p.id,
+                "path": p.path,
+                "result": "conflict",
+                "reason": c["reason"],
+                "line": c["line"],
+                "current_lines": c["lines"],
+                "next_steps": [
+                    f"discard it: gitkb proposals discard {p.id}",
+                    f"or propose again against the new text: read {p.path} at {row.branch} and call "
+                    f"propose_kb_edit (gitkb propose {row.name} {p.path} ...), then discard {p.id}",
+                ],
+            }
+        )
+    audit.record(
+        ctx,
+        actor=actor,
+        action="proposals.refresh",
+        target=row.name,
+        result="ok",
+        detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]},
+    )
     out["branch_head"] = tip
     msg = f"Refreshed on {row.branch} at {onto[:12]}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
     if out["conflicts"]:

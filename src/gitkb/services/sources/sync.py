@@ -188,9 +188,14 @@ def sync_source(
         out["Warnings"] = warnings
     if rollback:
         out["rolled_back"] = bool(row.synced_commit and _behind(repo, row, target))
-    audit.record(ctx, actor=actor, action="source.rollback" if rollback else "source.sync", target=row.name,
-                 result="ok", detail={"commit": target, "previous": row.synced_commit,
-                                      "counts": report.as_dict()["counts"]})  # fmt: skip
+    audit.record(
+        ctx,
+        actor=actor,
+        action="source.rollback" if rollback else "source.sync",
+        target=row.name,
+        result="ok",
+        detail={"commit": target, "previous": row.synced_commit, "counts": report.as_dict()["counts"]},
+    )
     return out
 
 
@@ -211,8 +216,14 @@ def _fetch_target(
     try:
         return repo, head, on_branch(repo, row, commit, head)
     except InvalidArgument:
-        audit.record(ctx, actor=actor, action="source.sync", target=row.name, result="refused",
-                     detail={"commit": str(commit)[:80], "branch_head": head})  # fmt: skip
+        audit.record(
+            ctx,
+            actor=actor,
+            action="source.sync",
+            target=row.name,
+            result="refused",
+            detail={"commit": str(commit)[:80], "branch_head": head},
+        )
         raise
 
 
@@ -289,9 +300,12 @@ def _chunk_changes(ctx: Context, since: int) -> tuple[int, int]:
 def sync_job(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Job-queue adapter: ``{"source": NAME, "commit": SHA?}``; never moves an index back."""
     return sync_source(
-        ctx, params["source"], commit=params.get("commit") or None, full=bool(params.get("full")),
+        ctx,
+        params["source"],
+        commit=params.get("commit") or None,
+        full=bool(params.get("full")),
         progress=progress,
-    )  # fmt: skip
+    )
 
 
 def rollback_job(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:

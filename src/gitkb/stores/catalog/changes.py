@@ -40,7 +40,9 @@ def log_adds_for_document(conn: sqlite3.Connection, document_rowid: int) -> None
     )
 
 
-def log_removes_for_document(conn: sqlite3.Connection, document_rowid: int, cids: Iterable[int] | None = None) -> None:
+def log_removes_for_document(
+    conn: sqlite3.Connection, document_rowid: int, cids: Iterable[int] | None = None
+) -> None:
     now = time.time()
     if cids is None:
         conn.execute(

@@ -25,9 +25,14 @@ class CheckoutRow:
 
 def _row(r: sqlite3.Row) -> CheckoutRow:
     return CheckoutRow(
-        id=r["id"], source_id=r["source_id"], node=r["node"], path=r["path"], commit_id=r["commit_id"],
-        created_at=r["created_at"], refreshed_at=r["refreshed_at"],
-    )  # fmt: skip
+        id=r["id"],
+        source_id=r["source_id"],
+        node=r["node"],
+        path=r["path"],
+        commit_id=r["commit_id"],
+        created_at=r["created_at"],
+        refreshed_at=r["refreshed_at"],
+    )
 
 
 def get(conn: sqlite3.Connection, node: str, path: str) -> CheckoutRow | None:

@@ -113,7 +113,9 @@ def get_text(conn: sqlite3.Connection, rowid: int) -> str:
     return str(r[0]) if r else ""
 
 
-def hashes_by_path(conn: sqlite3.Connection, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
+def hashes_by_path(
+    conn: sqlite3.Connection, index_id: str
+) -> dict[str, tuple[str, int, float | None, str | None]]:
     """path -> (content_hash, size, mtime, state key) for cheap unchanged checks (see ``state_key``)."""
     out: dict[str, tuple[str, int, float | None, str | None]] = {}
     for r in conn.execute(
@@ -156,9 +158,27 @@ def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow
             " size, mtime, text, metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at,"
             " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                doc_id, doc.index_id, doc.path, doc.title, doc.kind, doc.origin, doc.origin_path,
-                doc.source_uri, doc.content_hash, doc.size, doc.mtime, doc.text, meta, cfg.strategy,
-                cfg.size, cfg.overlap, doc.tenant, doc.tier, doc.expires_at, now, now,
+                doc_id,
+                doc.index_id,
+                doc.path,
+                doc.title,
+                doc.kind,
+                doc.origin,
+                doc.origin_path,
+                doc.source_uri,
+                doc.content_hash,
+                doc.size,
+                doc.mtime,
+                doc.text,
+                meta,
+                cfg.strategy,
+                cfg.size,
+                cfg.overlap,
+                doc.tenant,
+                doc.tier,
+                doc.expires_at,
+                now,
+                now,
             ),
         )
         rowid = int(cur.lastrowid or 0)
@@ -171,9 +191,24 @@ def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow
             " mtime=?, text=?, metadata=?, chunk_strategy=?, chunk_size=?, chunk_overlap=?, tenant=?, tier=?,"
             " expires_at=?, updated_at=? WHERE rowid=?",
             (
-                doc.title, doc.kind, doc.origin, doc.origin_path, doc.source_uri, doc.content_hash, doc.size,
-                doc.mtime, doc.text, meta, cfg.strategy, cfg.size, cfg.overlap, doc.tenant, doc.tier,
-                doc.expires_at, now, rowid,
+                doc.title,
+                doc.kind,
+                doc.origin,
+                doc.origin_path,
+                doc.source_uri,
+                doc.content_hash,
+                doc.size,
+                doc.mtime,
+                doc.text,
+                meta,
+                cfg.strategy,
+                cfg.size,
+                cfg.overlap,
+                doc.tenant,
+                doc.tier,
+                doc.expires_at,
+                now,
+                rowid,
             ),
         )
         status = "modified"
@@ -194,7 +229,9 @@ def replace_chunks(
     new_ids = ids.chunk_ids_for(document_id, hashes)
     old = {
         r["id"]: (r["rowid"], r["heading_path"])
-        for r in conn.execute("SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,))
+        for r in conn.execute(
+            "SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,)
+        )
     }
     if not old:  # a new document: bulk insert, then log every chunk in one statement
         conn.executemany(
@@ -202,8 +239,17 @@ def replace_chunks(
             " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
-                    cid, document_rowid, index_id, ordinal, span.text, h, span.char_start, span.char_end,
-                    span.line_start, span.line_end, json.dumps(list(span.heading_path), ensure_ascii=False),
+                    cid,
+                    document_rowid,
+                    index_id,
+                    ordinal,
+                    span.text,
+                    h,
+                    span.char_start,
+                    span.char_end,
+                    span.line_start,
+                    span.line_end,
+                    json.dumps(list(span.heading_path), ensure_ascii=False),
                     span.token_count,
                 )
                 for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True))
@@ -233,8 +279,18 @@ def replace_chunks(
             "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
             " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                cid, document_rowid, index_id, ordinal, span.text, h, span.char_start, span.char_end,
-                span.line_start, span.line_end, heading, span.token_count,
+                cid,
+                document_rowid,
+                index_id,
+                ordinal,
+                span.text,
+                h,
+                span.char_start,
+                span.char_end,
+                span.line_start,
+                span.line_end,
+                heading,
+                span.token_count,
             ),
         )
         added_rows.append((int(cur.lastrowid or 0), index_id, document_rowid))
@@ -250,7 +306,10 @@ def delete(conn: sqlite3.Connection, document_rowid: int) -> None:
 
 def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: str | None = None) -> None:
     if title is None:
-        conn.execute("UPDATE documents SET path = ?, updated_at = ? WHERE rowid = ?", (new_path, time.time(), document_rowid))
+        conn.execute(
+            "UPDATE documents SET path = ?, updated_at = ? WHERE rowid = ?",
+            (new_path, time.time(), document_rowid),
+        )
     else:
         conn.execute(
             "UPDATE documents SET path = ?, title = ?, updated_at = ? WHERE rowid = ?",
@@ -274,7 +333,9 @@ def overrides(conn: sqlite3.Connection, index_id: str) -> dict[str, str | None]:
     """origin_path -> the stored path it was renamed to, or None when it was deleted."""
     return {
         r[0]: r[1]
-        for r in conn.execute("SELECT origin_path, new_path FROM document_overrides WHERE index_id = ?", (index_id,))
+        for r in conn.execute(
+            "SELECT origin_path, new_path FROM document_overrides WHERE index_id = ?", (index_id,)
+        )
     }
 
 
@@ -352,7 +413,9 @@ def document_rowids_of_chunks(conn: sqlite3.Connection, cids: set[int]) -> set[i
     }
 
 
-def chunk_outline(conn: sqlite3.Connection, document_rowids: Sequence[int], limit: int) -> dict[int, list[ChunkRow]]:
+def chunk_outline(
+    conn: sqlite3.Connection, document_rowids: Sequence[int], limit: int
+) -> dict[int, list[ChunkRow]]:
     """The first ``limit`` chunks of each document (LIST_DOCUMENTS' chunk details)."""
     out: dict[int, list[ChunkRow]] = {d: [] for d in document_rowids}
     if not document_rowids:
@@ -420,7 +483,9 @@ def chunk_from_row(r: sqlite3.Row) -> ChunkRow:
     )
 
 
-def chunks_of(conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, count: int | None = None) -> list[ChunkRow]:
+def chunks_of(
+    conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, count: int | None = None
+) -> list[ChunkRow]:
     sql = f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE document_rowid = ? ORDER BY ordinal"
     args: tuple[Any, ...] = (document_rowid,)
     if count is not None:
@@ -430,10 +495,14 @@ def chunks_of(conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, 
 
 
 def chunk_count_of(conn: sqlite3.Connection, document_rowid: int) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE document_rowid = ?", (document_rowid,)).fetchone()[0])
+    return int(
+        conn.execute("SELECT COUNT(*) FROM chunks WHERE document_rowid = ?", (document_rowid,)).fetchone()[0]
+    )
 
 
-def keyword_rows(conn: sqlite3.Connection, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, str]]:
+def keyword_rows(
+    conn: sqlite3.Connection, cids: Sequence[int]
+) -> list[tuple[int, str, str | None, str | None, str, str]]:
     """(cid, index_id, tenant, document title, heading_path JSON, text) of live chunks: the keyword apply's read."""
     out = []
     cids = list(cids)
@@ -497,7 +566,11 @@ def count_in(conn: sqlite3.Connection, index_ids: Sequence[str]) -> int:
     if not index_ids:
         return 0
     marks = ",".join("?" * len(index_ids))
-    return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", list(index_ids)).fetchone()[0])
+    return int(
+        conn.execute(
+            f"SELECT COUNT(*) FROM documents WHERE index_id IN ({marks})", list(index_ids)
+        ).fetchone()[0]
+    )
 
 
 def count_expired(conn: sqlite3.Connection, now: float, index_id: str | None = None) -> int:
@@ -570,7 +643,10 @@ def file_documents(conn: sqlite3.Connection, index_id: str) -> list[tuple[int, s
 
 
 def rowids_of_index(conn: sqlite3.Connection, index_id: str) -> list[int]:
-    return [int(r[0]) for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (index_id,))]
+    return [
+        int(r[0])
+        for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (index_id,))
+    ]
 
 
 def with_text(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[DocumentRow, str]]:
@@ -578,7 +654,9 @@ def with_text(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[Doc
     marks = ",".join("?" * len(rowids))
     return [
         (doc_from_row(r), str(r["text"]))
-        for r in conn.execute(f"SELECT {DOC_COLUMNS}, text FROM documents WHERE rowid IN ({marks})", list(rowids))
+        for r in conn.execute(
+            f"SELECT {DOC_COLUMNS}, text FROM documents WHERE rowid IN ({marks})", list(rowids)
+        )
     ]
 
 
@@ -587,11 +665,19 @@ def swap_index(conn: sqlite3.Connection, index_id: str, temp_index_id: str) -> l
     ``temp_index_id`` take their place (keeping each document id's ``created_at``), and every chunk
     now in the index is logged as an add. Returns the old chunks as (cid, index_id, document_rowid),
     for the caller to log as removes after the adds."""
-    old = [(int(r[0]), index_id, int(r[1])) for r in conn.execute(
-        "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,)
-    )]
-    created = {r[0]: r[1] for r in conn.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (index_id,))}
-    conn.execute("DELETE FROM documents WHERE index_id = ?", (index_id,))  # chunks cascade; the caller logs them
+    old = [
+        (int(r[0]), index_id, int(r[1]))
+        for r in conn.execute(
+            "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,)
+        )
+    ]
+    created = {
+        r[0]: r[1]
+        for r in conn.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (index_id,))
+    }
+    conn.execute(
+        "DELETE FROM documents WHERE index_id = ?", (index_id,)
+    )  # chunks cascade; the caller logs them
     conn.execute("UPDATE documents SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
     conn.execute("UPDATE chunks SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
     conn.executemany(

@@ -105,7 +105,9 @@ def insert(
 
 
 def rename(conn: sqlite3.Connection, index_id: str, new_name: str) -> None:
-    conn.execute("UPDATE indexes SET name = ?, updated_at = ? WHERE id = ?", (new_name, time.time(), index_id))
+    conn.execute(
+        "UPDATE indexes SET name = ?, updated_at = ? WHERE id = ?", (new_name, time.time(), index_id)
+    )
 
 
 def set_chunk_defaults(conn: sqlite3.Connection, index_id: str, chunk: ChunkConfig) -> None:
@@ -165,5 +167,7 @@ def roots(conn: sqlite3.Connection, index_id: str) -> list[tuple[str, str]]:
     """(root, base) of every folder added to the index, by root."""
     return [
         (str(r["root"]), str(r["base"]))
-        for r in conn.execute("SELECT root, base FROM index_roots WHERE index_id=? ORDER BY root", (index_id,))
+        for r in conn.execute(
+            "SELECT root, base FROM index_roots WHERE index_id=? ORDER BY root", (index_id,)
+        )
     ]

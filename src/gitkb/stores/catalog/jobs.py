@@ -48,7 +48,11 @@ class JobRow:
             "job_id": self.id,
             "kind": self.kind,
             "status": self.state,
-            "progress": {"done": self.progress_done, "total": self.progress_total, "note": self.progress_note},
+            "progress": {
+                "done": self.progress_done,
+                "total": self.progress_total,
+                "note": self.progress_note,
+            },
             "caller": self.caller,
             "attempts": self.attempts,
             "created_at": self.created_at,
@@ -102,8 +106,18 @@ def insert(
     conn.execute(
         "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts)"
         " VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (job_id, kind, json.dumps(params, default=str), state, caller, dedupe_key, runner, now,
-         now if state == "running" else None, 1 if state == "running" else 0),
+        (
+            job_id,
+            kind,
+            json.dumps(params, default=str),
+            state,
+            caller,
+            dedupe_key,
+            runner,
+            now,
+            now if state == "running" else None,
+            1 if state == "running" else 0,
+        ),
     )
     if staged:
         conn.executemany(
@@ -129,7 +143,9 @@ def params_for_run(conn: sqlite3.Connection, job: JobRow) -> dict[str, Any]:
 
 def staged_bytes(conn: sqlite3.Connection) -> int:
     """What staged values hold right now (for tests and status)."""
-    return int(conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM job_staged").fetchone()[0])
+    return int(
+        conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM job_staged").fetchone()[0]
+    )
 
 
 def get(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
@@ -154,7 +170,9 @@ def find_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
 
 def claim_next(conn: sqlite3.Connection, runner: str) -> JobRow | None:
     """Move the oldest queued job to running (call inside a write transaction)."""
-    r = conn.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, rowid LIMIT 1").fetchone()
+    r = conn.execute(
+        "SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, rowid LIMIT 1"
+    ).fetchone()
     if r is None:
         return None
     conn.execute(
@@ -164,7 +182,9 @@ def claim_next(conn: sqlite3.Connection, runner: str) -> JobRow | None:
     return get(conn, r["id"])
 
 
-def set_progress(conn: sqlite3.Connection, job_id: str, done: int, total: int, note: str | None = None) -> bool:
+def set_progress(
+    conn: sqlite3.Connection, job_id: str, done: int, total: int, note: str | None = None
+) -> bool:
     """Record progress; returns whether cancellation was requested."""
     conn.execute(
         "UPDATE jobs SET progress_done=?, progress_total=?, progress_note=COALESCE(?, progress_note) WHERE id=?",
@@ -185,14 +205,22 @@ def finish(
 ) -> None:
     conn.execute(
         "UPDATE jobs SET state=?, result=?, error=?, error_code=?, finished_at=? WHERE id=?",
-        (state, json.dumps(result, default=str) if result is not None else None, error, error_code, time.time(), job_id),
+        (
+            state,
+            json.dumps(result, default=str) if result is not None else None,
+            error,
+            error_code,
+            time.time(),
+            job_id,
+        ),
     )
     conn.execute("DELETE FROM job_staged WHERE job_id=?", (job_id,))
 
 
 def requeue(conn: sqlite3.Connection, job_id: str, note: str) -> None:
     conn.execute(
-        "UPDATE jobs SET state='queued', runner=NULL, started_at=NULL, progress_note=? WHERE id=?", (note, job_id)
+        "UPDATE jobs SET state='queued', runner=NULL, started_at=NULL, progress_note=? WHERE id=?",
+        (note, job_id),
     )
 
 

@@ -62,7 +62,8 @@ def kb_list(conn: sqlite3.Connection) -> list[KbRow]:
 def kb_insert(conn: sqlite3.Connection, kb_id: str, name: str, index_ids: list[str]) -> None:
     now = time.time()
     conn.execute(
-        "INSERT INTO knowledge_bases(id, name, created_at, updated_at) VALUES (?,?,?,?)", (kb_id, name, now, now)
+        "INSERT INTO knowledge_bases(id, name, created_at, updated_at) VALUES (?,?,?,?)",
+        (kb_id, name, now, now),
     )
     conn.executemany(
         "INSERT INTO kb_indexes(kb_id, index_id, position) VALUES (?,?,?)",
@@ -75,7 +76,10 @@ def kb_delete(conn: sqlite3.Connection, kb_id: str) -> None:
 
 
 def kb_agents(conn: sqlite3.Connection, kb_id: str) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT agent_id FROM agent_kbs WHERE kb_id = ? ORDER BY agent_id", (kb_id,))]
+    return [
+        r[0]
+        for r in conn.execute("SELECT agent_id FROM agent_kbs WHERE kb_id = ? ORDER BY agent_id", (kb_id,))
+    ]
 
 
 # -- agents ----------------------------------------------------------------
@@ -142,7 +146,9 @@ def usage_totals(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]
     return [dict(r) for r in rows]
 
 
-def recent_events(conn: sqlite3.Connection, agent_id: str, kind: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+def recent_events(
+    conn: sqlite3.Connection, agent_id: str, kind: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
     sql = "SELECT at, kind, count, tokens, duration_ms, data FROM agent_events WHERE agent_id = ?"
     args: list[Any] = [agent_id]
     if kind is not None:

@@ -98,7 +98,7 @@ def m001_core(conn: sqlite3.Connection) -> None:
             kind TEXT NOT NULL,
             data TEXT NOT NULL DEFAULT '{}'
         );
-        """
+        """,
     )
 
 
@@ -448,6 +448,8 @@ def m014_document_overrides(conn: sqlite3.Connection) -> None:
 
 
 Migration = Callable[[sqlite3.Connection], None]
+
+
 def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
     """Bulky job parameters (ADD_TEXT's text) live here while the job is queued or running,
     and are deleted when it finishes, so the job table keeps no copy of every text."""
@@ -462,7 +464,6 @@ def m012_job_staged_texts(conn: sqlite3.Connection) -> None:
         )
         """,
     )
-
 
 
 _RETIRE_COLUMNS = (
@@ -570,4 +571,3 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         conn.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))
         applied.append(fn.__name__)
     return applied
-

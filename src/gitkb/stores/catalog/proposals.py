@@ -112,9 +112,20 @@ def insert_proposal(
     conn.execute(
         "INSERT INTO proposals(id, source_id, op, path, new_path, note, parent_sha, commit_sha, state, detail,"
         " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,'staged',?,?,?)",
-        (proposal_id, source_id, op, path, new_path, note, parent_sha, commit_sha,
-         json.dumps(detail or {}), now, now),
-    )  # fmt: skip
+        (
+            proposal_id,
+            source_id,
+            op,
+            path,
+            new_path,
+            note,
+            parent_sha,
+            commit_sha,
+            json.dumps(detail or {}),
+            now,
+            now,
+        ),
+    )
     row = get_proposal(conn, proposal_id)
     assert row is not None
     return row
@@ -213,9 +224,21 @@ def insert_review(conn: sqlite3.Connection, **values: Any) -> ReviewRow:
 
 
 _REVIEW_UPDATABLE = frozenset(
-    {"state", "pushed", "push_error", "cr_number", "cr_url", "reviewer", "reason", "decided_at",
-     "changed_files", "expected_remote_sha", "overwrites", "pushing_sha"}
-)  # fmt: skip
+    {
+        "state",
+        "pushed",
+        "push_error",
+        "cr_number",
+        "cr_url",
+        "reviewer",
+        "reason",
+        "decided_at",
+        "changed_files",
+        "expected_remote_sha",
+        "overwrites",
+        "pushing_sha",
+    }
+)
 
 
 def update_review(conn: sqlite3.Connection, review_id: str, **values: Any) -> None:

@@ -43,14 +43,25 @@ def get_retired(conn: sqlite3.Connection, chunk_id: str) -> RetiredChunk | None:
     except json.JSONDecodeError:
         meta = {}
     return RetiredChunk(
-        chunk_id=r["chunk_id"], index_id=r["index_id"], document_id=r["document_id"], path=r["path"],
-        source_uri=r["source_uri"], origin=r["origin"], metadata=meta if isinstance(meta, dict) else {},
-        line_start=r["line_start"], line_end=r["line_end"], char_start=r["char_start"], char_end=r["char_end"],
-        text=r["text"], retired_at=r["retired_at"],
-    )  # fmt: skip
+        chunk_id=r["chunk_id"],
+        index_id=r["index_id"],
+        document_id=r["document_id"],
+        path=r["path"],
+        source_uri=r["source_uri"],
+        origin=r["origin"],
+        metadata=meta if isinstance(meta, dict) else {},
+        line_start=r["line_start"],
+        line_end=r["line_end"],
+        char_start=r["char_start"],
+        char_end=r["char_end"],
+        text=r["text"],
+        retired_at=r["retired_at"],
+    )
 
 
-def chunk_covering(conn: sqlite3.Connection, index_id: str, path: str, start: int, end: int) -> ChunkRow | None:
+def chunk_covering(
+    conn: sqlite3.Connection, index_id: str, path: str, start: int, end: int
+) -> ChunkRow | None:
     """The current chunk of ``path`` in the index that overlaps lines ``start``-``end`` most."""
     doc = get_by_path(conn, index_id, path)
     if doc is None:

@@ -110,8 +110,11 @@ def end_build(conn: sqlite3.Connection, identity: str) -> None:
 def builds(conn: sqlite3.Connection) -> list[Build]:
     out = []
     for key, value, at in conn.execute(
-        "SELECT key, value, updated_at FROM workspace_state WHERE instr(key, ?) = 1 ORDER BY key", (_BUILD_KEY,)
+        "SELECT key, value, updated_at FROM workspace_state WHERE instr(key, ?) = 1 ORDER BY key",
+        (_BUILD_KEY,),
     ):
         d = json.loads(value or "{}")
-        out.append(Build(str(key)[len(_BUILD_KEY) :], int(d.get("from_seq", 0)), int(d.get("pid", 0)), float(at)))
+        out.append(
+            Build(str(key)[len(_BUILD_KEY) :], int(d.get("from_seq", 0)), int(d.get("pid", 0)), float(at))
+        )
     return out

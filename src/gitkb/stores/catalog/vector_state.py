@@ -60,7 +60,9 @@ def bindings(conn: sqlite3.Connection) -> dict[str, Binding]:
 
 
 def binding_of(conn: sqlite3.Connection, index_id: str) -> Binding | None:
-    r = conn.execute("SELECT index_id, identity, since_seq FROM index_vectors WHERE index_id = ?", (index_id,)).fetchone()
+    r = conn.execute(
+        "SELECT index_id, identity, since_seq FROM index_vectors WHERE index_id = ?", (index_id,)
+    ).fetchone()
     return None if r is None else Binding(r[0], r[1], int(r[2]))
 
 
@@ -178,7 +180,9 @@ def vector_sources(conn: sqlite3.Connection, cids: Iterable[int]) -> list[Vector
     return out
 
 
-def embedding_contexts(conn: sqlite3.Connection, cids: Iterable[int]) -> dict[int, tuple[str | None, list[str], int | None]]:
+def embedding_contexts(
+    conn: sqlite3.Connection, cids: Iterable[int]
+) -> dict[int, tuple[str | None, list[str], int | None]]:
     """cid -> (document title, heading path, token count): what the model reads around a chunk's text."""
     out: dict[int, tuple[str | None, list[str], int | None]] = {}
     cids = list(cids)
@@ -194,7 +198,10 @@ def embedding_contexts(conn: sqlite3.Connection, cids: Iterable[int]) -> dict[in
 
 
 def chunk_cids_of_index(conn: sqlite3.Connection, index_id: str) -> list[int]:
-    return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,))]
+    return [
+        int(r[0])
+        for r in conn.execute("SELECT rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,))
+    ]
 
 
 # -- rebuild markers -----------------------------------------------------------------------------
@@ -220,7 +227,9 @@ def get_rebuild(conn: sqlite3.Connection, index_id: str) -> Rebuild | None:
 def all_rebuilds(conn: sqlite3.Connection) -> list[Rebuild]:
     return [
         Rebuild(r[0], r[1], r[2], int(r[3]), float(r[4]))
-        for r in conn.execute("SELECT index_id, temp_index_id, temp_index_name, pid, started_at FROM index_rebuilds")
+        for r in conn.execute(
+            "SELECT index_id, temp_index_id, temp_index_name, pid, started_at FROM index_rebuilds"
+        )
     ]
 
 
@@ -258,7 +267,9 @@ def add_purges(conn: sqlite3.Connection, index_id: str, index_name: str, identit
 def purges(conn: sqlite3.Connection) -> list[Purge]:
     return [
         Purge(r[0], r[1], r[2], r[3])
-        for r in conn.execute("SELECT index_id, index_name, identity, error FROM vector_purges ORDER BY at, identity")
+        for r in conn.execute(
+            "SELECT index_id, index_name, identity, error FROM vector_purges ORDER BY at, identity"
+        )
     ]
 
 
@@ -278,12 +289,15 @@ def purge_failed(conn: sqlite3.Connection, index_id: str, identity: str, error: 
 
 def add_event(conn: sqlite3.Connection, kind: str, data: dict[str, Any]) -> None:
     conn.execute(
-        "INSERT INTO events(at, kind, data) VALUES (?, ?, ?)", (time.time(), kind, json.dumps(data, sort_keys=True))
+        "INSERT INTO events(at, kind, data) VALUES (?, ?, ?)",
+        (time.time(), kind, json.dumps(data, sort_keys=True)),
     )
 
 
 def events(conn: sqlite3.Connection, kind: str, limit: int = 20) -> list[dict[str, Any]]:
     return [
         {"at": r[0], **json.loads(r[1])}
-        for r in conn.execute("SELECT at, data FROM events WHERE kind = ? ORDER BY id DESC LIMIT ?", (kind, limit))
+        for r in conn.execute(
+            "SELECT at, data FROM events WHERE kind = ? ORDER BY id DESC LIMIT ?", (kind, limit)
+        )
     ]
