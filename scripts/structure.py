@@ -1,0 +1,45 @@
+"""Print the structure figures of a source tree: modules, imports inside functions, import cycles,
+module sizes, and ``Any`` parameters in services/ (issue 16's before/after table).
+
+    .venv/bin/python scripts/structure.py [SRC]      # SRC defaults to src/gitkb
+"""
+
+from __future__ import annotations
+
+import ast
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import test_architecture as arch  # noqa: E402 - the cycle finder the architecture test uses
+
+
+def main() -> None:
+    src = Path(sys.argv[1] if len(sys.argv) > 1 else "src/gitkb").resolve()
+    arch.SRC = src
+    files = sorted(src.rglob("*.py"))
+    sizes = sorted(len(p.read_text("utf-8").splitlines()) for p in files)
+    inner = anys = 0
+    for p in files:
+        tree = ast.parse(p.read_text("utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gitkb"):
+                    inner += 1
+                elif isinstance(node, ast.Import) and any(a.name.startswith("gitkb") for a in node.names):
+                    inner += 1
+            if "services" in p.relative_to(src).parts:
+                args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+                anys += sum(1 for a in args if a.annotation is not None and ast.unparse(a.annotation) == "Any")
+    cycles = arch._cycles(arch._module_graph())
+    print(f"modules {len(files)}; gitkb imports inside functions {inner} (nested ones counted per function)")
+    print(f"import cycles {len(cycles)} {[len(c) for c in cycles]}")
+    print(f"module lines: median {statistics.median(sizes):.0f}, largest {sizes[-1]}, over 400: {sum(s > 400 for s in sizes)}")
+    print(f"Any-typed parameters in services/: {anys}")
+
+
+if __name__ == "__main__":
+    main()
