@@ -464,3 +464,21 @@ def test_rollback_is_an_admin_action_on_branch_commits_only(
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "synced" and r.json()["rolled_back"] is True and r.json()["commit"] == c0
     assert state(gate)["synced"] == c0 and not keyword_hits(gate, "osprey drill")
+
+
+def test_a_refused_sync_leaves_no_job_behind(gate: TestClient, home: Path) -> None:
+    """Validation refusals (an unknown source, a commit that is no commit id) answer before any job row
+    exists, over HTTP and the library (issue 15: a refused call leaves no failed job)."""
+    ws = gate.app.state.gitkb.workspace  # type: ignore[attr-defined]
+
+    def jobs() -> int:
+        return int(ws.list_jobs(state="all")["total_count"])
+
+    before = jobs()
+    for body in ({"commit": "HEAD"}, {"commit": "main"}, {"commit": "zz" * 10}):
+        r = gate.post(f"/sources/{SOURCE}/sync", json=body, headers=bearer("ci"))
+        assert r.status_code == 400 and error_code(r) == "invalid_argument", r.text
+    r = gate.post("/sources/no-such/sync", json={}, headers=bearer("ci"))
+    assert r.status_code == 404, r.text
+    assert ws.source_sync(SOURCE, commit="gitkb/proposals/x")["code"] == "invalid_argument"
+    assert jobs() == before

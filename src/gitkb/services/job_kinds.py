@@ -54,6 +54,6 @@ JOB_KINDS: dict[str, JobKind] = {
     "build_embeddings": JobKind(_build_embeddings),
     "reembed": JobKind(_reembed, check=preflight.check_reembed),
     "purge_expired": JobKind(_purge_expired),
-    sources.SYNC_JOB_KIND: JobKind(sources.sync_job),
-    sources.ROLLBACK_JOB_KIND: JobKind(sources.rollback_job),
+    sources.SYNC_JOB_KIND: JobKind(sources.sync_job, check=preflight.check_sync),
+    sources.ROLLBACK_JOB_KIND: JobKind(sources.rollback_job, check=preflight.check_sync),
 }

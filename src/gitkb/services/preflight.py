@@ -21,6 +21,8 @@ from gitkb.core.names import normalize_stored_path, validate_index_name, validat
 from gitkb.services.context import Context
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
+from gitkb.services.sources.registry import resolve_source
+from gitkb.services.sources.sync import COMMIT_ID
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_state as vs
@@ -189,3 +191,15 @@ def check_reembed(ctx: Context, params: dict[str, Any]) -> None:
     row = get_index(ctx, params["index_name"])
     if not row.embeddings:
         raise InvalidArgument(f"index {row.name!r} is keyword-only (created with embeddings=False)")
+
+
+def check_sync(ctx: Context, params: dict[str, Any]) -> None:
+    """A sync (or rollback) of an unknown source, or to something that is not a commit id, is refused
+    before a job row exists; whether the commit is on the tracked branch needs a fetch, in the job."""
+    resolve_source(ctx, params.get("source"))
+    commit = params.get("commit")
+    if commit not in (None, "") and (not isinstance(commit, str) or not COMMIT_ID.fullmatch(commit)):
+        raise InvalidArgument(
+            f"commit must be a commit id (7 to 64 hex digits) of the tracked branch, got {str(commit)[:80]!r}",
+            next_steps=["give a commit of the tracked branch as the remote has it, or no commit"],
+        )
