@@ -128,3 +128,12 @@ def rebuild_keywords(ctx: Context) -> int:
         with ctx.catalog.write() as w:
             changes.set_watermark(w, KEYWORDS, head)
     return len(cids)
+
+
+def refeed_keywords(ctx: Context, add_cids: Iterable[int], remove_cids: Iterable[int]) -> None:
+    """Repair: (re)add ``add_cids`` from the catalog and delete ``remove_cids``, in one commit.
+    Idempotent by cid like every keyword write; the watermark does not move."""
+    with ctx.keyword_lock:
+        adds = sorted(set(add_cids))
+        ctx.keywords.apply(removes=sorted(set(remove_cids)), adds=_keyword_docs(ctx.catalog.conn, adds))
+        ctx.keywords.commit()
