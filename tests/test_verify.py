@@ -222,3 +222,29 @@ def test_verify_needs_operate(ws: Any, kb_copy: Path) -> None:
     assert kinds(ok(ws.verify())) == {"vector_missing": 1}
     operator = ws.as_principal(principals.token("ops", ("operate",)))
     assert ok(operator.verify(repair=True))["clean"] is True
+
+
+def test_cli_on_a_damaged_keyword_index(make_ws: Callable[..., Any], home: Path, kb_copy: Path) -> None:
+    """search and status on the CLI: no traceback, the error names `gitkb verify --repair`."""
+    w = make_ws()
+    fill(w, kb_copy)
+    w.close()
+    for p in (home / "keywords").iterdir():
+        if p.suffix in (".term", ".idx"):
+            p.unlink()
+    (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
+
+    def gitkb(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--home", str(home), *args], catch_exceptions=False)
+
+    res = gitkb("search", QUERY, "--mode", "keyword")
+    assert res.exit_code == 1 and "gitkb verify --repair" in res.output, res.output
+    assert "Traceback" not in res.output
+    res = gitkb("status")
+    assert res.exit_code == 0 and "gitkb verify --repair" in res.output, res.output
+    res = gitkb("verify")
+    assert res.exit_code == 1 and "keyword_index_unreadable" in res.output, res.output
+    res = gitkb("verify", "--repair")
+    assert res.exit_code == 0 and "rebuilt the keyword index" in res.output, res.output
+    res = gitkb("search", QUERY, "--mode", "keyword")
+    assert res.exit_code == 0, res.output
