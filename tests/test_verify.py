@@ -248,3 +248,22 @@ def test_cli_on_a_damaged_keyword_index(make_ws: Callable[..., Any], home: Path,
     assert res.exit_code == 0 and "rebuilt the keyword index" in res.output, res.output
     res = gitkb("search", QUERY, "--mode", "keyword")
     assert res.exit_code == 0, res.output
+
+
+def test_clone_behind_the_synced_commit_is_fetched(source_ws: Any, upstream: Any) -> None:
+    """The catalog says a commit was synced that the clone lacks (a clone restored from an older
+    copy): clone_behind, and repair fetches it."""
+    ws = source_ws
+    upstream.write("runbooks/new-page.md", "# New page\n\nText.\n")
+    sha = upstream.commit_push("a commit the clone has not fetched")
+    conn = ws.ctx.catalog.conn
+    synced = conn.execute("SELECT synced_commit FROM sources").fetchone()[0]
+    with ws.ctx.catalog.write() as w:
+        w.execute("UPDATE sources SET synced_commit = ?", (sha,))
+    found = ok(ws.verify())
+    assert kinds(found) == {"clone_behind": 1}, found
+    fixed = ok(ws.verify(repair=True))
+    assert fixed["clean"] is True and any("fetched source" in x for x in fixed["repaired"]), fixed
+    with ws.ctx.catalog.write() as w:
+        w.execute("UPDATE sources SET synced_commit = ?", (synced,))
+    assert ok(ws.verify())["clean"] is True
