@@ -68,6 +68,10 @@ def test_deleted_segment_files_found_and_rebuilt(
     assert "gitkb verify --repair" in failed["Error"]
     status = ok(w.get_index_status())
     assert status["status"] == "failed" and "gitkb verify --repair" in status["error"], status
+    # a write still reaches the catalog (the truth); the keyword side waits for the repair
+    extra = home.parent / "extra.md"
+    extra.write_text("# Extra\n\nthe signing certificates expire twice a year\n")
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(extra)))
 
     found = ok(w.verify())
     assert kinds(found) == {"keyword_index_unreadable": 1}, found
@@ -76,6 +80,8 @@ def test_deleted_segment_files_found_and_rebuilt(
     assert fixed["clean"] is True and fixed["remaining"] == [], fixed
     assert any("rebuilt the keyword index" in line for line in fixed["repaired"]), fixed
     assert hits(w, "keyword") == before
+    found_extra = ok(w.document_index("SEARCH", query="signing certificates", mode="keyword"))
+    assert [r["filepath"] for r in found_extra["Results"]][:1] == ["extra.md"], found_extra
     assert ok(w.get_index_status())["status"] == "queryable"
     assert ok(w.verify())["clean"] is True
 
