@@ -135,6 +135,8 @@ def test_dropped_and_orphan_vectors_and_unused_collection(ws: Any, kb_copy: Path
     assert fixed["clean"] is True and fixed["remaining"] == [], fixed
     assert sorted(store.ids_in(ident), key=int) == ids
     assert "hashing/leftover" not in {c["identity"] for c in store.list_collections()}
+    jobs = ok(ws.list_jobs())["Jobs"]
+    assert [j["status"] for j in jobs if j["kind"] == "verify_repair"] == ["completed"], jobs  # on the writer
     again = store.get_vectors(ident, ids[:3])
     assert all(max(abs(a - b) for a, b in zip(vectors[i], again[i], strict=True)) < 1e-6 for i in vectors)
     assert hits(ws, "semantic")
