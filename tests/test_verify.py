@@ -275,3 +275,21 @@ def test_clone_behind_the_synced_commit_is_fetched(source_ws: Any, upstream: Any
     with ws.ctx.catalog.write() as w:
         w.execute("UPDATE sources SET synced_commit = ?", (synced,))
     assert ok(ws.verify())["clean"] is True
+
+
+def test_vector_store_directory_removed(make_ws: Callable[..., Any], kb_copy: Path) -> None:
+    """Every vector gone (the embedded Chroma's directory removed): search still answers,
+    verify counts every chunk as missing, repair embeds them again."""
+    w = make_ws()
+    fill(w, kb_copy)
+    path = w.ctx.settings.vectors_path
+    chunks = len(ok(w.verify())["differences"]) + w.ctx.vectors.count(identity(w))
+    w.close()
+    shutil.rmtree(path)
+    w = make_ws()
+    assert ok(w.document_index("SEARCH", query=QUERY, top_n=3))["Results"]
+    ok(w.get_index_status())
+    found = ok(w.verify())
+    assert kinds(found) == {"vector_missing": chunks}, found
+    assert ok(w.verify(repair=True))["clean"] is True
+    assert w.ctx.vectors.count(identity(w)) == chunks
