@@ -169,6 +169,7 @@ def test_job_kinds_are_one_literal_list() -> None:
         "build_embeddings",
         "reembed",
         "purge_expired",
+        "verify_repair",
         "source_sync",
         "source_rollback",
     }

@@ -753,6 +753,16 @@ class Workspace:
         return scope.filter_embeddings_status(self.ctx, self._scope(), embeddings.embeddings_status(self.ctx))
 
     @tool
+    def verify(self, index_name: str | None = None, repair: bool = False) -> dict[str, Any]:
+        """Compare the catalog with the keyword index, the vectors, the clones and the watermarks;
+        ``repair`` fixes what the derived stores can. ``clean``: nothing differs (after the repair)."""
+        if repair:  # it writes the keyword index and the vectors: the writer runs it, as a job
+            return jobs.run_inline(self.ctx, "verify_repair", {"index_name": index_name})
+        from gitkb.services import verify  # loads pygit2 and the source registry: only when it runs
+
+        return verify.verify(self.ctx, index_name=index_name)
+
+    @tool
     def reembed(self, index_name: str | None = None, progress: Any = None) -> dict[str, Any]:
         """Re-embed an index (default: every index stranded by a model change) into its active identity."""
         return jobs.run_inline(self.ctx, "reembed", {"index_name": index_name}, progress=progress)

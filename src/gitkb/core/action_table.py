@@ -440,6 +440,16 @@ METHODS: tuple[Action, ...] = (
         target="index_name",
         builds=True,
     ),
+    # One action, class operate with or without ``repair``: the check reads every index's and
+    # tenant's chunk ids and the clones' state (an operator's view, not a reader's), and one class
+    # per action keeps the policy's decision a single lookup.
+    _m(
+        "verify",
+        "operate",
+        (P("index_name", NAME, "only this index"), P("repair", BOOL, "fix what the derived stores can")),
+        "compare the catalog with the keyword index, vectors, clones and watermarks; repair them",
+        "gitkb verify",
+    ),
     _m(
         "set_embedding_identity",
         "admin",

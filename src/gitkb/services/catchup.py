@@ -11,6 +11,10 @@ catch-up only commits. Fed but uncommitted entries are invisible to searches and
 are lost by a crash like any uncommitted write: the watermark has not moved, so
 they are applied again.
 
+A keyword index whose files cannot be opened (``KeywordIndex.damage``) is skipped: the catalog
+write goes on, the watermark stays, searches and status name ``gitkb verify --repair``, and the
+rebuild that repair runs applies everything.
+
 RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
 ones in one tantivy commit just before its catalog swap (``switch_keywords``):
 a search sees one generation or the other, never neither. Between that commit
@@ -58,6 +62,8 @@ def _apply(ctx: Context, conn: sqlite3.Connection, batch: list[changes.Change]) 
 def feed_keywords(ctx: Context) -> None:
     """Apply, without committing, the change-log entries past the watermark (or past what was
     fed before); the next ``catch_up_keywords`` commits them and moves the watermark."""
+    if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
+        return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
         fed = max(int(ctx.extras.get(_FED) or 0), changes.watermark(conn, KEYWORDS))
@@ -69,6 +75,8 @@ def feed_keywords(ctx: Context) -> None:
 
 def catch_up_keywords(ctx: Context) -> int:
     """Apply every pending change to the keyword index; returns entries applied."""
+    if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
+        return 0
     applied = 0
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
@@ -128,3 +136,12 @@ def rebuild_keywords(ctx: Context) -> int:
         with ctx.catalog.write() as w:
             changes.set_watermark(w, KEYWORDS, head)
     return len(cids)
+
+
+def refeed_keywords(ctx: Context, add_cids: Iterable[int], remove_cids: Iterable[int]) -> None:
+    """Repair: (re)add ``add_cids`` from the catalog and delete ``remove_cids``, in one commit.
+    Idempotent by cid like every keyword write; the watermark does not move."""
+    with ctx.keyword_lock:
+        adds = sorted(set(add_cids))
+        ctx.keywords.apply(removes=sorted(set(remove_cids)), adds=_keyword_docs(ctx.catalog.conn, adds))
+        ctx.keywords.commit()

@@ -46,6 +46,12 @@ def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> 
     return ttl.purge_expired(ctx)
 
 
+def _repair(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from gitkb.services import verify  # pygit2 and the source registry, only when a repair runs
+
+    return verify.verify(ctx, index_name=params.get("index_name"), repair=True)
+
+
 JOB_KINDS: dict[str, JobKind] = {
     # ADD_TEXT's text waits in job_staged, not in jobs.params: the job table keeps no copy of every
     # text, and a queued ADD_TEXT still resumes after a restart (the staged row is in the catalog).
@@ -54,6 +60,7 @@ JOB_KINDS: dict[str, JobKind] = {
     "build_embeddings": JobKind(_build_embeddings),
     "reembed": JobKind(_reembed, check=preflight.check_reembed),
     "purge_expired": JobKind(_purge_expired),
+    "verify_repair": JobKind(_repair),  # writes the derived stores: on the writer, like every write
     sources.SYNC_JOB_KIND: JobKind(sources.sync_job, check=preflight.check_sync),
     sources.ROLLBACK_JOB_KIND: JobKind(sources.rollback_job, check=preflight.check_sync),
 }

@@ -20,6 +20,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
+from gitkb.stores.keywords import REPAIR
 
 BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
 BUILDING_ACTIONS = tuple(a.name for a in DOCUMENT_INDEX if a.builds)
@@ -77,6 +78,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
         status = "failed"
     else:
         status = "queryable"
+    if ctx.keywords.damage is not None:  # the workspace opened, searches cannot: say how to repair
+        status = "failed"
+        error = f"the keyword index is damaged ({ctx.keywords.damage}); run `{REPAIR}` to rebuild it"
     skipped = skipped_files.in_categories(conn, STATUS_SKIP_CATEGORIES)
     out.update(
         {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 import tantivy
 
-from gitkb.core.errors import Busy
+from gitkb.core.errors import Busy, StoreUnavailable
 
 ANALYZER = "en_kb"
 # Weight of the title field (document title + heading path) against the text. Measured
@@ -39,6 +40,7 @@ _QUERY_WORDS = re.compile(r"\w+(?:\.\w+)*", re.UNICODE)
 # for longer queries). Measured on SciFact/awsdocs: no k1/b beat tantivy's (README "Performance").
 TANTIVY_BM25 = (1.2, 0.75)
 RESCORE_POOL = 50
+REPAIR = "gitkb verify --repair"
 
 
 def _schema() -> tantivy.Schema:
@@ -87,10 +89,57 @@ class KeywordIndex:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.schema = _schema()
-        self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
-        self.index.register_tokenizer(ANALYZER, _analyzer())
         self._writer: Any = None
         self._lock = threading.RLock()
+        # Why the files on disk cannot be opened (a segment file gone, say), or None. A damaged index
+        # still lets the workspace open: every read or write of it raises StoreUnavailable naming
+        # ``gitkb verify --repair``, which rebuilds it from the catalog (``reset`` then a re-feed).
+        self.damage: str | None = None
+        self._index: Any = self._open()
+
+    def _open(self) -> Any:
+        try:
+            index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
+        except ValueError as exc:
+            self.damage = str(exc)
+            return None
+        index.register_tokenizer(ANALYZER, _analyzer())
+        self.damage = None
+        return index
+
+    def _damaged(self, exc: Exception | str) -> StoreUnavailable:
+        self.damage = str(exc)
+        return StoreUnavailable(
+            f"the keyword index at {self.path} is damaged ({self.damage}); run `{REPAIR}` to rebuild it",
+            next_steps=[f"run `{REPAIR}` (it rebuilds the keyword index from the catalog)"],
+        )
+
+    @property
+    def index(self) -> Any:
+        """The open tantivy index; StoreUnavailable (naming ``gitkb verify --repair``) when damaged."""
+        if self._index is None:
+            raise self._damaged(self.damage or "it could not be opened")
+        return self._index
+
+    def _reload(self) -> None:
+        try:
+            self.index.reload()
+        except ValueError as exc:
+            raise self._damaged(exc) from exc
+
+    def reset(self) -> None:
+        """Delete the index files and start an empty index (repair; the caller re-feeds it)."""
+        with self._lock:
+            self.close()
+            self._index = None
+            for p in self.path.iterdir():
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+            self._index = self._open()
+            if self._index is None:
+                raise self._damaged(self.damage or "it could not be created")
 
     # -- writing ---------------------------------------------------------
     def _get_writer(self) -> Any:
@@ -135,7 +184,7 @@ class KeywordIndex:
                 self._writer.commit()
                 self._writer.wait_merging_threads()
                 self._writer = None
-            self.index.reload()
+            self._reload()
 
     def clear(self) -> None:
         with self._lock:
@@ -151,12 +200,25 @@ class KeywordIndex:
 
     # -- reading ---------------------------------------------------------
     def count(self, index_ids: Sequence[str] | None = None) -> int:
-        self.index.reload()
+        self._reload()
         searcher = self.index.searcher()
         if index_ids is None:
             return int(searcher.num_docs)
         q = self._filter_query("index_id", index_ids)
-        return int(searcher.search(q, limit=1, count=True).count)  # type: ignore[attr-defined]
+        return int(searcher.search(q, limit=1, count=True).count)
+
+    def all_cids(self) -> dict[int, int]:
+        """cid -> how many entries hold it (more than 1 is a duplicate), every index and tenant: verify."""
+        self._reload()
+        searcher = self.index.searcher()
+        n = int(searcher.num_docs)
+        out: dict[int, int] = {}
+        if n == 0:
+            return out
+        for _score, addr in searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits:
+            cid = int(searcher.doc(addr)["cid"][0])
+            out[cid] = out.get(cid, 0) + 1
+        return out
 
     def _filter_query(self, field: str, values: Sequence[str]) -> Any:
         # A filter must not move scores: constant score 0.
@@ -167,7 +229,7 @@ class KeywordIndex:
     def cids_with_term(self, term: str, index_ids: Sequence[str]) -> set[int]:
         """Every chunk (any tenant) of these indexes whose text or title holds ``term`` (an analysed
         term, see ``analyze``): LIST_DOCUMENTS' content filter."""
-        self.index.reload()
+        self._reload()
         searcher = self.index.searcher()
         words = tantivy.Query.boolean_query(
             [
@@ -178,7 +240,7 @@ class KeywordIndex:
         q = tantivy.Query.boolean_query(
             [(tantivy.Occur.Must, words), (tantivy.Occur.Must, self._filter_query("index_id", index_ids))]
         )
-        n = int(searcher.search(q, limit=1, count=True).count)  # type: ignore[attr-defined]
+        n = int(searcher.search(q, limit=1, count=True).count)
         if n == 0:
             return set()
         return {
@@ -202,7 +264,7 @@ class KeywordIndex:
         terms = " ".join(_QUERY_WORDS.findall(query))
         if not terms:
             return []
-        self.index.reload()
+        self._reload()
         parsed, _errors = self.index.parse_query_lenient(
             terms, default_field_names=["text", "title"], field_boosts={"title": TITLE_BOOST}
         )

@@ -15,7 +15,7 @@ def register_all(group: click.Group) -> None:
         mod.register(group)
     for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
-    from gitkb.cli.commands import actions, checkout, cite, forge, pr, proposals, review, source
+    from gitkb.cli.commands import actions, checkout, cite, forge, pr, proposals, review, source, verify
 
-    for mod in (source, proposals, cite, pr, review, forge, actions, checkout):
+    for mod in (source, proposals, cite, pr, review, forge, actions, checkout, verify):
         mod.register(group)

@@ -26,6 +26,11 @@ class BuildEmbeddings(Body):
     force: bool = False
 
 
+class Verify(Body):
+    index_name: str | None = None
+    repair: bool = False
+
+
 @router.get(
     "/status", dependencies=AUTH, summary="Index status: queryable/building/failed, queue, dirty counts"
 )
@@ -48,6 +53,15 @@ async def reindex(request: Request, body: Reindex) -> JSONResponse:
 @router.post("/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id")
 async def build_embeddings(request: Request, body: BuildEmbeddings) -> JSONResponse:
     return await call(request, "build_embeddings", write=True, long=True, **body.params())
+
+
+@router.post(
+    "/verify",
+    dependencies=AUTH,
+    summary="Do the keyword index, vectors, clones and watermarks agree with the catalog? repair: fix them",
+)
+async def verify(request: Request, body: Verify) -> JSONResponse:
+    return await call(request, "verify", write=body.repair, **body.params())
 
 
 @router.get("/jobs", dependencies=AUTH, summary="Recent jobs, newest first")

@@ -103,3 +103,22 @@ def dirty_documents(conn: sqlite3.Connection, name: str) -> int:
 
 def pending(conn: sqlite3.Connection, name: str) -> int:
     return head(conn) - watermark(conn, name)
+
+
+def touched_since(conn: sqlite3.Connection, seq: int) -> tuple[set[int], set[str]]:
+    """What entries after ``seq`` touch: the chunk ids, and the indexes an index-wide entry
+    (``drop_index``, ``reembed_index``) names. A derived index has not applied those yet: verify
+    leaves them out of its comparison."""
+    cids: set[int] = set()
+    whole: set[str] = set()
+    for cid, op, index_id in conn.execute("SELECT cid, op, index_id FROM changes WHERE seq > ?", (seq,)):
+        if cid is not None:
+            cids.add(int(cid))
+        elif op != "add" and op != "remove" and index_id:
+            whole.add(str(index_id))
+    return cids, whole
+
+
+def watermarks(conn: sqlite3.Connection) -> dict[str, int]:
+    """Every stored watermark: name -> seq."""
+    return {str(r[0]): int(r[1]) for r in conn.execute("SELECT name, seq FROM watermarks ORDER BY name")}

@@ -719,3 +719,8 @@ def chunk_counts_by_index(conn: sqlite3.Connection, index_ids: Sequence[str]) ->
             list(index_ids),
         ).fetchall()
     }
+
+
+def chunk_index_ids(conn: sqlite3.Connection) -> dict[int, str]:
+    """Every chunk: rowid (the derived stores' id) -> its index id (verify compares them)."""
+    return {int(r[0]): str(r[1]) for r in conn.execute("SELECT rowid, index_id FROM chunks")}
