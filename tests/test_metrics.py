@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
 from helpers.http_shape import error_code
+from helpers.sources import SOURCE
 
 TOKENS = {"reader": "r" * 24, "bot": "b" * 24, "writer": "w" * 24}
 TOML = (
@@ -127,22 +128,18 @@ def test_webhook_deliveries_are_counted_by_outcome(served: tuple[Any, TestClient
     assert value(s, "gitkb_webhook_deliveries_total", provider="github", outcome="refused") == 1
 
 
-def test_forge_errors_are_counted(ws: Any) -> None:
-    from gitkb.core.errors import ForgeError
-    from gitkb.services.sources.forge_meter import metered
-
-    class Failing:
-        name = "failing"
-
-        def get(self, number: int) -> Any:
-            raise ForgeError("boom", details={"kind": "not_found"})
-
-    forge: Any = metered(Failing(), "github", ws.ctx.meters)  # type: ignore[arg-type]
-    with pytest.raises(ForgeError):
-        forge.get(3)
-    assert (
-        ws.ctx.meters.counters()[
-            ("gitkb_forge_errors_total", (("code", "not_found"), ("forge", "github"), ("operation", "get")))
-        ]
-        == 1
-    )
+def test_forge_errors_are_counted(source_ws: Any) -> None:
+    """A failed call to the (embedded local) forge is counted by forge, operation and failure kind."""
+    out = source_ws.forge_close(SOURCE, 999)
+    assert out["code"] == "forge_error", out
+    app = create_app(source_ws.settings, workspace=source_ws)
+    with TestClient(app, client=("127.0.0.1", 1)) as c:  # no tokens: loopback is the operator
+        r = c.get("/metrics")
+    assert r.status_code == 200, r.text
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(r.text)
+        for s in fam.samples
+    }
+    key = frozenset({"forge": "local", "operation": "close", "code": "not_found"}.items())
+    assert samples[("gitkb_forge_errors_total", key)] == 1, [k for k in samples if "forge" in k[0]]
