@@ -143,3 +143,21 @@ def test_forge_errors_are_counted(source_ws: Any) -> None:
     }
     key = frozenset({"forge": "local", "operation": "close", "code": "not_found"}.items())
     assert samples[("gitkb_forge_errors_total", key)] == 1, [k for k in samples if "forge" in k[0]]
+
+
+def test_embedding_failures_are_counted(make_ws: Any) -> None:
+    """An embedding server that does not answer (the network edge: a closed loopback port)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: connections are refused
+    opts = {"base_url": f"http://127.0.0.1:{port}/v1", "dims": 8, "retries": 0, "timeout_s": 2}
+    ws = make_ws(embedding_provider="openai", embedding_model="m", embedding_options=opts)
+    assert ws.document_index("CREATE_INDEX", index_name="kb", embeddings=True)["Success"]
+    assert ws.document_index("ADD_TEXT", index_name="kb", text="Rotate the keys.", filepath="a.md")["Success"]
+    built = ws.build_embeddings()
+    assert not built["Success"], built
+    failures = {k: v for k, v in ws.ctx.meters.counters().items() if k[0] == "gitkb_embedding_failures_total"}
+    assert failures and all(v >= 1 for v in failures.values()), failures
+    assert ws.ctx.meters.counters().get(("gitkb_embedded_texts_total", (("identity", "openai/m"),))) is None
