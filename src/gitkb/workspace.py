@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
-from gitkb.services import actions, jobs, knowledge, scope, status
+from gitkb.services import actions, jobs, knowledge, metrics, scope, status
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
 from gitkb.services.context import Context
@@ -320,6 +320,12 @@ class Workspace:
     def get_index_status(self) -> dict[str, Any]:
         """queryable/building/failed, queue depth, in-flight job, dirty counts, skipped files."""
         return scope.filter_status(self.ctx, self._scope(), status.index_status(self.ctx))
+
+    @tool
+    def metrics(self) -> dict[str, Any]:
+        """Jobs by kind and state, queue depth, writer lease, documents/chunks per index, dirty counts,
+        reviews by state, webhook deliveries (``GET /metrics`` renders them with this process's meters)."""
+        return metrics.snapshot(self.ctx)
 
     @tool
     def get_job_result(self, job_id: str) -> dict[str, Any]:

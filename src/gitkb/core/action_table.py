@@ -347,6 +347,9 @@ METHODS: tuple[Action, ...] = (
         "gitkb status",
         agents=True,
     ),
+    # An operator read: counts over every index (never offered to agents, whose view is narrowed).
+    # ``read``, not ``operate``: the scraper's token then cannot cancel jobs or reindex.
+    _m("metrics", "read", (), "counts for GET /metrics: jobs, queue, writer, documents, reviews", ""),
     _m(
         "get_job_result",
         "read",

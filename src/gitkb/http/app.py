@@ -26,6 +26,8 @@ from gitkb.http.discovery import read_record, remove_record, write_record
 from gitkb.http.errors import install_handlers
 from gitkb.http.hosts import HostGate
 from gitkb.http.limits import BodyGate
+from gitkb.http.metrics import HttpMeters, RequestMeter
+from gitkb.http.metrics import router as metrics_router
 from gitkb.http.state import AppState
 
 if TYPE_CHECKING:
@@ -128,10 +130,13 @@ def create_app(
     )
     app.state.gitkb = state
     install_handlers(app, settings.home)
+    app.state.gitkb_metrics = meters = HttpMeters()  # this app's registry (GET /metrics)
     app.add_middleware(BodyGate, cfg=cfg)
-    app.add_middleware(HostGate, cfg=cfg)  # added last: outermost, before any body is read
+    app.add_middleware(HostGate, cfg=cfg)
+    app.add_middleware(RequestMeter, meters=meters)  # added last: outermost, counts refusals too
     for router in all_routers():
         app.include_router(router)
+    app.include_router(metrics_router)
     from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)
 
     mount_ui(app)

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
+from gitkb.core.meters import Meters
 from gitkb.stores.catalog import Catalog
 from gitkb.stores.keywords import KeywordIndex
 from gitkb.stores.lease import WriterLease
@@ -40,6 +41,7 @@ class Context:
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
         self.extras: dict[str, Any] = {}
+        self.meters = Meters()  # this process's counters and latencies (GET /metrics renders them)
         self._lazy_lock = threading.RLock()
         # The cross-process writer lease (services.writer.become_writer takes it).
         self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)

@@ -171,13 +171,15 @@ def search(
             c = citation(chunk, doc, names[chunk.index_id], q, score)
             c["retrievers"] = ["keyword"]
             results.append(c)
+    took = time.perf_counter() - t0
+    ctx.meters.search(plan.mode, took)
     out: dict[str, Any] = {
         "query": q,
         "mode": plan.mode,
         "indexes": [r.name for r in rows],
         "Results": results,
         "count": len(results),
-        "took_ms": round((time.perf_counter() - t0) * 1000, 2),
+        "took_ms": round(took * 1000, 2),
         "Message": f"{len(results)} result(s)",
     }
     warnings = plan.warnings + tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap

@@ -341,7 +341,15 @@ def _apply_adds(
                 return False
             part_groups = groups[g0 : g0 + EMBED_BATCH]
             cost0 = (stats.tokens, stats.seconds)
-            vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
+            texts0 = stats.texts
+            try:
+                vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
+            except Exception:
+                ctx.meters.embedding_failed(identity)
+                raise
+            ctx.meters.embedded(
+                identity, stats.texts - texts0, stats.tokens - cost0[0], stats.seconds - cost0[1]
+            )
             flat = [(s, v) for g, v in zip(part_groups, vecs, strict=True) for s in g]
             _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat], keys)
             record(

@@ -1,4 +1,8 @@
-"""gitkb serve [--host 127.0.0.1] [--port 8780]: the HTTP API (uvicorn).
+"""gitkb serve [--host 127.0.0.1] [--port 8780] [--log-format text|json]: the HTTP API (uvicorn).
+
+``--log-format json`` writes one JSON object per line on stderr (``gitkb.http.logs``): time,
+level, logger, message, request id; the access line adds method, route, status, duration and
+principal. Every response carries its ``X-Request-Id``.
 
 With no API token configured the server only listens on loopback. The server
 that holds the workspace's writer lease records its URL in ``<home>/server.json``.
@@ -6,8 +10,10 @@ that holds the workspace's writer lease records its URL in ``<home>/server.json`
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
+from typing import Any
 
 import click
 
@@ -35,8 +41,15 @@ def _bind(host: str, port: int) -> socket.socket:
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object per line on stderr, for a log pipeline.",
+)
 @click.pass_obj
-def serve(state: CliState, host: str, port: int, log_level: str) -> None:
+def serve(state: CliState, host: str, port: int, log_level: str, log_format: str) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
     import uvicorn
 
@@ -64,9 +77,19 @@ def serve(state: CliState, host: str, port: int, log_level: str) -> None:
     bound_port = sock.getsockname()[1]
     url = advertised_url(host, bound_port)
     app = create_app(settings, server=cfg, advertise=url)
-    click.echo(f"gitkb serving {settings.home} on {url} (docs at {url}/docs)", err=True)
+    started = f"gitkb serving {settings.home} on {url} (docs at {url}/docs)"
+    logging_kw: dict[str, Any] = {}
+    if log_format == "json":
+        from gitkb.http.logs import use_json_logs, uvicorn_log_config
+
+        use_json_logs(log_level)
+        logging_kw = {"log_config": uvicorn_log_config(log_level), "access_log": False}
+        logging.getLogger("gitkb.http").info(started)
+    else:
+        click.echo(started, err=True)
     config = uvicorn.Config(
         app,
+        **logging_kw,
         log_level=log_level,
         timeout_graceful_shutdown=10,
         proxy_headers=False,

@@ -60,9 +60,19 @@ def _no_secret(row: SourceRow) -> Unauthorized:
     )
 
 
+def _outcome(result: dict[str, Any]) -> str:
+    """What became of a verified delivery, for ``gitkb_webhook_deliveries_total``."""
+    if result.get("duplicate"):
+        return "duplicate"
+    if result.get("queued"):
+        return "queued"
+    return "stale" if result.get("status") == "stale" else "ignored"
+
+
 async def _accept(
-    state: AppState, provider: str, delivery_id: str | None, row: SourceRow, event: WebhookEvent
+    request: Request, provider: str, delivery_id: str | None, row: SourceRow, event: WebhookEvent
 ) -> JSONResponse:
+    state = get_state(request)
     ctx = state.workspace.ctx
     result: dict[str, Any] = await run_blocking(
         state,
@@ -74,6 +84,7 @@ async def _accept(
         event=event,
         write=True,
     )
+    request.state.webhook_outcome = _outcome(result)  # counted by gitkb.http.metrics.RequestMeter
     return JSONResponse(result, status_code=202 if result.get("queued") else 200)
 
 
@@ -96,8 +107,9 @@ async def github(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
         raise Unauthorized("X-Hub-Signature-256 does not match the body and the source's secret")
     event = wh.parse_github(request.headers.get("x-github-event"), payload)
     if event.kind == "ping":
+        request.state.webhook_outcome = "ping"
         return JSONResponse({"Success": True, "event": "ping", "source": row.name, "queued": False})
-    return await _accept(state, "github", request.headers.get("x-github-delivery"), row, event)
+    return await _accept(request, "github", request.headers.get("x-github-delivery"), row, event)
 
 
 @router.post(
@@ -118,7 +130,7 @@ async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
         raise Unauthorized("X-Gitlab-Token does not match the source's secret")
     event = wh.parse_gitlab(request.headers.get("x-gitlab-event"), payload)
     delivery = request.headers.get("idempotency-key") or request.headers.get("x-gitlab-event-uuid")
-    return await _accept(state, "gitlab", delivery, row, event)
+    return await _accept(request, "gitlab", delivery, row, event)
 
 
 @router.post(
@@ -132,4 +144,4 @@ async def generic(request: Request, who: Principal = Depends(authenticated)) -> 
     name, commit = wh.parse_generic(wh.decode_json(await request.body()))
     row, _ = await _source(state, name, ())
     event = WebhookEvent("generic", "push", branch=row.branch, commit=commit)
-    return await _accept(state, "generic", request.headers.get("idempotency-key"), row, event)
+    return await _accept(request, "generic", request.headers.get("idempotency-key"), row, event)

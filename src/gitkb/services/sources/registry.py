@@ -26,6 +26,7 @@ from gitkb.services import audit
 from gitkb.services.context import Context
 from gitkb.services.indexes import create_index
 from gitkb.services.sources import credentials as creds_
+from gitkb.services.sources.forge_meter import metered
 from gitkb.services.sources.selection import check_globs
 from gitkb.services.sources.sidecars import SCHEMA_FILES, Sidecars, read_sidecars
 from gitkb.stores.catalog import indexes as index_rows
@@ -99,10 +100,11 @@ def forge_for(ctx: Context, row: SourceRow) -> Forge:
     cfg = dict(row.settings.get("forge") or {"kind": "local"})
     kind = cfg.get("kind") or "local"
     if kind == "local":
-        return create_forge(ForgeConfig(kind="local", repo=row.url, options={"catalog": ctx.catalog}))
+        local = create_forge(ForgeConfig(kind="local", repo=row.url, options={"catalog": ctx.catalog}))
+        return metered(local, "local", ctx.meters)
     cred = creds_.forge_credential(ctx.settings, row.settings)
     token, app_key, app_id = creds_.forge_secret(cred, kind)
-    return create_forge(
+    forge = create_forge(
         ForgeConfig(
             kind=kind,
             repo=str(cfg.get("repo") or ""),
@@ -113,6 +115,7 @@ def forge_for(ctx: Context, row: SourceRow) -> Forge:
             installation_id=cfg.get("installation_id"),
         )
     )
+    return metered(forge, str(kind), ctx.meters)
 
 
 def _clean_refs(given: Mapping[str, Any] | None, allowed: Sequence[str], what: str) -> dict[str, Any]:
