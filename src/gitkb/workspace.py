@@ -168,7 +168,7 @@ class Workspace:
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
         become_writer(self.ctx)
         self._resumed = False  # work a crash left (requeued jobs, vectors behind) resumes in this process
-        if self.ctx.is_writer:
+        if self.ctx.is_writer and self.ctx.writer is not None:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()
         self._resume_in_background = resume_in_background
         self._closed = False

@@ -34,7 +34,6 @@ from gitkb.stores.keywords import KeywordDoc
 
 KEYWORDS = "keywords"
 BATCH = 20000
-_FED = "keywords_fed"  # ctx.extras: the last change-log seq applied to the open tantivy writer
 
 
 def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
@@ -60,11 +59,11 @@ def feed_keywords(ctx: Context) -> None:
     fed before); the next ``catch_up_keywords`` commits them and moves the watermark."""
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
-        fed = max(int(ctx.extras.get(_FED) or 0), changes.watermark(conn, KEYWORDS))
+        fed = max(ctx.caches.keywords_fed or 0, changes.watermark(conn, KEYWORDS))
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch)
             fed = batch[-1].seq
-        ctx.extras[_FED] = fed
+        ctx.caches.keywords_fed = fed
 
 
 def catch_up_keywords(ctx: Context) -> int:
@@ -73,7 +72,7 @@ def catch_up_keywords(ctx: Context) -> int:
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
         wm = changes.watermark(conn, KEYWORDS)
-        fed = ctx.extras.pop(_FED, None)
+        fed, ctx.caches.keywords_fed = ctx.caches.keywords_fed, None
         if fed is not None and fed > wm:  # fed earlier: commit it first
             ctx.keywords.commit()
             crash_point("keywords.after_commit")
@@ -117,7 +116,7 @@ def rebuild_aliases(conn: sqlite3.Connection, index_ids: Iterable[str]) -> dict[
 def rebuild_keywords(ctx: Context) -> int:
     """Drop the keyword index and rebuild it from the catalog."""
     with ctx.keyword_lock:
-        ctx.extras.pop(_FED, None)  # whatever was fed is dropped with the rest
+        ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
         conn = ctx.catalog.conn
         head = changes.head(conn)

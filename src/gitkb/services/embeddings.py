@@ -403,7 +403,9 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
     except GitkbError as exc:
         out["collections"] = []
         out["vector_store_error"] = exc.message
-    out["worker"] = ctx.embedding_worker.as_dict() if "embedding_worker" in ctx.extras else {"running": False}
+    out["worker"] = (
+        ctx.embedding_worker.as_dict() if ctx.caches.embedding_worker is not None else {"running": False}
+    )
     out["last_runs"] = vs.events(conn, "embedding", limit=5)
     out["Message"] = (
         f"{st.identity or 'no identity'}: {chunk_count} chunk(s), {out['pending_embeddings']} waiting for vectors"
@@ -415,7 +417,9 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
 
 
 def _has_vectors(ctx: Context) -> bool:
-    return bool(ctx.settings.chroma_host) or "vectors" in ctx.extras or ctx.settings.vectors_path.exists()
+    return (
+        bool(ctx.settings.chroma_host) or ctx.caches.vectors is not None or ctx.settings.vectors_path.exists()
+    )
 
 
 def purge_index(ctx: Context, index_id: str, index_name: str) -> None:

@@ -301,9 +301,9 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 def schedule_maintenance(ctx: Context) -> None:
     """When idle, at most once a minute: queue a purge of expired documents if any are due."""
     now = time.monotonic()
-    if now - ctx.extras.get("maintenance_at", 0.0) < MAINTENANCE_EVERY_SECONDS:
+    if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
-    ctx.extras["maintenance_at"] = now
+    ctx.caches.maintenance_at = now
     from gitkb.services.ttl import count_expired
 
     if count_expired(ctx) > 0:

@@ -41,7 +41,7 @@ def embed_query(ctx: Context, rows: list[IndexRow], mode: Any, query: str) -> Qu
     computed = []
     t0 = time.perf_counter()
     for identity in sorted(plan.groups):
-        cache = ctx.extras.get("query_vectors") or {}
+        cache = ctx.caches.query_vectors
         if (identity, query) in cache:
             continue
         try:
