@@ -106,7 +106,7 @@ class Context:
         with self._lazy_lock:
             store = self.caches.vectors
             if store is None:
-                from gitkb.stores.vectors import VectorStore
+                from gitkb.stores.vectors import VectorStore  # heavy: numpy; opened on first use
 
                 s = self.settings
                 if s.chroma_host:

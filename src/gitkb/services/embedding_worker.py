@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from gitkb.core.errors import GitkbError
+from gitkb.services.embeddings import catch_up_all
 
 log = logging.getLogger("gitkb.embeddings")
 
@@ -50,8 +51,6 @@ class EmbeddingWorker:
         self._wake.set()
 
     def _run(self) -> None:
-        from gitkb.services.embeddings import catch_up_all
-
         failures = 0
         while not self._stop.is_set():
             self._wake.clear()

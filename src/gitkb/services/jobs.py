@@ -29,6 +29,7 @@ from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
+from gitkb.services.ttl import count_expired
 from gitkb.services.vector_counts import range_vectors
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
@@ -304,7 +305,6 @@ def schedule_maintenance(ctx: Context) -> None:
     if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
     ctx.caches.maintenance_at = now
-    from gitkb.services.ttl import count_expired
 
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)

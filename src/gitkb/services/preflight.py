@@ -19,8 +19,10 @@ from gitkb.core.chunking import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import normalize_stored_path, validate_index_name, validate_new_filename
 from gitkb.services.context import Context
+from gitkb.services.documents import resolve_document
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
+from gitkb.services.ingest import chunk_config_for, placement
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_state as vs
@@ -40,8 +42,6 @@ def _add_documents(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    from gitkb.services.ingest import chunk_config_for, placement
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
     chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
@@ -69,8 +69,6 @@ def _add_text(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    from gitkb.services.ingest import chunk_config_for, placement
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(text, str) or not text.strip():
@@ -86,8 +84,6 @@ def _add_text(
 def _delete_document(
     ctx: Context, index_name: Any = None, file_id: Any = None, filepath: Any = None, **_: Any
 ) -> None:
-    from gitkb.services.documents import resolve_document
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "DELETE_DOCUMENT")
     resolve_document(ctx, row, file_id, filepath)
@@ -96,8 +92,6 @@ def _delete_document(
 def _rename_document(
     ctx: Context, index_name: Any = None, filepath: Any = None, new_filename: Any = None, **_: Any
 ) -> None:
-    from gitkb.services.documents import resolve_document
-
     new_name = validate_new_filename(new_filename)
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "RENAME_DOCUMENT")

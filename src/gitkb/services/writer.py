@@ -26,7 +26,9 @@ from typing import Any
 from gitkb.services import jobs
 from gitkb.services.catchup import KEYWORDS, catch_up_keywords
 from gitkb.services.context import Context
+from gitkb.services.vectors_catchup import wanted_identities, watermark_name
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
@@ -115,17 +117,11 @@ def become_writer(ctx: Context) -> bool:
 
 
 def _jobs_active(conn: Any) -> bool:
-    from gitkb.stores.catalog import jobs as job_rows
-
     return bool(job_rows.count_state(conn, "queued") or job_rows.running(conn))
 
 
 def work_left(ctx: Any) -> bool:
     """Queued or running jobs, or a derived index (keywords, vectors) behind the change log."""
-    from gitkb.services.catchup import KEYWORDS
-    from gitkb.services.vectors_catchup import wanted_identities, watermark_name
-    from gitkb.stores.catalog import changes
-
     conn = ctx.catalog.conn
     if _jobs_active(conn):
         return True

@@ -12,6 +12,8 @@ import sys
 import click
 
 from gitkb.cli.runner import CliState
+from gitkb.core.config import load_settings
+from gitkb.core.errors import GitkbError
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -38,14 +40,12 @@ def _bind(host: str, port: int) -> socket.socket:
 @click.pass_obj
 def serve(state: CliState, host: str, port: int, log_level: str) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    import uvicorn
+    import uvicorn  # heavy: uvicorn
 
-    from gitkb.core.config import load_settings
-    from gitkb.core.errors import GitkbError
-    from gitkb.http.app import create_app
-    from gitkb.http.auth import check_bind
-    from gitkb.http.config import load_server_config
-    from gitkb.http.discovery import advertised_url
+    from gitkb.http.app import create_app  # heavy: fastapi
+    from gitkb.http.auth import check_bind  # heavy: fastapi
+    from gitkb.http.config import load_server_config  # heavy: fastapi
+    from gitkb.http.discovery import advertised_url  # heavy: fastapi
 
     try:
         settings = load_settings(state.resolve_home())
