@@ -14,7 +14,6 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -30,10 +29,8 @@ from gitkb.http.hosts import HostGate
 from gitkb.http.limits import BodyGate
 from gitkb.http.routes import all_routers
 from gitkb.http.state import AppState
+from gitkb.http.ui import mount_ui
 from gitkb.workspace import Workspace
-
-if TYPE_CHECKING:
-    from gitkb.workspace import Workspace
 
 DESCRIPTION = """Searchable knowledge bases over documentation in git, with reviewed agent edits.
 
@@ -131,9 +128,7 @@ def create_app(
     app.add_middleware(HostGate, cfg=cfg)  # added last: outermost, before any body is read
     for router in all_routers():
         app.include_router(router)
-    from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)
-
-    mount_ui(app)
+    mount_ui(app)  # the web page at /ui (templates and static files in the package)
 
     mount_docs(app)
     return app
