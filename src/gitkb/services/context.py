@@ -29,6 +29,8 @@ WRITER_LOCK_FILE = "writer.lock"
 class EmbeddingWorkerLike(Protocol):
     """What the services need of the background embedder."""
 
+    last_error: dict[str, Any] | None  # the last failed round's error answer, None after a good one
+
     def kick(self) -> None: ...
 
     def close(self) -> None: ...
