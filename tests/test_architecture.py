@@ -7,8 +7,10 @@ importing the CLI must not load the heavy libraries (they load lazily).
 from __future__ import annotations
 
 import ast
+import io
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,63 @@ def test_cli_import_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "", f"importing gitkb.cli loads {out}"
+
+
+def _says_why(comment: str) -> bool:
+    """A comment that gives a reason, not only a pragma for a linter."""
+    text = comment.lstrip("#").strip()
+    return bool(text) and not text.startswith(("noqa", "type: ignore", "pragma", "fmt:"))
+
+
+def lazy_imports_without_reason(source: str, where: str) -> list[str]:
+    """Imports inside a function (at any depth) with no comment on their lines saying why they are
+    there and not at the module top (``# heavy: chromadb``, ``# cycle: a -> b``, ``# optional provider``)."""
+    commented = {
+        tok.start[0]
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT and _says_why(tok.string)
+    }
+    bad = set()
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.Import | ast.ImportFrom):
+                    continue
+                if not set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) & commented:
+                    bad.add((node.lineno, f"{where}:{node.lineno}: {ast.unparse(node)}"))
+    return [b for _, b in sorted(bad)]
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    """An import inside a function either moves to the module top or says on its line why it can't
+    (a heavy library kept off the CLI's start, a cycle, an optional provider)."""
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        bad.extend(lazy_imports_without_reason(path.read_text("utf-8"), str(path.relative_to(SRC))))
+    assert bad == [], f"{len(bad)} imports inside functions without a reason:\n" + "\n".join(bad)
+
+
+def test_lazy_import_check_sees_them() -> None:
+    src = (
+        "import os\n"
+        "def f():\n"
+        "    import json\n"
+        "    from a import b  # noqa: F401\n"
+        "    from c import (  # heavy: c\n"
+        "        d,\n"
+        "    )\n"
+        "    from e import (\n"
+        "        g,\n"
+        "    )  # cycle: e -> here\n"
+        "    def inner():\n"
+        "        import h\n"
+        "    import i  # optional provider\n"
+    )
+    assert lazy_imports_without_reason(src, "x") == [
+        "x:3: import json",
+        "x:4: from a import b",
+        "x:12: import h",
+    ]
 
 
 SQL_CALLS = {"execute", "executemany", "executescript"}
@@ -318,6 +377,42 @@ def test_no_import_cycles() -> None:
     does not remove it); imports under ``if TYPE_CHECKING:`` never run and do not count."""
     cycles = _cycles(_module_graph())
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _with_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus what Python does first when it imports ``a.b.c``: it runs ``a/b/__init__.py``
+    (a module's own packages are already being imported and add nothing)."""
+    out = {}
+    for m, deps in graph.items():
+        parents = set()
+        for d in deps:
+            parts = d.split(".")
+            parents |= {".".join(parts[:i]) for i in range(1, len(parts))}
+        out[m] = (deps | {p for p in parents if p in graph and not m.startswith(p + ".")}) - {m}
+    return out
+
+
+def test_package_inits_add_only_the_known_cycle() -> None:
+    """Counting package ``__init__`` files, there is one circle: ``checkouts`` and ``review_push``
+    import ``services.sources.registry``, so ``services/sources/__init__.py`` runs, which imports
+    ``sync`` and ``merges``, which import them back. The two imports that close it stay inside
+    their functions (``# cycle:``); this pins that no other such circle appears."""
+    assert _cycles(_with_packages(_module_graph())) == [
+        [
+            "gitkb.services.checkouts",
+            "gitkb.services.review_push",
+            "gitkb.services.sources",
+            "gitkb.services.sources.merges",
+            "gitkb.services.sources.sync",
+        ]
+    ]
+    assert _with_packages({"p.a": {"q.b"}, "q": {"p.c"}, "q.b": set(), "p": set(), "p.c": {"p.a"}}) == {
+        "p.a": {"q.b", "q"},
+        "q": {"p.c", "p"},
+        "q.b": set(),
+        "p": set(),
+        "p.c": {"p.a"},
+    }
 
 
 def test_cycle_check_sees_cycles() -> None:

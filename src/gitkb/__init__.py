@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # Lazy so that `import gitkb` (and the CLI's start-up) stays light.
     if name == "Workspace":
-        from gitkb.workspace import Workspace
+        from gitkb.workspace import Workspace  # heavy: tantivy; `import gitkb` stays light
 
         return Workspace
     raise AttributeError(name)

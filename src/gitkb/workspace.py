@@ -25,12 +25,31 @@ from typing import Any, TypeVar
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
-from gitkb.services import actions, jobs, knowledge, metrics, scope, status
+from gitkb.services import (
+    actions,
+    audit,
+    checkouts,
+    embeddings,
+    evaluation,
+    identity,
+    jobs,
+    knowledge,
+    metrics,
+    proposals,
+    review,
+    scope,
+    sources,
+    status,
+    webhook_intake,
+)
 from gitkb.services.access import policy, principals
 from gitkb.services.access.principals import Principal
+from gitkb.services.checkouts import refresh_moved
 from gitkb.services.context import Context
 from gitkb.services.embedding_worker import EmbeddingWorker
-from gitkb.services.writer import become_writer
+from gitkb.services.job_kinds import JOB_KINDS
+from gitkb.services.sources.cite import cite_check
+from gitkb.services.writer import become_writer, work_left
 
 log = logging.getLogger("gitkb")
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
@@ -161,14 +180,13 @@ class Workspace:
         self.ctx = Context(self.settings)
         self.ctx.take_lease = functools.partial(become_writer, self.ctx)  # the runtime, handed in
         self.ctx.make_embedding_worker = EmbeddingWorker
-        from gitkb.services.job_kinds import JOB_KINDS
 
         jobs.load_kinds(JOB_KINDS)
 
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
         become_writer(self.ctx)
         self._resumed = False  # work a crash left (requeued jobs, vectors behind) resumes in this process
-        if self.ctx.is_writer:
+        if self.ctx.is_writer and self.ctx.writer is not None:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()
         self._resume_in_background = resume_in_background
         self._closed = False
@@ -186,8 +204,6 @@ class Workspace:
         resumes it; with ``resume_in_background=True`` (the CLI) a detached ``gitkb.resume`` process
         finishes it now.
         """
-        from gitkb.services.writer import work_left
-
         if self._view or self._closed:  # a principal's view closes nothing
             return
         self._closed = True
@@ -220,8 +236,6 @@ class Workspace:
 
     def _follow_checkouts(self) -> None:
         """This node's checkouts follow the synced commit, whichever node synced (one indexed query)."""
-        from gitkb.services.checkouts import refresh_moved
-
         try:
             refresh_moved(self.ctx)
         except Exception as exc:  # noqa: BLE001 - a checkout that cannot follow never fails a call
@@ -393,8 +407,6 @@ class Workspace:
         ``forge={"credential": ...}`` for a different one on the forge API); ``auth`` with secret
         references is refused. ``webhook_secret`` verifies this source's forge webhooks (else
         ``GITKB_WEBHOOK_SECRET``)."""
-        from gitkb.services import sources, webhook_intake
-
         out = sources.add_source(
             self.ctx,
             name,
@@ -415,8 +427,6 @@ class Workspace:
 
     @tool
     def source_list(self, start: int | None = None, count: int | None = None) -> dict[str, Any]:
-        from gitkb.services import sources
-
         return sources.list_sources(self.ctx, start=start, count=count)
 
     @tool
@@ -424,30 +434,22 @@ class Workspace:
         self, source: str, commit: str | None = None, full: bool = False, progress: Any = None
     ) -> dict[str, Any]:
         """Fetch and re-index only what changed since the last synced commit (a job of the writer)."""
-        from gitkb.services import sources
-
         params = {"source": source, "commit": commit, "full": bool(full)}
         return jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)
 
     @tool
     def source_rollback(self, source: str, commit: str, progress: Any = None) -> dict[str, Any]:
         """Admin: move the source's indexes back to an older commit of its tracked branch (no sync does)."""
-        from gitkb.services import sources
-
         params = {"source": source, "commit": commit}
         return jobs.run_inline(self.ctx, sources.ROLLBACK_JOB_KIND, params, progress=progress)
 
     @tool
     def source_remove(self, source: str, keep_documents: bool = False) -> dict[str, Any]:
-        from gitkb.services import sources
-
         return sources.remove_source(self.ctx, source, keep_documents=keep_documents)
 
     @tool
     def checkout(self, source: str, directory: str) -> dict[str, Any]:
         """Admin: a read-only working copy of ``source`` at its synced commit in ``directory``."""
-        from gitkb.services import checkouts
-
         return checkouts.checkout(self.ctx, source, directory)
 
     @tool
@@ -462,7 +464,6 @@ class Workspace:
     ) -> dict[str, Any]:
         """Stage an edit (whole content, or exact-once search/replace) on the source's proposal branch."""
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
-        from gitkb.services import proposals
 
         return proposals.propose_kb_edit(
             self.ctx,
@@ -479,7 +480,6 @@ class Workspace:
         self, source_id_or_index: str, relative_path: str, note: str = ""
     ) -> dict[str, Any]:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
-        from gitkb.services import proposals
 
         return proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)
 
@@ -488,7 +488,6 @@ class Workspace:
         self, source_id_or_index: str, relative_path: str, new_relative_path: str, note: str = ""
     ) -> dict[str, Any]:
         scope.require_source(self.ctx, self._scope(), source_id_or_index)
-        from gitkb.services import proposals
 
         return proposals.propose_kb_rename(
             self.ctx,
@@ -506,35 +505,26 @@ class Workspace:
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        from gitkb.services import proposals
-
         return proposals.list_proposals(self.ctx, source, state, start=start, count=count)
 
     @tool
     def show_proposal(self, proposal_id: str) -> dict[str, Any]:
-        from gitkb.services import proposals
-
         return proposals.show_proposal(self.ctx, proposal_id)
 
     @tool
     def discard_proposal(self, proposal_id: str) -> dict[str, Any]:
-        from gitkb.services import proposals
-
         return proposals.discard_proposal(self.ctx, proposal_id)
 
     @tool
     def refresh_proposals(self, source: str) -> dict[str, Any]:
         """Make every staged proposal again on the target branch's head now: per proposal applied or conflict."""
         scope.require_source(self.ctx, self._scope(), source)
-        from gitkb.services import proposals
 
         return proposals.refresh_proposals(self.ctx, source, actor=self.principal.label)
 
     @tool
     def cite_check(self, chunk_id: str) -> dict[str, Any]:
         """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
-        from gitkb.services.sources.cite import cite_check
-
         out = cite_check(self.ctx, chunk_id)
         sc = self._scope()
         if sc.scoped and not sc.can_read(str(out.get("index_id"))):
@@ -559,7 +549,6 @@ class Workspace:
         scope.require_source(self.ctx, sc, source_id_or_index)
         if target_index:
             scope.require_index(self.ctx, sc, target_index, write=False)
-        from gitkb.services import review
 
         return review.open_kb_pull_request(
             self.ctx,
@@ -581,14 +570,10 @@ class Workspace:
         count: int | None = None,
     ) -> dict[str, Any]:
         """Reviews, pending first (``Reviews``), paged."""
-        from gitkb.services import review
-
         return review.list_reviews(self.ctx, state, source, start=start, count=count)
 
     @tool
     def show_review(self, review_id: str) -> dict[str, Any]:
-        from gitkb.services import review
-
         return review.show_review(self.ctx, review_id)
 
     @tool
@@ -599,36 +584,26 @@ class Workspace:
 
         ``overwrite=True`` acknowledges the review's ``overwrites`` (commits gitkb did not push that the
         push replaces); without it such an approval is refused and nothing is pushed."""
-        from gitkb.services import review
-
         return review.approve_review(
             self.ctx, review_id, reviewer=self._reviewer(reviewer), overwrite=overwrite
         )
 
     @tool
     def deny_review(self, review_id: str, reason: str, reviewer: str = "operator") -> dict[str, Any]:
-        from gitkb.services import review
-
         return review.deny_review(self.ctx, review_id, reason, reviewer=self._reviewer(reviewer))
 
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
         """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
-        from gitkb.services import sources
-
         return sources.forge_merge(self.ctx, source, number, wait=wait)
 
     @tool
     def forge_close(self, source: str, number: int) -> dict[str, Any]:
         """Local forge: close change request NUMBER unmerged (its reviews become 'closed')."""
-        from gitkb.services import sources
-
         return sources.forge_close(self.ctx, source, number)
 
     @tool
     def list_pull_requests(self, source: str, state: str | None = None) -> dict[str, Any]:
-        from gitkb.services import sources
-
         return sources.list_pull_requests(self.ctx, source, state)
 
     @tool
@@ -640,8 +615,6 @@ class Workspace:
         count: int | None = None,
     ) -> dict[str, Any]:
         """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
-        from gitkb.services import audit
-
         return audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
@@ -729,8 +702,6 @@ class Workspace:
 
     def _resume_embeddings(self) -> bool:
         """Vectors that lag behind the change log (a crash, another process) catch up in the background."""
-        from gitkb.services import embeddings
-
         try:
             return embeddings.resume_if_pending(self.ctx)
         except Exception as exc:  # noqa: BLE001 - opening a workspace never fails on the derived vectors
@@ -746,16 +717,12 @@ class Workspace:
     def wait_for_vectors(self, vectors_range: list[int], progress: Any = None) -> dict[str, Any]:
         """Block until the chunks a write reported (its ``vectors_range``) have their vectors; returns
         ``vectors: ready`` with how many were embedded and reused, whoever did the work."""
-        from gitkb.services import embeddings
-
         after, upto = _seq_range(vectors_range)
         return embeddings.wait_for_range(self.ctx, after, upto, progress=progress)
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:
         """available, provider, model, identity, fingerprint, chunk_count, pending, collections, path."""
-        from gitkb.services import embeddings
-
         return scope.filter_embeddings_status(self.ctx, self._scope(), embeddings.embeddings_status(self.ctx))
 
     @tool
@@ -776,8 +743,6 @@ class Workspace:
     @tool
     def set_embedding_identity(self, provider: str, model: str | None = None) -> dict[str, Any]:
         """Change the workspace's active embedding identity (indexes with vectors elsewhere need a re-embed)."""
-        from gitkb.services import identity
-
         return identity.set_active_identity(self.ctx, provider, model)
 
     # -- evaluation (services.evaluation) ------------------------------------
@@ -795,8 +760,6 @@ class Workspace:
         progress: Any = None,
     ) -> dict[str, Any]:
         """nDCG@10, Recall@10/100, MRR@10 of SEARCH on a BEIR folder; ``progress(stage, done, total)``."""
-        from gitkb.services import evaluation
-
         return evaluation.eval_beir(
             self.ctx,
             path,
@@ -819,8 +782,6 @@ class Workspace:
         progress: Any = None,
     ) -> dict[str, Any]:
         """Recall@1/5/10 and MRR@10 of the gold document, and ASK's gold-citation rate, on a QA folder."""
-        from gitkb.services import evaluation
-
         return evaluation.eval_qa(
             self.ctx, path, mode=mode, index_name=index_name, ask=ask, progress=progress
         )

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from gitkb.cli.runner import CliState, command_words
+
 
 def yes_option(f: Any) -> Any:
     return click.option(
@@ -26,8 +28,6 @@ def yes_option(f: Any) -> Any:
 
 
 def _state() -> Any:
-    from gitkb.cli.runner import CliState
-
     return click.get_current_context().find_object(CliState)
 
 
@@ -35,7 +35,6 @@ def refuse_unless_confirmable(yes: bool, what: str) -> None:
     """Exit 2 when the command could not ask (no terminal, or ``--json``) and ``--yes`` is missing."""
     if yes:
         return
-    from gitkb.cli.runner import command_words
 
     state = _state()
     why = "with --json" if state is not None and state.as_json else "without a terminal to ask on"

@@ -52,7 +52,7 @@ _import_error: BaseException | None = None
 
 
 def _register() -> None:
-    from gitkb.cli.commands import register_all
+    from gitkb.cli.commands import register_all  # in the try below: main() reports a broken command
 
     register_all(cli)
 

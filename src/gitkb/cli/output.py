@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.hints import cli_words
 from gitkb.core.paths import escape_name
 
 _NAME_KEY = re.compile(r"(?:path|name|title|file_id)s?$", re.IGNORECASE)
@@ -70,8 +71,6 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 
 def warnings_of(data: dict[str, Any]) -> None:
     """Warnings on stderr, in CLI words (commands, not the library's method names)."""
-    from gitkb.cli.hints import cli_words
-
     for w in data.get("Warnings") or []:
         click.echo(f"warning: {cli_words(str(w))}", err=True)
 

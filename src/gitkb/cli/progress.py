@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from gitkb.cli.runner import CliState
+
 
 def bars_wanted() -> bool:
     """A terminal on stderr and no ``--json``."""
@@ -22,7 +24,6 @@ def bars_wanted() -> bool:
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return True
-    from gitkb.cli.runner import CliState
 
     state = ctx.find_object(CliState)
     return not (state is not None and state.as_json)

@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gitkb.cli.hints import cli_words
+from gitkb.cli.home import READ_COMMANDS, choose_home, crash_log_dir
 from gitkb.cli.output import Renderer, default_render, emit_json, shown, terminal_safe, warnings_of
+from gitkb.core.errors import GitkbError, write_crash_log
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -44,10 +47,6 @@ class CliState:
 
     def resolve_home(self, *, writes: bool | None = None) -> Path:
         """The workspace this command means (``gitkb.cli.home``); raises ``NotFound`` when none."""
-        import os
-
-        from gitkb.cli.home import READ_COMMANDS, choose_home
-
         if writes is None:
             writes = command_words() not in READ_COMMANDS
         home = choose_home(self.home, self.home_source, writes=writes, env=os.environ, cwd=Path.cwd())
@@ -56,7 +55,7 @@ class CliState:
 
     def workspace(self) -> Workspace:
         if self._ws is None:
-            from gitkb.workspace import Workspace
+            from gitkb.workspace import Workspace  # heavy: tantivy; the CLI starts without it
 
             self._ws = Workspace(
                 self.resolve_home(), resume_in_background=True
@@ -73,7 +72,6 @@ def run(call: Callable[[Workspace], dict[str, Any]], render: Renderer = default_
     """Call the library, print the result, exit with the contract's code."""
     state = click.get_current_context().find_object(CliState)
     assert state is not None
-    from gitkb.core.errors import GitkbError
 
     try:
         data = call(state.workspace())
@@ -89,8 +87,6 @@ def report(data: dict[str, Any], render: Renderer = default_render) -> None:
     if state.as_json:
         emit_json(data)
     if not data.get("Success", False):
-        from gitkb.cli.hints import cli_words  # the library names actions; the terminal, commands
-
         message = cli_words(str(data.get("Error", "failed")))
         if data.get("code") == "internal" and "details in" not in message:  # e.g. a job that failed
             message += f"; details in {crash_log.path()}"
@@ -102,8 +98,6 @@ def report(data: dict[str, Any], render: Renderer = default_render) -> None:
     if not state.as_json:
         safe = terminal_safe(data)
         if isinstance(safe.get("Message"), str):  # in CLI words, as errors and warnings are
-            from gitkb.cli.hints import cli_words
-
             safe["Message"] = cli_words(safe["Message"])
         warnings_of(safe)
         render(safe)
@@ -123,16 +117,12 @@ class _CrashLog(logging.Handler):
 
     def path(self) -> Path:
         try:
-            from gitkb.cli.home import crash_log_dir
-
             resolved = RESOLVED.get("home") or (Path(self.home) if self.home else None)
             return crash_log_dir(resolved, os.environ) / "gitkb.log"  # never a new ./.gitkb
         except Exception:  # noqa: BLE001 - e.g. the current directory was removed
             return Path(tempfile.gettempdir()) / "gitkb-logs" / "gitkb.log"
 
     def write(self, what: BaseException | str) -> Path:
-        from gitkb.core.errors import write_crash_log
-
         path = self.path()
         return write_crash_log(path.parent.parent, what) or path  # 0700 directory, 0600 file
 

@@ -36,6 +36,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gitkb.core.files import append_log
+
 
 class GitkbError(Exception):
     code = "internal"
@@ -152,8 +154,6 @@ def write_crash_log(home: str | os.PathLike[str], what: BaseException | str) -> 
     """The one writer of the crash log, ``<home>/logs/gitkb.log`` (0700 directory, 0600 file):
     appends ``what``'s traceback (or a log line) for every interface (Workspace tools, MCP, HTTP,
     CLI). Returns the log's path, or None when it cannot be written (a read-only home); never raises."""
-    from gitkb.core.files import append_log
-
     text = what if isinstance(what, str) else "".join(traceback.format_exception(what))
     try:
         return append_log(home, text if text.endswith("\n") else text + "\n")

@@ -19,19 +19,19 @@ ForgeFactory = Callable[[ForgeConfig], Forge]
 
 
 def _github(config: ForgeConfig) -> Forge:
-    from .github import GitHubForge
+    from .github import GitHubForge  # heavy: github3; optional provider, loaded when chosen
 
     return GitHubForge(config)
 
 
 def _gitlab(config: ForgeConfig) -> Forge:
-    from .gitlab import GitLabForge
+    from .gitlab import GitLabForge  # heavy: gitlab; optional provider, loaded when chosen
 
     return GitLabForge(config)
 
 
 def _local(config: ForgeConfig) -> Forge:
-    from .local import LocalForge
+    from .local import LocalForge  # heavy: pygit2; optional provider, loaded when chosen
 
     return LocalForge(config)
 

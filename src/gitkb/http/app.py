@@ -14,24 +14,25 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from fastapi import FastAPI
 
+from gitkb import __version__
 from gitkb.core.config import Settings
 from gitkb.core.errors import StoreUnavailable
 from gitkb.http.config import ServerConfig, load_server_config
 from gitkb.http.discovery import read_record, remove_record, write_record
+from gitkb.http.docs_page import mount_docs
 from gitkb.http.errors import install_handlers
 from gitkb.http.hosts import HostGate
 from gitkb.http.limits import BodyGate
 from gitkb.http.metrics import HttpMeters, RequestMeter
 from gitkb.http.metrics import router as metrics_router
+from gitkb.http.routes import all_routers
 from gitkb.http.state import AppState
-
-if TYPE_CHECKING:
-    from gitkb.workspace import Workspace
+from gitkb.http.ui import mount_ui
+from gitkb.workspace import Workspace
 
 DESCRIPTION = """Searchable knowledge bases over documentation in git, with reviewed agent edits.
 
@@ -85,9 +86,6 @@ def create_app(
     ``workspace`` lets a caller share an open Workspace (the app then does not close it);
     ``advertise`` is the URL ``gitkb serve`` listens on, recorded in ``<home>/server.json``
     while this app's Workspace holds the writer lease."""
-    from gitkb import __version__
-    from gitkb.http.routes import all_routers
-
     cfg = server or load_server_config(settings)
     state = AppState(settings=settings, cfg=cfg)
 
@@ -95,8 +93,6 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = workspace is None
         if owned:
-            from gitkb.workspace import Workspace
-
             refuse_second_embedded_server(settings)
             state.ws = await anyio.to_thread.run_sync(lambda: Workspace(settings=settings))
         else:
@@ -137,10 +133,7 @@ def create_app(
     for router in all_routers():
         app.include_router(router)
     app.include_router(metrics_router)
-    from gitkb.http.ui import mount_ui  # the web page at /ui (templates and static files in the package)
-
-    mount_ui(app)
-    from gitkb.http.docs_page import mount_docs
+    mount_ui(app)  # the web page at /ui (templates and static files in the package)
 
     mount_docs(app)
     return app

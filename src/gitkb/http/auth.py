@@ -27,6 +27,7 @@ from fastapi import Request
 
 from gitkb.core.errors import Forbidden, Unauthorized
 from gitkb.http.config import ServerConfig, token_digest
+from gitkb.http.state import get_state
 from gitkb.services.access import principals
 from gitkb.services.access.principals import Principal
 
@@ -86,8 +87,6 @@ def authenticate(cfg: ServerConfig, authorization: str | None, client_host: str 
 async def authenticated(request: Request) -> Principal:
     """A FastAPI dependency: who is calling. What the caller may do is decided by the policy
     (``gitkb.services.access.policy``) when the route calls the library, not here."""
-    from gitkb.http.state import get_state
-
     cfg = get_state(request).cfg
     host = request.client.host if request.client else None
     principal = authenticate(cfg, request.headers.get("authorization"), host)

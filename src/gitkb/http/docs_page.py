@@ -6,14 +6,13 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 STATIC = "/_swagger"
 
 
 def mount_docs(app: FastAPI) -> None:
     """Serve Swagger UI at /docs from files installed with the package (these machines are offline)."""
-    from swagger_ui_bundle import swagger_ui_path
-
     app.mount(STATIC, StaticFiles(directory=swagger_ui_path), name="swagger")
 
     @app.get("/docs", include_in_schema=False)

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
-from gitkb.http.errors import error_response
+from gitkb.http.errors import RequestTimeout, error_response
 from gitkb.http.state import AppState
 
 T = TypeVar("T")
@@ -107,8 +107,6 @@ async def run_blocking(
     state: AppState, fn: Callable[..., T], /, *args: Any, write: bool = False, **kw: Any
 ) -> T:
     """``fn(*args, **kw)`` on a worker thread, within the request timeout."""
-    from gitkb.http.errors import RequestTimeout
-
     limiter = state.write_limiter if write else state.read_limiter
     seconds = state.cfg.request_timeout_s
     call = functools.partial(fn, *args, **kw)

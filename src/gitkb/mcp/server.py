@@ -17,11 +17,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.stdio import stdio_server
 
+from gitkb import __version__
+from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services import scope
+from gitkb.workspace import internal_error_response
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -105,8 +109,6 @@ def call(
     except GitkbError as exc:
         return failure(exc), False
     except Exception as exc:  # noqa: BLE001 - a tool answers, it never crashes the session
-        from gitkb.workspace import internal_error_response
-
         return internal_error_response(ws.home, exc) | {"next_steps": NEXT_STEPS["internal"]}, False
     if not out.get("Success"):
         out = dict(out)
@@ -117,8 +119,6 @@ def call(
 
 
 def _known_action(action: Any) -> bool:
-    from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
-
     return isinstance(action, str) and action.upper() in DOCUMENT_INDEX_NAMES
 
 
@@ -144,21 +144,17 @@ def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
 
 
 def _version() -> str:
-    from gitkb import __version__
-
     return __version__
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    from mcp.server.stdio import stdio_server
-
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
 def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = 8781, path: str = "/mcp") -> None:
     """Streamable HTTP on ``host:port`` (DNS-rebinding protection is on for loopback hosts)."""
-    import uvicorn
+    import uvicorn  # heavy: uvicorn, only for the HTTP transport
 
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     uvicorn.run(app, host=host, port=port, log_level="warning")

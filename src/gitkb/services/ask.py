@@ -33,6 +33,7 @@ from typing import Any
 
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.snippets import location
+from gitkb.services import ask_llm
 from gitkb.services import search as search_service
 from gitkb.services.context import Context
 from gitkb.stores.catalog import documents as doc_rows
@@ -390,8 +391,6 @@ def ask(
     if not good:
         return nothing_found(q, used_mode, chosen_mode, warnings)
     if chosen_mode == "generative":
-        from gitkb.services import ask_llm
-
         try:
             answer, sources, footnotes = ask_llm.generate(q, good, cfg)
             return _answered(q, used_mode, "generative", answer, sources, footnotes, warnings)

@@ -57,7 +57,7 @@ def build_messages(question: str, passages: list[Passage]) -> list[dict[str, str
 
 
 def chat(cfg: AskConfig, messages: list[dict[str, str]]) -> str:
-    import httpx
+    import httpx  # heavy: httpx (~80 ms), only when an LLM is asked
 
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
     url = str(cfg.base_url).rstrip("/") + "/chat/completions"

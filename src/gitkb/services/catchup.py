@@ -38,7 +38,6 @@ from gitkb.stores.keywords import KeywordDoc
 
 KEYWORDS = "keywords"
 BATCH = 20000
-_FED = "keywords_fed"  # ctx.extras: the last change-log seq applied to the open tantivy writer
 
 
 def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
@@ -66,11 +65,11 @@ def feed_keywords(ctx: Context) -> None:
         return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
-        fed = max(int(ctx.extras.get(_FED) or 0), changes.watermark(conn, KEYWORDS))
+        fed = max(ctx.caches.keywords_fed or 0, changes.watermark(conn, KEYWORDS))
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch)
             fed = batch[-1].seq
-        ctx.extras[_FED] = fed
+        ctx.caches.keywords_fed = fed
 
 
 def catch_up_keywords(ctx: Context) -> int:
@@ -81,7 +80,7 @@ def catch_up_keywords(ctx: Context) -> int:
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
         wm = changes.watermark(conn, KEYWORDS)
-        fed = ctx.extras.pop(_FED, None)
+        fed, ctx.caches.keywords_fed = ctx.caches.keywords_fed, None
         if fed is not None and fed > wm:  # fed earlier: commit it first
             ctx.keywords.commit()
             crash_point("keywords.after_commit")
@@ -125,7 +124,7 @@ def rebuild_aliases(conn: sqlite3.Connection, index_ids: Iterable[str]) -> dict[
 def rebuild_keywords(ctx: Context) -> int:
     """Drop the keyword index and rebuild it from the catalog."""
     with ctx.keyword_lock:
-        ctx.extras.pop(_FED, None)  # whatever was fed is dropped with the rest
+        ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
         conn = ctx.catalog.conn
         head = changes.head(conn)

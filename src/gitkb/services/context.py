@@ -1,14 +1,17 @@
 """The services' shared state: settings and opened stores of one workspace.
 
 Built once by an entry point (``Workspace``, the server) and passed to every
-service function. Heavy stores (vectors, embedder) open lazily.
+service function. Heavy stores (vectors, embedder) open lazily; what the services
+keep between calls lives in ``Context.caches`` (``Caches``, one typed field each).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
@@ -17,17 +20,59 @@ from gitkb.stores.catalog import Catalog
 from gitkb.stores.keywords import KeywordIndex
 from gitkb.stores.lease import WriterLease
 
+if TYPE_CHECKING:
+    from gitkb.core.embedders.base import Embedder
+    from gitkb.stores.vectors import VectorStore
+
 WRITER_LOCK_FILE = "writer.lock"
 
 
 class EmbeddingWorkerLike(Protocol):
     """What the services need of the background embedder."""
 
+    last_error: dict[str, Any] | None  # the last failed round's error answer, None after a good one
+
     def kick(self) -> None: ...
 
     def close(self) -> None: ...
 
     def as_dict(self) -> dict[str, Any]: ...
+
+
+class WriterLike(Protocol):
+    """What the services need of the writer thread (``services.writer.WriterThread``)."""
+
+    recovered: dict[str, list[str]]  # what taking the lease found left over: requeued / failed job ids
+
+    def notify(self) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def stop(self, timeout: float = 30.0) -> None: ...
+
+
+@dataclass
+class Caches:
+    """What the services keep between calls on one Context, one typed field per thing."""
+
+    vectors: VectorStore | None = None  # Context.vectors, opened on first use
+    embedding_worker: EmbeddingWorkerLike | None = None  # Context.embedding_worker, built on first use
+    embedders: dict[str, Embedder] = field(
+        default_factory=dict
+    )  # identity.embedder_for: identity -> embedder
+    # semantic.query_vector's LRU: (identity, query) -> the query's vector
+    query_vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict)
+    vector_locks: dict[str, threading.RLock] = field(
+        default_factory=dict
+    )  # vectors_catchup: identity -> lock
+    keywords_fed: int | None = None  # catchup: the last change-log seq applied to the open tantivy writer
+    maintenance_at: float = 0.0  # jobs.schedule_maintenance: time.monotonic() of the last look
+    search_settings_toml: dict[str, Any] | None = None  # search_settings: gitkb.toml [search], validated
+
+    def close(self) -> None:
+        """Close what is open (the vector store); the embedding worker is closed by ``Context.close``."""
+        if self.vectors is not None:
+            self.vectors.close()
 
 
 class Context:
@@ -40,12 +85,12 @@ class Context:
         # lease is held by whoever runs jobs; see services.jobs).
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
-        self.extras: dict[str, Any] = {}
+        self.caches = Caches()
         self.meters = Meters()  # this process's counters and latencies (GET /metrics renders them)
         self._lazy_lock = threading.RLock()
         # The cross-process writer lease (services.writer.become_writer takes it).
         self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
-        self.writer: Any = None  # services.writer.WriterThread while we hold the lease
+        self.writer: WriterLike | None = None  # services.writer.WriterThread while we hold the lease
         # Takes the writer lease when it is free (set by the composition root; a job waiter calls it
         # when the holder went away). Returns whether this process now holds it.
         self.take_lease: Callable[[], bool] = lambda: False
@@ -60,19 +105,19 @@ class Context:
             self.writer.notify()
 
     @property
-    def vectors(self) -> Any:
+    def vectors(self) -> VectorStore:
         """The vector store (``gitkb.stores.vectors.VectorStore``), opened on first use."""
         with self._lazy_lock:
-            store = self.extras.get("vectors")
+            store = self.caches.vectors
             if store is None:
-                from gitkb.stores.vectors import VectorStore
+                from gitkb.stores.vectors import VectorStore  # heavy: numpy; opened on first use
 
                 s = self.settings
                 if s.chroma_host:
                     store = VectorStore.open_http(s.chroma_host, s.chroma_port or 8000, s.chroma_headers)
                 else:
                     store = VectorStore.open_persistent(s.vectors_path)
-                self.extras["vectors"] = store
+                self.caches.vectors = store
             return store
 
     @property
@@ -81,29 +126,26 @@ class Context:
         handed in (``Workspace`` gives ``services.embedding_worker.EmbeddingWorker``); its thread starts
         on ``kick()``."""
         with self._lazy_lock:
-            worker = self.extras.get("embedding_worker")
+            worker = self.caches.embedding_worker
             if worker is None:
                 if self.make_embedding_worker is None:
                     raise RuntimeError(
                         "no embedding worker factory: the composition root sets ctx.make_embedding_worker"
                     )
-                worker = self.extras["embedding_worker"] = self.make_embedding_worker(self)
+                worker = self.caches.embedding_worker = self.make_embedding_worker(self)
             return worker
 
     def close(self) -> None:
         if self.writer is not None:  # first: a job it runs may hold the catch-up lock the embedder waits for
             self.writer.request_stop()
-        worker = self.extras.pop("embedding_worker", None)
+        worker, self.caches.embedding_worker = self.caches.embedding_worker, None
         if worker is not None:  # before the stores it writes to
             worker.close()
         if self.writer is not None:
             self.writer.stop()
             self.writer = None
-        for v in list(self.extras.values()):
-            close = getattr(v, "close", None)
-            if callable(close):
-                close()
-        self.extras.clear()
+        caches, self.caches = self.caches, Caches()  # forget everything held, as a new Context would
+        caches.close()
         self.keywords.close()
         self.catalog.close()
         self.lease.release()

@@ -17,6 +17,7 @@ from gitkb.services.ttl import is_expired
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.documents import DocumentRow
 from gitkb.stores.catalog.indexes import IndexRow
+from gitkb.stores.keywords import analyze
 
 MAX_PAGE = 50
 DEFAULT_COUNT = {"lines": 100, "chars": 10_000, "chunks": 20}
@@ -134,8 +135,6 @@ def list_documents(
 
 def _content_matches(ctx: Context, row: IndexRow, query: str) -> set[int]:
     """Rowids of the documents of ``row`` that hold every word of ``query`` (in any of their chunks)."""
-    from gitkb.stores.keywords import analyze
-
     terms = list(dict.fromkeys(analyze(query)))
     if not terms:
         raise InvalidArgument(

@@ -16,6 +16,8 @@ import time
 from typing import Any
 
 from gitkb.core.errors import GitkbError
+from gitkb.services.context import Context
+from gitkb.services.embeddings import catch_up_all
 
 log = logging.getLogger("gitkb.embeddings")
 
@@ -24,7 +26,7 @@ BACKOFF_SECONDS = (1.0, 5.0, 30.0)
 
 
 class EmbeddingWorker:
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -50,8 +52,6 @@ class EmbeddingWorker:
         self._wake.set()
 
     def _run(self) -> None:
-        from gitkb.services.embeddings import catch_up_all
-
         failures = 0
         while not self._stop.is_set():
             self._wake.clear()

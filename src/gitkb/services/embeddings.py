@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from gitkb.core.embedders import fingerprint, split_identity
-from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, NotFound, StoreUnavailable
+from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, InvalidArgument, NotFound, StoreUnavailable
+from gitkb.services import jobs
 from gitkb.services.context import Context
 from gitkb.services.identity import active_identity, effective_identity, embedder_for, identity_state
 from gitkb.services.index_lookup import get_index
@@ -316,8 +317,6 @@ def wait_for_range(
             for lock in reversed(held):
                 lock.release()
     else:  # the lease holder embeds: ask it to finish, as build_embeddings does
-        from gitkb.services import jobs
-
         jobs.run_inline(ctx, "build_embeddings", {})
     report.at = 0.0
     report()
@@ -329,8 +328,6 @@ def reembed(ctx: Context, index_name: Any = None, progress: Progress | None = No
     if index_name not in (None, ""):
         targets = [get_index(ctx, index_name)]
         if not targets[0].embeddings:
-            from gitkb.core.errors import InvalidArgument
-
             raise InvalidArgument(
                 f"index {targets[0].name!r} is keyword-only (created with embeddings=False)"
             )
@@ -403,7 +400,9 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
     except GitkbError as exc:
         out["collections"] = []
         out["vector_store_error"] = exc.message
-    out["worker"] = ctx.embedding_worker.as_dict() if "embedding_worker" in ctx.extras else {"running": False}
+    out["worker"] = (
+        ctx.embedding_worker.as_dict() if ctx.caches.embedding_worker is not None else {"running": False}
+    )
     out["last_runs"] = vs.events(conn, "embedding", limit=5)
     out["Message"] = (
         f"{st.identity or 'no identity'}: {chunk_count} chunk(s), {out['pending_embeddings']} waiting for vectors"
@@ -415,7 +414,9 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
 
 
 def _has_vectors(ctx: Context) -> bool:
-    return bool(ctx.settings.chroma_host) or "vectors" in ctx.extras or ctx.settings.vectors_path.exists()
+    return (
+        bool(ctx.settings.chroma_host) or ctx.caches.vectors is not None or ctx.settings.vectors_path.exists()
+    )
 
 
 def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
@@ -434,7 +435,7 @@ def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
         vs.add_purges(w, index_id, index_name, idents)
     left = retry_purges(ctx, index_id)
     if left:
-        from gitkb.stores.vectors import collection_name
+        from gitkb.stores.vectors import collection_name  # heavy: numpy (stores.vectors)
 
         names = [collection_name(p.identity) for p in left]
         raise StoreUnavailable(
@@ -473,7 +474,7 @@ def finish_deleted_index(ctx: Context, index_name: str) -> dict[str, Any] | None
     for ix in ids:
         left = retry_purges(ctx, ix)
         if left:
-            from gitkb.stores.vectors import collection_name
+            from gitkb.stores.vectors import collection_name  # heavy: numpy (stores.vectors)
 
             names = [collection_name(p.identity) for p in left]
             raise StoreUnavailable(

@@ -141,7 +141,7 @@ def embedder_options(settings: Settings, provider: str) -> dict[str, Any]:
 
 def embedder_for(ctx: Context, identity: str) -> Embedder:
     """The (cached, per context) embedder of ``identity``; EmbeddingNotConfigured when it can't be built."""
-    cache: dict[str, Embedder] = ctx.extras.setdefault("embedders", {})
+    cache = ctx.caches.embedders
     emb = cache.get(identity)
     if emb is not None:
         return emb

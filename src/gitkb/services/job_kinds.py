@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitkb.services import actions, preflight, reindex, sources
+from gitkb.services import actions, embeddings, preflight, reindex, sources, ttl
 from gitkb.services.context import Context
 from gitkb.services.jobs import JobKind, Progress
 
@@ -29,20 +29,14 @@ def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[s
 
 
 def _build_embeddings(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from gitkb.services import embeddings
-
     return embeddings.build_embeddings(ctx, force=bool(params.get("force")), progress=progress)
 
 
 def _reembed(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from gitkb.services import embeddings
-
     return embeddings.reembed(ctx, params.get("index_name"), progress=progress)
 
 
 def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from gitkb.services import ttl
-
     return ttl.purge_expired(ctx)
 
 

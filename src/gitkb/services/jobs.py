@@ -29,6 +29,7 @@ from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
+from gitkb.services.ttl import count_expired
 from gitkb.services.vector_counts import range_vectors
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
@@ -301,10 +302,9 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 def schedule_maintenance(ctx: Context) -> None:
     """When idle, at most once a minute: queue a purge of expired documents if any are due."""
     now = time.monotonic()
-    if now - ctx.extras.get("maintenance_at", 0.0) < MAINTENANCE_EVERY_SECONDS:
+    if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
-    ctx.extras["maintenance_at"] = now
-    from gitkb.services.ttl import count_expired
+    ctx.caches.maintenance_at = now
 
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)

@@ -19,8 +19,10 @@ from gitkb.core.chunking import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import normalize_stored_path, validate_index_name, validate_new_filename
 from gitkb.services.context import Context
+from gitkb.services.documents import resolve_document
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
+from gitkb.services.ingest import chunk_config_for, placement
 from gitkb.services.sources.registry import resolve_source
 from gitkb.services.sources.sync import COMMIT_ID
 from gitkb.stores.catalog import documents as doc_rows
@@ -42,8 +44,6 @@ def _add_documents(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    from gitkb.services.ingest import chunk_config_for, placement
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
     chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
@@ -71,8 +71,6 @@ def _add_text(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    from gitkb.services.ingest import chunk_config_for, placement
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "ADD_TEXT")
     if not isinstance(text, str) or not text.strip():
@@ -88,8 +86,6 @@ def _add_text(
 def _delete_document(
     ctx: Context, index_name: Any = None, file_id: Any = None, filepath: Any = None, **_: Any
 ) -> None:
-    from gitkb.services.documents import resolve_document
-
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "DELETE_DOCUMENT")
     resolve_document(ctx, row, file_id, filepath)
@@ -98,8 +94,6 @@ def _delete_document(
 def _rename_document(
     ctx: Context, index_name: Any = None, filepath: Any = None, new_filename: Any = None, **_: Any
 ) -> None:
-    from gitkb.services.documents import resolve_document
-
     new_name = validate_new_filename(new_filename)
     row = get_index(ctx, index_name)
     ensure_not_managed(ctx, row, "RENAME_DOCUMENT")

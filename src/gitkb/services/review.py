@@ -40,12 +40,13 @@ from gitkb.services import review_push as rp
 from gitkb.services.context import Context
 from gitkb.services.proposals import author
 from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
+from gitkb.services.sources.staging import restack
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.proposals import ReviewRow
 from gitkb.stores.catalog.sources import SourceRow
-from gitkb.stores.git_replay import merge_base, squash
+from gitkb.stores.git_replay import merge_base, replay, squash
 from gitkb.stores.repos import ManagedRepo
 
 REQUESTER = re.compile(r"^(agent|token|local):[^\x00-\x1f\x7f]{1,200}$")
@@ -250,9 +251,6 @@ def _choose(
 ) -> tuple[list[prop_rows.ProposalRow], str]:
     """The chosen staged proposals first on the branch (replayed when needed); returns them and the
     commit of the last one, the head the review pushes."""
-    from gitkb.services.sources.staging import restack
-    from gitkb.stores.git_replay import replay
-
     if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
         raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
     ids = {x.strip() for x in wanted}

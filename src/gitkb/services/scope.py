@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX
-from gitkb.core.errors import Forbidden, InvalidArgument, NotFound
+from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
 from gitkb.services import actions, knowledge, search, tenancy, usage
 from gitkb.services.context import Context
+from gitkb.services.sources.registry import resolve_source
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import knowledge as kb_rows
@@ -390,8 +391,6 @@ def require_source(ctx: Context, scope: AgentScope, ref: Any) -> None:
     """Proposals and pull requests: the source (or the index it feeds) must feed an index the agent may write."""
     if not scope.scoped:
         return
-    from gitkb.core.errors import GitkbError
-    from gitkb.services.sources.registry import resolve_source
 
     try:
         fed = set(resolve_source(ctx, ref).index_ids)

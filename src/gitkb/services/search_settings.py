@@ -93,7 +93,7 @@ def setting(ctx: Context, rows: list[IndexRow], key: str) -> Any:
 def workspace_layer(ctx: Context) -> dict[str, Any]:
     """``[search]`` of gitkb.toml, checked once per workspace: a bad value or an unknown key is an
     ``invalid_argument`` naming the file, never a silent fallback to the default."""
-    cached = ctx.extras.get("search_settings_toml")
+    cached = ctx.caches.search_settings_toml
     if cached is None:
         section = dict(ctx.settings.section("search"))
         try:
@@ -102,7 +102,7 @@ def workspace_layer(ctx: Context) -> dict[str, Any]:
             raise InvalidArgument(
                 f"gitkb.toml [search]: {exc.message}", next_steps=[f"keys: {', '.join(DEFAULTS)}"]
             ) from None
-        cached = ctx.extras["search_settings_toml"] = section
+        cached = ctx.caches.search_settings_toml = section
     return dict(cached)
 
 

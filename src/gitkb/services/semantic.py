@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,9 +115,7 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
 def query_vector(ctx: Context, identity: str, query: str) -> list[float]:
     """The query's vector under ``identity``, from an LRU cache keyed by (identity, query)."""
     with _cache_lock:
-        cache: OrderedDict[tuple[str, str], list[float]] = ctx.extras.setdefault(
-            "query_vectors", OrderedDict()
-        )
+        cache = ctx.caches.query_vectors
         vec = cache.get((identity, query))
         if vec is not None:
             cache.move_to_end((identity, query))

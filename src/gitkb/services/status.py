@@ -15,6 +15,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.catchup import KEYWORDS
 from gitkb.services.context import Context
 from gitkb.services.ttl import count_expired
+from gitkb.services.vectors_catchup import asks_in_range, pending_chunks, running_builds, wanted_identities
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -48,8 +49,6 @@ def probe_catalog(ctx: Context) -> None:
 
 def dirty_embeddings(ctx: Context) -> int:
     """Chunks without a vector for their index's identity."""
-    from gitkb.services.vectors_catchup import pending_chunks, wanted_identities
-
     return sum(pending_chunks(ctx, identity) for identity in wanted_identities(ctx))
 
 
@@ -124,8 +123,6 @@ def vector_build_view(ctx: Context) -> dict[str, Any] | None:
     """The vector build running now (the background embedder, a build or a waiting caller), in the
     shape of a job (``job_id`` None, ``background`` True) with its progress: the chunks asked for
     since the run started, and how many of them have their vector."""
-    from gitkb.services.vectors_catchup import asks_in_range, running_builds
-
     conn = ctx.catalog.conn
     live = running_builds(ctx)
     if not live:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core.errors import GitkbError
+from gitkb.core.tokenizer import count_tokens
+from gitkb.services import semantic
 from gitkb.services.context import Context
 from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
@@ -32,7 +34,6 @@ def embed_query(ctx: Context, rows: list[IndexRow], mode: Any, query: str) -> Qu
     """Embed the query for every identity the search will use; errors are left for the search to report."""
     if mode == "keyword" or not rows:
         return QueryCost()
-    from gitkb.services import semantic
 
     try:
         plan = semantic.plan_modes(ctx, rows, mode)
@@ -41,7 +42,7 @@ def embed_query(ctx: Context, rows: list[IndexRow], mode: Any, query: str) -> Qu
     computed = []
     t0 = time.perf_counter()
     for identity in sorted(plan.groups):
-        cache = ctx.extras.get("query_vectors") or {}
+        cache = ctx.caches.query_vectors
         if (identity, query) in cache:
             continue
         try:
@@ -51,7 +52,6 @@ def embed_query(ctx: Context, rows: list[IndexRow], mode: Any, query: str) -> Qu
         computed.append(identity)
     if not computed:
         return QueryCost()
-    from gitkb.core.tokenizer import count_tokens
 
     tokens = count_tokens([query])[0] * len(computed)
     return QueryCost(len(computed), tokens, round((time.perf_counter() - t0) * 1000, 3), tuple(computed))

@@ -99,7 +99,7 @@ class CatchupStats:
 
 def _identity_lock(ctx: Context, identity: str) -> threading.RLock:
     with _locks_lock:
-        locks: dict[str, threading.RLock] = ctx.extras.setdefault("vector_locks", {})
+        locks = ctx.caches.vector_locks
         return locks.setdefault(identity, threading.RLock())
 
 

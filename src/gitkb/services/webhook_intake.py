@@ -14,6 +14,7 @@ from typing import Any
 from gitkb.core.errors import GitkbError, NotFound, StoreUnavailable
 from gitkb.services import sources  # registers the source_sync job kind (recovery after a crash needs it)
 from gitkb.services.context import Context
+from gitkb.services.sources.merges import change_request_merged
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
 from gitkb.stores.catalog import deliveries
 from gitkb.stores.catalog import sources as source_rows
@@ -135,8 +136,6 @@ def accept(
 def _settle_merge(ctx: Context, row: SourceRow, event: WebhookEvent) -> dict[str, Any] | None:
     """A merge event names its change request: settle its review even when the forge squashed or
     rebased (services.sources.merges.change_request_merged). A failure here never blocks the sync."""
-    from gitkb.services.sources.merges import change_request_merged
-
     number = event.extra.get("number") if event.provider == "github" else event.extra.get("iid")
     if (
         event.kind != "merge"

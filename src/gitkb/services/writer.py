@@ -19,14 +19,17 @@ and closes before finishing it leaves it to a detached ``gitkb.resume``.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
 
 from gitkb.services import jobs
 from gitkb.services.catchup import KEYWORDS, catch_up_keywords
 from gitkb.services.context import Context
+from gitkb.services.vectors_catchup import wanted_identities, watermark_name
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
@@ -39,7 +42,10 @@ class WriterThread:
     """Runs queued jobs one at a time while this process holds the lease."""
 
     def __init__(
-        self, run_next: Any, first: Any = None, recovered: dict[str, list[str]] | None = None
+        self,
+        run_next: Callable[[threading.Event], bool],
+        first: Callable[[], object] | None = None,
+        recovered: dict[str, list[str]] | None = None,
     ) -> None:
         self._run_next = run_next  # (stop: threading.Event) -> bool: ran a job?
         self._first = first  # () -> None: run once on the thread before the first job
@@ -114,18 +120,12 @@ def become_writer(ctx: Context) -> bool:
     return True
 
 
-def _jobs_active(conn: Any) -> bool:
-    from gitkb.stores.catalog import jobs as job_rows
-
+def _jobs_active(conn: sqlite3.Connection) -> bool:
     return bool(job_rows.count_state(conn, "queued") or job_rows.running(conn))
 
 
-def work_left(ctx: Any) -> bool:
+def work_left(ctx: Context) -> bool:
     """Queued or running jobs, or a derived index (keywords, vectors) behind the change log."""
-    from gitkb.services.catchup import KEYWORDS
-    from gitkb.services.vectors_catchup import wanted_identities, watermark_name
-    from gitkb.stores.catalog import changes
-
     conn = ctx.catalog.conn
     if _jobs_active(conn):
         return True
@@ -139,7 +139,7 @@ RESUME_LEASE_WAIT_SECONDS = 30.0
 RESUME_MAX_SECONDS = 6 * 3600.0
 
 
-def finish_left_work(ctx: Any, *, poll: float = 0.5) -> str:
+def finish_left_work(ctx: Context, *, poll: float = 0.5) -> str:
     """In a detached ``gitkb.resume`` process: take the lease, run what is left, return why it stopped."""
     deadline = time.monotonic() + RESUME_LEASE_WAIT_SECONDS
     while not become_writer(ctx):

@@ -81,8 +81,8 @@ def _batches(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 @contextmanager
 def _guard(what: str) -> Iterator[None]:
     """Map Chroma / transport failures onto the gitkb error tree."""
-    import httpx
-    from chromadb import errors as cerr
+    import httpx  # heavy: httpx; here chromadb has loaded it already
+    from chromadb import errors as cerr  # heavy: chromadb
 
     try:
         yield
@@ -112,8 +112,8 @@ class VectorStore:
     @classmethod
     def open_persistent(cls, path: Path) -> VectorStore:
         """An embedded Chroma in ``path`` (one process owns it)."""
-        import chromadb
-        from chromadb.config import Settings
+        import chromadb  # heavy: chromadb
+        from chromadb.config import Settings  # heavy: chromadb
 
         path = Path(path)
         with _guard(f"open {path}"):
@@ -128,8 +128,8 @@ class VectorStore:
         cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, ssl: bool = False
     ) -> VectorStore:
         """A Chroma server (``chroma run``, or distributed Chroma)."""
-        import chromadb
-        from chromadb.config import Settings
+        import chromadb  # heavy: chromadb
+        from chromadb.config import Settings  # heavy: chromadb
 
         with _guard(f"connect to {host}:{port}"):
             client = chromadb.HttpClient(
@@ -171,7 +171,7 @@ class VectorStore:
 
     def _get(self, identity: str, *, refresh: bool = False) -> Any | None:
         """The collection of ``identity``, or None when it does not exist."""
-        from chromadb.errors import NotFoundError
+        from chromadb.errors import NotFoundError  # heavy: chromadb
 
         provider, model = split_identity(identity)
         identity = f"{provider}/{model}"
@@ -216,7 +216,7 @@ class VectorStore:
 
     def _with_collection(self, identity: str, what: str, fn: Any, default: Any) -> Any:
         """Run ``fn(col)``; a collection dropped meanwhile (stale handle) is re-fetched once."""
-        from chromadb.errors import NotFoundError
+        from chromadb.errors import NotFoundError  # heavy: chromadb
 
         for attempt in (0, 1):
             col = self._get(identity, refresh=attempt == 1)
@@ -269,7 +269,7 @@ class VectorStore:
             return False
         with self._lock:
             self._collections.pop(col.name, None)
-        from chromadb.errors import NotFoundError
+        from chromadb.errors import NotFoundError  # heavy: chromadb
 
         try:
             with _guard(f"drop collection {col.name}"):
@@ -319,7 +319,7 @@ class VectorStore:
             raise InvalidArgument("upsert got a vector with NaN or infinite values")
         metas = [self._metadata(m, fp) for m in metadatas]
         col = self._writable(fp)
-        from chromadb.errors import NotFoundError
+        from chromadb.errors import NotFoundError  # heavy: chromadb
 
         for start in range(0, len(ids), UPSERT_BATCH):
             end = start + UPSERT_BATCH

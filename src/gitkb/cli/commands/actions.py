@@ -17,7 +17,7 @@ from gitkb.cli.output import emit_json, table
 @click.pass_context
 def actions_cmd(ctx: click.Context, cls: str | None, as_json: bool) -> None:
     """Every action gitkb offers: its class, whether it runs as a job, its CLI command."""
-    from gitkb.core.action_table import ACTIONS, CLASSES
+    from gitkb.core.action_table import ACTIONS, CLASSES  # CLI start: ~4 ms that only this command needs
 
     if cls is not None and cls not in CLASSES:
         raise click.BadParameter(f"one of {', '.join(CLASSES)}", param_hint="--class")

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from gitkb.cli.confirm import confirmed, yes_option
+from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
+from gitkb.cli.confirm import confirmed, counted, yes_option
 from gitkb.cli.output import table
 from gitkb.cli.progress import Bar
 from gitkb.cli.runner import run
@@ -84,8 +85,6 @@ def rename(name: str, new_name: str) -> None:
 
 def _what_goes(ws: Any, name: str) -> tuple[str, list[str]] | None:
     """What deleting index NAME removes (None when there is no such index)."""
-    from gitkb.cli.confirm import counted
-
     details = ws.document_index("LIST_INDICES").get("IndexDetails") or {}
     found = [(n, d) for n, d in details.items() if name in (n, d.get("index_id"))]
     if not found:
@@ -147,7 +146,6 @@ def stats() -> None:
 
 def _render_rechunk(data: dict[str, Any]) -> None:
     click.echo(data.get("Message", ""))
-    from gitkb.cli.commands.embeddings import vectors_line
 
     if vectors_line(data):
         click.echo(vectors_line(data))
@@ -167,7 +165,6 @@ def rechunk(
     name: str, chunk_size: int | None, chunk_overlap: int | None, chunk_strategy: str | None, no_wait: bool
 ) -> None:
     """Cut every document of index NAME again (in a temporary index, swapped in at the end)."""
-    from gitkb.cli.commands.embeddings import wait_for_vectors
 
     def call(ws: Any) -> dict[str, Any]:
         with Bar("re-chunking") as bar:

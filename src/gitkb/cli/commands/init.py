@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.home import is_workspace
 from gitkb.cli.runner import CliState, report, run
 from gitkb.core.config import DEFAULT_HOME
 from gitkb.core.errors import InvalidArgument
@@ -23,8 +24,6 @@ def _render(d: dict[str, Any]) -> None:
 @click.pass_obj
 def init(state: CliState, directory: str | None) -> None:
     """Create a gitkb workspace in DIRECTORY (default ./.gitkb); an existing one is left as is."""
-    from gitkb.cli.home import is_workspace
-
     target = Path(directory or state.home or DEFAULT_HOME).expanduser().absolute()
     existed = is_workspace(target)
 

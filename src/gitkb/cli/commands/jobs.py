@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.commands.embeddings import wait_for_vectors
 from gitkb.cli.output import emit_json, table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
@@ -62,7 +63,6 @@ def get(job_id: str) -> None:
 def wait(job_id: str, timeout: float | None) -> None:
     """Wait for a job, then for the vectors of what it wrote, a progress bar for each (this process
     runs the job if no writer is up)."""
-    from gitkb.cli.commands.embeddings import wait_for_vectors
 
     def call(ws: Any) -> dict[str, Any]:
         with Bar(f"job {job_id}") as bar:

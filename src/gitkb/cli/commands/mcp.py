@@ -7,6 +7,7 @@ import sys
 import click
 
 from gitkb.cli.runner import CliState
+from gitkb.core.errors import GitkbError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -28,10 +29,9 @@ def mcp(
         raise click.UsageError(
             f"refusing to serve MCP without auth on {host}; use a loopback host or --allow-remote"
         )
-    import anyio
+    import anyio  # serving only: anyio (~12 ms) stays off every CLI start
 
-    from gitkb.core.errors import GitkbError
-    from gitkb.mcp.server import build_server, serve_http, serve_stdio
+    from gitkb.mcp.server import build_server, serve_http, serve_stdio  # heavy: mcp
 
     try:
         ws = state.workspace()

@@ -18,6 +18,8 @@ from typing import Any
 import click
 
 from gitkb.cli.runner import CliState
+from gitkb.core.config import load_settings
+from gitkb.core.errors import GitkbError
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -51,14 +53,12 @@ def _bind(host: str, port: int) -> socket.socket:
 @click.pass_obj
 def serve(state: CliState, host: str, port: int, log_level: str, log_format: str) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    import uvicorn
+    import uvicorn  # heavy: uvicorn
 
-    from gitkb.core.config import load_settings
-    from gitkb.core.errors import GitkbError
-    from gitkb.http.app import create_app
-    from gitkb.http.auth import check_bind
-    from gitkb.http.config import load_server_config
-    from gitkb.http.discovery import advertised_url
+    from gitkb.http.app import create_app  # heavy: fastapi
+    from gitkb.http.auth import check_bind  # heavy: fastapi
+    from gitkb.http.config import load_server_config  # heavy: fastapi
+    from gitkb.http.discovery import advertised_url  # heavy: fastapi
 
     try:
         settings = load_settings(state.resolve_home())
@@ -80,7 +80,7 @@ def serve(state: CliState, host: str, port: int, log_level: str, log_format: str
     started = f"gitkb serving {settings.home} on {url} (docs at {url}/docs)"
     logging_kw: dict[str, Any] = {}
     if log_format == "json":
-        from gitkb.http.logs import use_json_logs, uvicorn_log_config
+        from gitkb.http.logs import use_json_logs, uvicorn_log_config  # only with --log-format json
 
         use_json_logs(log_level)
         logging_kw = {"log_config": uvicorn_log_config(log_level), "access_log": False}

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from gitkb.cli.confirm import confirmed, yes_option
+from gitkb.cli.commands.embeddings import vectors_line
+from gitkb.cli.confirm import confirmed, counted, yes_option
 from gitkb.cli.output import table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
@@ -134,7 +135,6 @@ def _render_sync(data: dict[str, Any]) -> None:
             f"  chunks added {data.get('chunks_added')}, removed {data.get('chunks_removed')}; "
             f"{data.get('took_ms')} ms"
         )
-    from gitkb.cli.commands.embeddings import vectors_line
 
     if vectors_line(data):
         click.echo(vectors_line(data))
@@ -180,8 +180,6 @@ def _find(ws: Any, name: str) -> dict[str, Any] | None:
 
 def _what_goes(ws: Any, name: str, keep_documents: bool) -> tuple[str, list[str]] | None:
     """What removing source NAME deletes (None when there is no such source)."""
-    from gitkb.cli.confirm import counted
-
     s = _find(ws, name)
     if s is None:
         return None

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
 from gitkb.cli.progress import Bar, job_line
 from gitkb.cli.runner import run
 
@@ -56,7 +57,6 @@ def _render_reindex(d: dict[str, Any]) -> None:
     for s in paths.get("skipped") or []:
         if s.get("category") != "excluded":
             click.echo(f"  skipped {s['path']}: {s['category']} ({s['detail']})")
-    from gitkb.cli.commands.embeddings import vectors_line
 
     if vectors_line(d):
         click.echo(vectors_line(d))
@@ -73,7 +73,6 @@ def reindex(force: bool, index_name: str | None, no_wait: bool) -> None:
     if no_wait:
         run(lambda ws: ws.promoted("reindex", force=force, index_name=index_name, wait=0), _render_queued)
         return
-    from gitkb.cli.commands.embeddings import wait_for_vectors
 
     def call(ws: Any) -> dict[str, Any]:
         with Bar("reindexing") as bar:

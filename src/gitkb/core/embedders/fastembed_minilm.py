@@ -111,8 +111,11 @@ def register_custom_model() -> str:
     with _register_lock:
         if _registered:
             return FASTEMBED_MODEL_NAME
-        from fastembed import TextEmbedding
-        from fastembed.common.model_description import ModelSource, PoolingType
+        from fastembed import TextEmbedding  # heavy: fastembed, onnxruntime
+        from fastembed.common.model_description import (  # heavy: fastembed, onnxruntime
+            ModelSource,
+            PoolingType,
+        )
 
         try:
             TextEmbedding.add_custom_model(
@@ -155,7 +158,7 @@ class FastEmbedMiniLM:
         self._lock = threading.Lock()
         self._counter: Any = None
         name = register_custom_model()
-        from fastembed import TextEmbedding
+        from fastembed import TextEmbedding  # heavy: fastembed, onnxruntime
 
         try:
             self._model = TextEmbedding(
@@ -190,7 +193,7 @@ class FastEmbedMiniLM:
 
     def _tokenizer(self) -> Any:
         if self._counter is None:
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # heavy: tokenizers, only when asked for
 
             tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
             tok.no_truncation()

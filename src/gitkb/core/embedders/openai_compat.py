@@ -37,7 +37,7 @@ class OpenAICompatEmbedder:
         retries: int = 2,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        import httpx
+        import httpx  # heavy: httpx (~80 ms), only when this provider is used
 
         if not base_url or not str(base_url).strip():
             raise EmbeddingNotConfigured(
@@ -71,7 +71,7 @@ class OpenAICompatEmbedder:
         self._client.close()
 
     def _post(self, texts: list[str]) -> list[list[float]]:
-        import httpx
+        import httpx  # heavy: httpx (~80 ms), only when this provider is used
 
         payload = {"model": self.request_model, "input": texts, "encoding_format": "float"}
         for attempt in range(self.retries + 1):

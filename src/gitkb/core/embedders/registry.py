@@ -38,13 +38,13 @@ class ProviderSpec:
 
 
 def _fastembed(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[str, Any]) -> Embedder:
-    from gitkb.core.embedders import fastembed_minilm
+    from gitkb.core.embedders import fastembed_minilm  # optional provider: loaded when chosen
 
     return fastembed_minilm.create(model, cache_dir, options)
 
 
 def _hashing(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[str, Any]) -> Embedder:
-    from gitkb.core.embedders.hashing import DEFAULT_DIMS, HashingEmbedder
+    from gitkb.core.embedders.hashing import DEFAULT_DIMS, HashingEmbedder  # heavy: numpy
 
     unknown = set(options) - {"dims", "max_input_tokens", "bigrams"}
     if unknown:
@@ -58,7 +58,7 @@ def _hashing(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[st
 
 
 def _openai(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[str, Any]) -> Embedder:
-    from gitkb.core.embedders import openai_compat
+    from gitkb.core.embedders import openai_compat  # optional provider: loaded when chosen
 
     return openai_compat.create(model, options, raw_model=raw_model)
 

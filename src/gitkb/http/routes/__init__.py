@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from gitkb.http.routes import (
+    actions,
+    documents,
+    health,
+    indexes,
+    jobs,
+    knowledge,
+    proposals,
+    reviews,
+    search,
+    sources,
+    webhooks,
+)
+
 
 def all_routers() -> list[APIRouter]:
-    from gitkb.http.routes import (
-        actions,
-        documents,
-        health,
-        indexes,
-        jobs,
-        knowledge,
-        proposals,
-        reviews,
-        search,
-        sources,
-        webhooks,
-    )
-
     return [
         health.router,
         actions.router,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
+from gitkb.http.ui import pages, reviews
 from gitkb.http.ui.render import STATIC_DIR, build_templates
 from gitkb.http.ui.session import UiState
 
@@ -25,8 +26,6 @@ __all__ = ["mount_ui"]
 
 def mount_ui(app: FastAPI) -> None:
     """Add the page's routes and its static files (``/ui/static``) to ``app``."""
-    from gitkb.http.ui import pages, reviews
-
     app.state.gitkb_ui = UiState(home=app.state.gitkb.settings.home, templates=build_templates())
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR / "ui")), name="ui-static")
     app.include_router(reviews.router)

@@ -75,8 +75,8 @@ def link_footnotes(answer: str) -> Markup:
 @cache
 def _lexer(filename: str) -> Any:
     try:
-        from pygments.lexers import TextLexer, get_lexer_for_filename
-        from pygments.util import ClassNotFound
+        from pygments.lexers import TextLexer, get_lexer_for_filename  # optional: Pygments (below)
+        from pygments.util import ClassNotFound  # optional: plain text without Pygments (below)
     except ImportError:  # pragma: no cover - Pygments comes with the installed dependencies
         return None
     opts = {"stripnl": False, "ensurenl": False, "stripall": False}
@@ -87,7 +87,7 @@ def _lexer(filename: str) -> Any:
 
 
 def _css_class(ttype: Any) -> str:
-    from pygments.token import STANDARD_TYPES
+    from pygments.token import STANDARD_TYPES  # optional: Pygments, as in _lexer
 
     while ttype is not None:
         cls = STANDARD_TYPES.get(ttype)

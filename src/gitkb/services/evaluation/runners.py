@@ -33,8 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import Busy, InvalidArgument
+from gitkb.services import ask as ask_service
+from gitkb.services import embeddings, ingest
 from gitkb.services import indexes as index_service
-from gitkb.services import ingest
 from gitkb.services import search as search_service
 from gitkb.services.context import Context
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
@@ -94,7 +95,6 @@ def wait_for_vectors(ctx: Context, mode: str, progress: Progress | None) -> floa
     """Block until vectors catch up (semantic/hybrid); seconds spent."""
     if mode == "keyword":
         return 0.0
-    from gitkb.services import embeddings
 
     t0 = time.perf_counter()
     embeddings.build_embeddings(ctx, progress=_tick(progress, "embed"))
@@ -266,8 +266,6 @@ def eval_qa(
 def _ask_checks(
     ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None
 ) -> dict[str, Any]:
-    from gitkb.services import ask as ask_service
-
     cites = answered = 0
     took: list[float] = []
     for i, q in enumerate(questions, 1):

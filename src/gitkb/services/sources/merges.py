@@ -25,9 +25,11 @@ import contextlib
 from typing import Any
 
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
-from gitkb.services import audit
+from gitkb.services import audit, jobs
 from gitkb.services.context import Context
 from gitkb.services.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
+from gitkb.services.sources.staging import restack
+from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
@@ -41,9 +43,6 @@ def sync_dedupe_key(source_id: str, commit: str) -> str:
 
 def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) -> dict[str, Any]:
     """Queue the source's sync to ``commit`` once; ``wait``: block until it has run."""
-    from gitkb.services import jobs
-    from gitkb.stores.catalog import jobs as job_rows
-
     row = resolve_source(ctx, source)
     if not isinstance(commit, str) or not commit.strip():
         raise InvalidArgument("a sync request needs the commit to sync to")
@@ -83,7 +82,7 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
 
 def reconcile_merges(ctx: Context, row: SourceRow, repo: ManagedRepo, commit: str) -> dict[str, Any]:
     """Settle reviews and proposals whose pushed head is contained in ``commit``."""
-    from gitkb.services.review_push import reconcile_in_flight
+    from gitkb.services.review_push import reconcile_in_flight  # cycle: review_push -> sources/__init__.py
 
     reconcile_in_flight(ctx, source_id=row.id)  # a push a crash left unrecorded counts as pushed
 
@@ -135,8 +134,6 @@ def _settle(
     actor: str = "sync",
     number: int | None = None,
 ) -> dict[str, Any]:
-    from gitkb.services.sources.staging import restack
-
     conn = ctx.catalog.conn
     ids = {pid for r in merged for pid in r.proposal_ids}
     staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))

@@ -23,12 +23,14 @@ from gitkb.core.paging import page_of, paged
 from gitkb.core.paths import documents_root_parts
 from gitkb.forges import Forge, ForgeConfig, create_forge
 from gitkb.services import audit
+from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import create_index
 from gitkb.services.sources import credentials as creds_
 from gitkb.services.sources.forge_meter import metered
 from gitkb.services.sources.selection import check_globs
 from gitkb.services.sources.sidecars import SCHEMA_FILES, Sidecars, read_sidecars
+from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.sources import SourceRow
@@ -282,9 +284,6 @@ def remove_source(
     ctx: Context, name: Any, *, keep_documents: bool = False, actor: str = "operator"
 ) -> dict[str, Any]:
     """Forget a source: its clone, proposals and reviews; its documents too unless ``keep_documents``."""
-    from gitkb.services.catchup import catch_up_keywords
-    from gitkb.stores.catalog import documents as doc_rows
-
     row = resolve_source(ctx, name)
     removed = 0
     with ctx.write_lock:

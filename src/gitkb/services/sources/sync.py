@@ -47,9 +47,11 @@ from gitkb.services import audit
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.sources.apply import Progress, apply_plan
+from gitkb.services.sources.merges import reconcile_merges
 from gitkb.services.sources.registry import open_repo, read_source_sidecars, resolve_source
 from gitkb.services.sources.selection import EffectiveConfig, effective_config
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
@@ -148,14 +150,11 @@ def sync_source(
             source_rows.set_synced(w, row.id, target, key)
         catch_up_keywords(ctx)
         added_chunks, removed_chunks = _chunk_changes(ctx, seq0)
-        from gitkb.services.sources.merges import reconcile_merges
 
         settled = reconcile_merges(ctx, row, repo, target)
     warnings = []
     linked = set(row.index_ids)
     if sidecars.index and not row.settings.get("index"):
-        from gitkb.stores.catalog import indexes as index_rows
-
         ix = index_rows.get_by_name(conn, sidecars.index)
         if ix is None or ix.id not in linked:
             warnings.append(
@@ -180,7 +179,7 @@ def sync_source(
     }
     if settled:
         out["merged"] = settled
-    from gitkb.services.checkouts import refresh_source
+    from gitkb.services.checkouts import refresh_source  # cycle: checkouts -> sources/__init__.py
 
     if refreshed := refresh_source(ctx, row, target):
         out["checkouts_refreshed"] = len(refreshed)  # how many; their paths stay on this node
