@@ -99,6 +99,34 @@ def chunk_config_for(row: IndexRow, size: Any, overlap: Any, strategy: Any) -> t
     return resolve_config(strategy, size, overlap, defaults=row.chunk_defaults)
 
 
+def admit_documents(
+    ctx: Context,
+    index_name: Any,
+    filepath: Any,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+) -> tuple[IndexRow, ChunkConfig, list[str], Placement, Path]:
+    """ADD_DOCUMENTS' checks, before anything is written (also run before its job is queued):
+    (index, chunk config, warnings, placement, target path)."""
+    row = get_index(ctx, index_name)
+    ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
+    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
+    place = placement(tenant, tier, ttl_seconds)
+    if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
+        raise InvalidArgument("filepath is required: a file or directory to add")
+    target = Path(filepath).expanduser()
+    if not target.exists():
+        raise NotFound(
+            f"path {escape_name(str(filepath))!r} does not exist",
+            next_steps=["check the path; it is read by this process"],
+        )
+    return row, cfg, list(warnings), place, target
+
+
 def add_documents(
     ctx: Context,
     index_name: Any,
@@ -113,18 +141,9 @@ def add_documents(
     ttl_seconds: Any = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    row = get_index(ctx, index_name)
-    ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
-    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
-    place = placement(tenant, tier, ttl_seconds)
-    if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
-        raise InvalidArgument("filepath is required: a file or directory to add")
-    target = Path(filepath).expanduser()
-    if not target.exists():
-        raise NotFound(
-            f"path {escape_name(str(filepath))!r} does not exist",
-            next_steps=["check the path; it is read by this process"],
-        )
+    row, cfg, warnings, place, target = admit_documents(
+        ctx, index_name, filepath, chunk_size, chunk_overlap, chunk_strategy, tenant, tier, ttl_seconds
+    )
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
     entries = leave_out_sidecars(row, entries)
@@ -316,6 +335,34 @@ def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
         )
 
 
+def admit_text(
+    ctx: Context,
+    index_name: Any,
+    text: Any,
+    metadata: Any = None,
+    filepath: Any = None,
+    chunk_size: Any = None,
+    chunk_overlap: Any = None,
+    chunk_strategy: Any = None,
+    tenant: Any = None,
+    tier: Any = None,
+    ttl_seconds: Any = None,
+) -> tuple[IndexRow, ChunkConfig, list[str], Placement]:
+    """ADD_TEXT's checks, before anything is written (also run before its job is queued)."""
+    row = get_index(ctx, index_name)
+    ensure_not_managed(ctx, row, "ADD_TEXT")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgument("text must be a non-empty string")
+    check_text_size(text, ctx.settings.max_file_bytes)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidArgument('metadata must be a JSON object, e.g. {"title": "On-call handbook"}')
+    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
+    place = placement(tenant, tier, ttl_seconds)
+    if filepath is not None:
+        check_stored_path(filepath)
+    return row, cfg, list(warnings), place
+
+
 def add_text(
     ctx: Context,
     index_name: Any,
@@ -330,17 +377,20 @@ def add_text(
     tier: Any = None,
     ttl_seconds: Any = None,
 ) -> dict[str, Any]:
-    row = get_index(ctx, index_name)
-    ensure_not_managed(ctx, row, "ADD_TEXT")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidArgument("text must be a non-empty string")
-    check_text_size(text, ctx.settings.max_file_bytes)
-    if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict):
-        raise InvalidArgument('metadata must be a JSON object, e.g. {"title": "On-call handbook"}')
-    cfg, warnings = chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
-    place = placement(tenant, tier, ttl_seconds)
+    row, cfg, warnings, place = admit_text(
+        ctx,
+        index_name,
+        text,
+        metadata,
+        filepath,
+        chunk_size,
+        chunk_overlap,
+        chunk_strategy,
+        tenant,
+        tier,
+        ttl_seconds,
+    )
+    metadata = metadata or {}
     h = ids.content_hash(text)
     path = check_stored_path(filepath) if filepath is not None else f"texts/{h[:16]}.txt"
     title = metadata.get("title") if isinstance(metadata.get("title"), str) else None

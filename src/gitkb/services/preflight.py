@@ -9,20 +9,18 @@ check and the run, a vector store that is down) still fails the job.
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gitkb.core.chunking import resolve_config
-from gitkb.core.errors import Conflict, InvalidArgument, NotFound
-from gitkb.core.names import normalize_stored_path, validate_index_name, validate_new_filename
+from gitkb.core.errors import Conflict, InvalidArgument
+from gitkb.core.names import validate_index_name, validate_new_filename
 from gitkb.services.context import Context
 from gitkb.services.documents import resolve_document
 from gitkb.services.guard import ensure_not_managed
 from gitkb.services.indexes import get_index
-from gitkb.services.ingest import chunk_config_for, placement
+from gitkb.services.ingest import admit_documents, admit_text
 from gitkb.services.sources.registry import resolve_source
 from gitkb.services.sources.sync import COMMIT_ID
 from gitkb.stores.catalog import documents as doc_rows
@@ -44,17 +42,9 @@ def _add_documents(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    row = get_index(ctx, index_name)
-    ensure_not_managed(ctx, row, "ADD_DOCUMENTS")
-    chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
-    placement(tenant, tier, ttl_seconds)
-    if not isinstance(filepath, str | os.PathLike) or not str(filepath).strip():
-        raise InvalidArgument("filepath is required: a file or directory to add")
-    if not Path(filepath).expanduser().exists():
-        raise NotFound(
-            f"path {str(filepath)!r} does not exist",
-            next_steps=["check the path; it is read by this process"],
-        )
+    admit_documents(
+        ctx, index_name, filepath, chunk_size, chunk_overlap, chunk_strategy, tenant, tier, ttl_seconds
+    )
 
 
 def _add_text(
@@ -71,16 +61,19 @@ def _add_text(
     ttl_seconds: Any = None,
     **_: Any,
 ) -> None:
-    row = get_index(ctx, index_name)
-    ensure_not_managed(ctx, row, "ADD_TEXT")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidArgument("text must be a non-empty string")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidArgument('metadata must be a JSON object, e.g. {"title": "On-call handbook"}')
-    chunk_config_for(row, chunk_size, chunk_overlap, chunk_strategy)
-    placement(tenant, tier, ttl_seconds)
-    if filepath is not None:
-        normalize_stored_path(filepath)
+    admit_text(
+        ctx,
+        index_name,
+        text,
+        metadata,
+        filepath,
+        chunk_size,
+        chunk_overlap,
+        chunk_strategy,
+        tenant,
+        tier,
+        ttl_seconds,
+    )
 
 
 def _delete_document(
