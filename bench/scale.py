@@ -190,7 +190,7 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
             ok(ws.document_index("SEARCH", query=q + " warm", index_name=index, mode=mode))
         # Every timed query is embedded anew (as a new user question would be): no query-vector
         # cache left over from the previous mode or size.
-        ws.ctx.extras.pop("query_vectors", None)
+        ws.ctx.caches.query_vectors.clear()
         took = []
         for q in qs:
             t0 = time.perf_counter()
@@ -198,7 +198,7 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
             took.append((time.perf_counter() - t0) * 1000)
         out[mode] = {"p50_ms": pct(took, 50), "p95_ms": pct(took, 95)}
     if ask:
-        ws.ctx.extras.pop("query_vectors", None)
+        ws.ctx.caches.query_vectors.clear()
         took = []
         for q in qs[:ask]:
             t0 = time.perf_counter()
