@@ -323,7 +323,7 @@ def test_add_text_too_large_over_cli_and_http(tmp_path: Path) -> None:
     from gitkb.core.config import load_settings
     from gitkb.core.walking import DEFAULT_MAX_BYTES
     from gitkb.http import create_app
-    from http_shape import error_code
+    from helpers import error_code
 
     home = tmp_path / "w"
     home.mkdir()

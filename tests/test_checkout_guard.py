@@ -3,7 +3,6 @@
 Real git repositories: the example handbook pushed to a bare remote, a source synced from it, a
 checkout made from the managed clone. The guard is fed the hook JSON of each tool kind.
 """
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitkb.cli.main import cli
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 ROTATE = "docs/runbooks/rotate-api-keys.md"
 

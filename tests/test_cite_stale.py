@@ -1,5 +1,4 @@
 """Citations that stay checkable: a chunk id whose text changed answers `stale` with what its lines say now."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 PATH = "docs/runbooks/rotate-api-keys.md"
 

@@ -2,15 +2,13 @@
 take --yes; without a terminal, or with --json, they refuse unless --yes (exit 2, saying so).
 Per-item removals (`docs rm`) do not ask."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
-
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from cli_tty import no_tty, on_tty, pages, workspace
-from test_sources_helpers import Upstream, git_env, upstream  # noqa: F401
+from helpers import Upstream
 
 
 def indexes(home: Path) -> list[str]:

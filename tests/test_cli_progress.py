@@ -2,8 +2,6 @@
 terminal's stderr: done/total; nothing when stderr is not a terminal or with --json. A command
 that does not wait for vectors says so and how to follow, in CLI words."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
-
 from __future__ import annotations
 
 import json
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_tty import no_tty, on_tty, pages, workspace
-from test_sources_helpers import Upstream, git_env, upstream  # noqa: F401
+from helpers import Upstream
 
 BAR = re.compile(r"(indexing|embedding|reindexing|syncing|re-chunking|job \S+)\s+\[[#-]*\]\s+(\d+)/(\d+)")
 

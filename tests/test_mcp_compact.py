@@ -18,13 +18,11 @@ import anyio
 import pytest
 from mcp import Client
 
-import test_sources_helpers as helpers
 from gitkb.mcp import build_server
 from gitkb.mcp import server as mcp_server
 from gitkb.mcp.render import CLOSE_TAG, OPEN_TAG, parse_block, safe_json
+from helpers import SOURCE
 
-git_env, upstream, source_ws = helpers.git_env, helpers.upstream, helpers.source_ws
-SOURCE = helpers.SOURCE
 AGENT = "docs-bot"
 QUERIES = [
     "how do I promote the database replica",

@@ -1,5 +1,4 @@
 """When the base moved: `proposals refresh`, and reviews of chosen proposals only (real git repositories)."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
-from test_sources_helpers import SOURCE, Upstream, git, git_env, source_ws, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"

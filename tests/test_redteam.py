@@ -632,7 +632,7 @@ def api(world: World) -> Iterator[Any]:
 def test_refused_over_http(
     world: World, api: Any, case: str, token: str, method: str, path: str, body: dict[str, Any] | None
 ) -> None:
-    from http_shape import error_code
+    from helpers import error_code
 
     path = path.replace("@job", _resolve(world, {"j": "@job"})["j"])
     before = world.counts()

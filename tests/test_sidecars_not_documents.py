@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import test_sources_helpers as helpers
-from action_results import ok
 from gitkb import Workspace
 from gitkb.core.walking import SIDECAR_FILES
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.services.sources.sidecars import SCHEMA_FILES
+from helpers import SOURCE, ok
 
-git_env, upstream, source_ws = helpers.git_env, helpers.upstream, helpers.source_ws
-SOURCE = helpers.SOURCE
 QUESTION = "how do I promote the database replica"
 SIDECARS = {"docs/gitkb.yml", "docs/kb-manifest.json"}
 

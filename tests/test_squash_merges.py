@@ -4,7 +4,6 @@ The forges are the REST mocks of tests/forge_servers (the change request is open
 merge itself is a real squash commit pushed to the bare remote, and the webhook goes through the
 HTTP app with a real signature, as a forge would send it."""
 
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 from __future__ import annotations
 
 import json
@@ -23,7 +22,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services import webhook_intake
 from gitkb.services.webhooks import github_signature
-from test_sources_helpers import SOURCE, Upstream, git, git_env, upstream  # noqa: F401
+from helpers import SOURCE, Upstream, git
 
 SECRET = "squash-secret"
 READER = "r" * 24

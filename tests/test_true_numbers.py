@@ -294,7 +294,7 @@ def _seed(ws: Workspace) -> None:
 
 
 def test_refused_calls_leave_no_job_library_and_promoted(ws: Workspace) -> None:
-    from action_results import fails
+    from helpers import fails
 
     _seed(ws)
     before = _jobs(ws)
@@ -317,7 +317,7 @@ def test_refused_calls_leave_no_job_http_and_mcp(home: Path) -> None:
     from gitkb.core.config import load_settings
     from gitkb.http import create_app
     from gitkb.mcp import build_server
-    from http_shape import error_code
+    from helpers import error_code
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "gitkb.toml").write_text("")

@@ -1,6 +1,5 @@
 """Word diffs on the review page: the words that changed inside a changed line are marked, in the
 unified and the side-by-side view, over the syntax colours; real git diffs and the real page."""
-# ruff: noqa: F811  (pytest fixtures imported from test_sources_helpers)
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from gitkb.http.ui.diff import changed_spans, marked_html, parse_diff
 from gitkb.http.ui.render import highlight_lines
-from test_sources_helpers import Upstream, git_env, upstream  # noqa: F401
+from helpers import Upstream
 from test_ui_pages import make_client, seed
 
 PARAGRAPH = (

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gitkb.core.errors import GitkbError, NotFound, StoreUnavailable
-from gitkb.services import sources  # registers the source_sync job kind (recovery after a crash needs it)
+from gitkb.services import sources
 from gitkb.services.context import Context
 from gitkb.services.sources.merges import change_request_merged
 from gitkb.services.webhooks import WebhookEvent, normalise_repo_url
