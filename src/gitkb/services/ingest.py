@@ -101,14 +101,16 @@ def chunk_config_for(row: IndexRow, size: Any, overlap: Any, strategy: Any) -> t
 
 def admit_documents(
     ctx: Context,
-    index_name: Any,
-    filepath: Any,
+    *,
+    index_name: Any = None,
+    filepath: Any = None,
     chunk_size: Any = None,
     chunk_overlap: Any = None,
     chunk_strategy: Any = None,
     tenant: Any = None,
     tier: Any = None,
     ttl_seconds: Any = None,
+    **_: Any,  # the action's other parameters (base_path, progress) need no check
 ) -> tuple[IndexRow, ChunkConfig, list[str], Placement, Path]:
     """ADD_DOCUMENTS' checks, before anything is written (also run before its job is queued):
     (index, chunk config, warnings, placement, target path)."""
@@ -142,7 +144,15 @@ def add_documents(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     row, cfg, warnings, place, target = admit_documents(
-        ctx, index_name, filepath, chunk_size, chunk_overlap, chunk_strategy, tenant, tier, ttl_seconds
+        ctx,
+        index_name=index_name,
+        filepath=filepath,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        chunk_strategy=chunk_strategy,
+        tenant=tenant,
+        tier=tier,
+        ttl_seconds=ttl_seconds,
     )
     base = (Path(base_path).expanduser() if base_path else target.absolute().parent).absolute()
     entries = list(walk(target.absolute(), base=base, max_bytes=ctx.settings.max_file_bytes))
@@ -337,8 +347,9 @@ def check_text_size(text: str, max_bytes: int, *, field: str = "text") -> None:
 
 def admit_text(
     ctx: Context,
-    index_name: Any,
-    text: Any,
+    *,
+    index_name: Any = None,
+    text: Any = None,
     metadata: Any = None,
     filepath: Any = None,
     chunk_size: Any = None,
@@ -347,6 +358,7 @@ def admit_text(
     tenant: Any = None,
     tier: Any = None,
     ttl_seconds: Any = None,
+    **_: Any,
 ) -> tuple[IndexRow, ChunkConfig, list[str], Placement]:
     """ADD_TEXT's checks, before anything is written (also run before its job is queued)."""
     row = get_index(ctx, index_name)
@@ -379,16 +391,16 @@ def add_text(
 ) -> dict[str, Any]:
     row, cfg, warnings, place = admit_text(
         ctx,
-        index_name,
-        text,
-        metadata,
-        filepath,
-        chunk_size,
-        chunk_overlap,
-        chunk_strategy,
-        tenant,
-        tier,
-        ttl_seconds,
+        index_name=index_name,
+        text=text,
+        metadata=metadata,
+        filepath=filepath,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        chunk_strategy=chunk_strategy,
+        tenant=tenant,
+        tier=tier,
+        ttl_seconds=ttl_seconds,
     )
     metadata = metadata or {}
     h = ids.content_hash(text)
