@@ -17,6 +17,7 @@ from gitkb.services.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.context import Context
 from gitkb.services.fusion import rrf, score_fusion
 from gitkb.services.indexes import get_index
+from gitkb.services.query_words import keyword_query
 from gitkb.services.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
@@ -110,7 +111,7 @@ def keyword_hits(
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
-    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
+    raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
