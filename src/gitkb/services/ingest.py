@@ -18,7 +18,8 @@ from gitkb.core import ids
 from gitkb.core.chunking import chunk_many, resolve_config
 from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
 from gitkb.core.faults import crash_point
-from gitkb.core.loading import LoadError, load_bytes
+from gitkb.core.load_errors import LoadError
+from gitkb.core.loading import load_bytes
 from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.paths import check_stored_path, escape_name
 from gitkb.core.walking import WalkEntry, is_sidecar, walk

@@ -20,7 +20,8 @@ from typing import Any
 from gitkb.core import ids
 from gitkb.core.change_planning import ChangePlan
 from gitkb.core.chunking import chunk_many, resolve_config
-from gitkb.core.loading import LoadError, load_bytes
+from gitkb.core.load_errors import LoadError
+from gitkb.core.loading import load_bytes
 from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
 from gitkb.core.walking import is_excluded
