@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.chunking import chunk_many
 from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
 from gitkb.core.faults import crash_point
 from gitkb.core.load_errors import LoadError

@@ -19,7 +19,8 @@ from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.change_planning import ChangePlan
-from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.chunking import chunk_many
 from gitkb.core.load_errors import LoadError
 from gitkb.core.loading import load_bytes
 from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
