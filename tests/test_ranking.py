@@ -14,7 +14,10 @@ import pytest
 
 from gitkb import Workspace
 from gitkb.services import fusion, vectors_catchup
-from gitkb.services.fusion import rrf, score_fusion
+from gitkb.services.fusion import document_fusion, rrf, score_fusion
+from gitkb.services.indexes import get_index
+from gitkb.services.search import keyword_hits
+from gitkb.services.title_match import title_bonus
 from gitkb.services.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
 from helpers import ok
 
@@ -47,6 +50,43 @@ def test_score_fusion_normalises_each_list_and_weights_them() -> None:
     # One item, or equal scores: each gets the full weight; duplicates count once at their best rank.
     assert [(f.key, f.score) for f in score_fusion({"k": [("a", 3.0), ("a", 1.0)]})] == [("a", 1.0)]
     assert score_fusion({}) == [] and score_fusion({"k": []}) == []
+
+
+def test_document_fusion_gives_a_chunk_its_documents_best_evidence() -> None:
+    lists = {
+        "keyword": [("a1", 30.0), ("b1", 20.0), ("c1", 10.0)],
+        "semantic:x/y": [("b2", 0.9), ("c1", 0.5), ("a1", 0.1)],
+    }
+    doc = {"a1": "A", "b1": "B", "b2": "B", "c1": "C"}
+    weights = {"keyword": 0.5, "semantic": 0.5}
+    plain = document_fusion(lists, doc, weights=weights, share=0.0)
+    assert [(f.key, f.score) for f in plain] == [
+        (f.key, f.score) for f in score_fusion(lists, weights=weights)
+    ]
+    # page B: b1 matches the words (0.5 normalised), b2 the meaning (1.0); each now counts both
+    full = {f.key: round(f.score, 6) for f in document_fusion(lists, doc, weights=weights, share=1.0)}
+    assert full == {"b1": 0.75, "b2": 0.75, "a1": 0.5, "c1": 0.25}
+    half = document_fusion(lists, doc, weights=weights, share=0.5)
+    assert [f.key for f in half] == ["b2", "a1", "b1", "c1"]  # a1 and b1 tie at 0.5: a1 ranked first
+    bonus = document_fusion(lists, doc, weights=weights, share=0.0, bonus={"c1": 0.5})
+    assert bonus[0].key == "c1" and round(bonus[0].score, 6) == 0.75
+    with pytest.raises(ValueError):
+        document_fusion(lists, doc, share=1.5)
+
+
+def test_title_bonus_counts_the_query_terms_in_title_and_headings(ws: Workspace) -> None:
+    from gitkb.services.indexes import create_index  # test-local: the seed helpers do the same
+
+    create_index(ws.ctx, "tb", embeddings=False)
+    text = "# Managing concurrency\n\n## Throttling\n\nSet reserved concurrency to zero.\n"
+    ok(ws.document_index("ADD_TEXT", index_name="tb", text=text, filepath="concurrency.md"))
+    hits = keyword_hits(ws.ctx, "zero", [get_index(ws.ctx, "tb")], 5)
+    by_cid = {c.cid: (c, d) for c, d, _ in hits}
+    (cid,) = by_cid
+    chunk, doc = by_cid[cid]
+    assert (doc.title, chunk.heading_path) == ("Managing concurrency", ())
+    assert title_bonus("How do I manage concurrency of a function?", by_cid, 0.3) == {cid: pytest.approx(0.2)}
+    assert title_bonus("How do I throttle a function?", by_cid, 0.0) == {}
 
 
 def test_measured_defaults_are_pinned() -> None:

@@ -12,14 +12,15 @@ from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.snippets import make_snippet
-from gitkb.services import search_settings
+from gitkb.services import fusion, search_settings
 from gitkb.services.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.context import Context
-from gitkb.services.fusion import rrf, score_fusion
+from gitkb.services.fusion import rrf
 from gitkb.services.indexes import get_index
 from gitkb.services.query_words import keyword_query
 from gitkb.services.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.tenancy import tenant_warnings, tier_matches, validate_tiers
+from gitkb.services.title_match import title_bonus
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
@@ -225,7 +226,13 @@ def fused_results(
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
-        fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
+        fused = fusion.document_fusion(
+            scored,
+            {cid: c.document_rowid for cid, (c, _) in hits.items()},
+            weights={"keyword": 1.0 - w, "semantic": w},
+            share=fusion.DOCUMENT_SHARE,
+            bonus=title_bonus(q, hits, fusion.TITLE_WEIGHT),
+        )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
     for f in fused[:n]:
