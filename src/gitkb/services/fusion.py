@@ -160,7 +160,7 @@ def document_fusion(
         total = (bonus or {}).get(key, 0.0)
         for name, scores in norm.items():
             weight = w.get(name, w.get(name.split(":", 1)[0], 1.0))
-            best = doc_best[name].get(document_of[key], 0.0)
-            total += weight * ((1.0 - share) * scores.get(key, 0.0) + share * best)
+            top = doc_best[name].get(document_of[key], 0.0)
+            total += weight * ((1.0 - share) * scores.get(key, 0.0) + share * top)
         fused.append(Fused(key, total, ranks[key]))
     return sorted(fused, key=lambda f: (-f.score, min(f.ranks.values()), order[f.key]))
