@@ -135,7 +135,9 @@ def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         data, passages = await anyio.to_thread.run_sync(call, ws, agent_id, params.name, params.arguments)
-        return render.to_result(data, passages=passages, compact=params.name == "search_index")
+        return render.to_result(
+            data, passages=passages, compact=tools.compacts(params.name, params.arguments)
+        )
 
     name = "gitkb" if agent_id is None else f"gitkb ({agent_id})"
     return Server(
