@@ -1,7 +1,7 @@
 """The search_index page an agent reads is mostly passages (issue 21: compact citations).
 
 On the example handbook (a git source behind a bare remote, vectors built, hybrid search,
-top_k 10) the snippets are at least 60% of the characters of every page, while every field
+top_n 10) the snippets are at least 60% of the characters of every page, while every field
 the spec names can still be read off each result. ``before`` is the page as rendered until
 now (every citation in full, ``ensure_ascii``), computed from the same answer; run with
 ``-s`` to see the figures::
@@ -56,7 +56,7 @@ def _pages(ws: Any, kb: str, index: str, agent: str) -> list[dict[str, Any]]:
         out = []
         async with Client(build_server(ws, agent)) as client:
             for q in QUERIES:
-                args = {"query": q, "top_k": 10}
+                args = {"query": q, "top_n": 10}
                 result = await client.call_tool("search_index", args)
                 assert not result.is_error, result.content[0].text
                 data, passages = mcp_server.call(ws, agent, "search_index", args)

@@ -357,13 +357,12 @@ class Workspace:
     @tool
     def list_jobs(
         self,
-        limit: int | None = None,
         state: str | None = None,
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        """Newest first, paged (``start``/``count``; ``limit`` is the older name of ``count``)."""
-        return jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)
+        """Newest first, paged (``start``/``count``)."""
+        return jobs.list_jobs(self.ctx, state=state, start=start, count=count)
 
     @tool
     def cancel_job(self, job_id: str) -> dict[str, Any]:
@@ -610,12 +609,11 @@ class Workspace:
     def list_audit(
         self,
         target: str | None = None,
-        limit: int | None = None,
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
-        return audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)
+        """The audit log, newest first: who, when, what, result (paged)."""
+        return audit.list_audit(self.ctx, target=target, start=start, count=count)
 
     # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
 
@@ -640,12 +638,12 @@ class Workspace:
         kbs: list[str],
         mode: str | None = None,
         read_only: bool = False,
-        default_top_k: int | None = None,
+        default_top_n: int | None = None,
     ) -> dict[str, Any]:
         """Bind an agent to knowledge bases in a mode: ``read``, ``propose`` (default) or ``write``
         (``read_only=True`` is the older spelling of mode ``read``)."""
         return knowledge.agent_assign(
-            self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_k=default_top_k
+            self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_n=default_top_n
         )
 
     @tool
@@ -679,7 +677,7 @@ class Workspace:
         self,
         query: str,
         indexes: list[str] | None = None,
-        top_k: int | None = None,
+        top_n: int | None = None,
         *,
         tenant: str | None = None,
         tiers: list[str] | None = None,
@@ -690,7 +688,7 @@ class Workspace:
         ``agent_id`` when the operator asks as that agent)."""
         sc = scope.load_scope(self.ctx, self._agent_ref(agent_id))
         return scope.search_index(
-            self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
+            self.ctx, sc, query, indexes=indexes, top_n=top_n, tenant=tenant, tiers=tiers, mode=mode
         )
 
     @tool

@@ -21,7 +21,7 @@ document, location, score, snippet]``: ``document`` is a position in
 it is not the index's ``source_uri_prefix`` + ``filepath``, the document's
 ``source_uri`` (a string, or null for none); ``index`` is a position in
 ``indexes``; ``location`` is ``[line_start, line_end]``. Left out as derivable:
-``action``, ``query`` and ``top_k``/``top_n`` (the request), ``count`` and
+``action``, ``query`` and ``top_n`` (the request), ``count`` and
 ``Message`` (the length of ``Results``), ``file_id`` (GET_DOCUMENT takes
 ``index_name`` + ``filepath``), ``next_steps`` (in the tool's description),
 ``ignored`` when empty; and the per-hit ``retrievers``, ``heading_path``,

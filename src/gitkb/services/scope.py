@@ -7,7 +7,7 @@ Every agent-facing entry point goes through here:
 * ``search_index`` searches only readable indexes; requested indexes outside
   the scope (ids or names, known or not) are listed under ``ignored`` and are
   never searched, and an all-ignored request searches nothing — the scope is
-  never widened. ``top_k`` is an integer from 1 to 50 (default from the
+  never widened. ``top_n`` is an integer from 1 to 50 (default from the
   binding).
 * ``plan_action`` / ``finish_action`` wrap ``document_index`` for an agent:
   reads need the index in scope, the agent's writes need a read-write binding,
@@ -155,14 +155,14 @@ def resolve_refs(ctx: Context, scope: AgentScope, refs: Any) -> tuple[list[Index
     return list(found.values()), ignored
 
 
-def validate_top_k(top_k: Any, default: int) -> int:
-    if top_k is None:
+def validate_top_n(top_n: Any, default: int) -> int:
+    if top_n is None:
         return default
-    if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise InvalidArgument(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidArgument(f"top_k must be from 1 to {MAX_TOP_K}, got {top_k}")
-    return top_k
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        raise InvalidArgument(f"top_n must be an integer from 1 to {MAX_TOP_K}, got {top_n!r}")
+    if not 1 <= top_n <= MAX_TOP_K:
+        raise InvalidArgument(f"top_n must be from 1 to {MAX_TOP_K}, got {top_n}")
+    return top_n
 
 
 def citation(hit: dict[str, Any]) -> dict[str, Any]:
@@ -190,13 +190,13 @@ def search_index(
     query: Any,
     *,
     indexes: Any = None,
-    top_k: Any = None,
+    top_n: Any = None,
     tenant: Any = None,
     tiers: Any = None,
     mode: Any = None,
 ) -> dict[str, Any]:
     q = search.validate_query(query)
-    k = validate_top_k(top_k, scope.default_top_k)
+    k = validate_top_n(top_n, scope.default_top_k)
     rows, ignored = resolve_refs(ctx, scope, indexes)
     warnings: list[str] = []
     cost = usage.QueryCost()
@@ -223,7 +223,7 @@ def search_index(
     out: dict[str, Any] = {
         "query": q,
         "mode": res.get("mode"),
-        "top_k": k,
+        "top_n": k,
         "indexes": [{"index_id": r.id, "index_name": r.name} for r in rows],
         "ignored": ignored,
         "Results": results,

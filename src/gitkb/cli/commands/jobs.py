@@ -34,11 +34,14 @@ def _render_list(d: dict[str, Any]) -> None:
 
 @jobs_group.command("list")
 @click.option("--state", type=click.Choice(["queued", "running", "completed", "failed", "cancelled"]))
-@click.option("--limit", type=int, default=None, help="The older name of --count.")
+@click.option("--limit", type=int, default=None, hidden=True, help="The older spelling of --count.")
 @page_options
 def list_(state: str | None, limit: int | None, start: int | None, count: int | None) -> None:
     """Recent jobs, newest first, a page at a time (50 by default)."""
-    run(lambda ws: ws.list_jobs(limit=limit, state=state, start=start, count=count), with_more(_render_list))
+    run(
+        lambda ws: ws.list_jobs(state=state, start=start, count=count if count is not None else limit),
+        with_more(_render_list),
+    )
 
 
 def _render_job(d: dict[str, Any]) -> None:
