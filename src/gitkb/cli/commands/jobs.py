@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.commands.embeddings import wait_for_vectors
+from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
 from gitkb.cli.output import emit_json, table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
@@ -49,6 +49,8 @@ def _render_job(d: dict[str, Any]) -> None:
     click.echo(f"{d['job_id']}  {d['kind']}  {d['status']}  {p.get('done')}/{p.get('total')}")
     if d.get("error"):
         click.echo(f"error: {d['error']}")
+    if isinstance(d.get("result"), dict) and vectors_line(d["result"]):
+        click.echo(vectors_line(d["result"]))  # what became of the vectors of what the job wrote
     if d.get("result") is not None:
         emit_json(d["result"])
 
