@@ -14,7 +14,7 @@ conservatively:
 * anything else -- an unknown program, ``bash script.sh``, ``$(...)``, an unparsable line, a
   path made of variables -- touches the folder it runs in and every argument as ``unknown``.
 
-The guard (``gitkb.services.checkout_guard``) resolves the paths (symlinks, ``..``) and denies a
+The guard (``gitkb.services.changes.checkout_guard``) resolves the paths (symlinks, ``..``) and denies a
 ``write`` or ``unknown`` touch inside a managed checkout. No I/O here.
 """
 

@@ -72,7 +72,7 @@ from gitkb.core.paths import escape_name, unstorable_name
 BUILTIN_EXCLUDES = ["__pycache__", "node_modules", ".git", "*.o", "target", "build", "dist"]
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 100  # folders below the walked directory; deeper ones are skipped as too_deep
-# Files that configure ingestion (gitkb.services.sources.sidecars): walks leave them out as "sidecar".
+# Files that configure ingestion (gitkb.services.changes.sources.sidecars): walks leave them out as "sidecar".
 SIDECAR_FILES = ("gitkb.yml", "kb-manifest.json")
 
 
