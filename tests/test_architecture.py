@@ -282,7 +282,7 @@ def test_the_workspace_builds_the_success_envelope_once() -> None:
     """Only the ``tool`` decorator adds ``Success: True``; every method returns its service's dict as is."""
     assert len(success_envelopes(SRC / "workspace.py")) == 1
     assert (
-        success_envelopes(SRC / "services" / "dispatch" / "scope.py") == []
+        success_envelopes(SRC / "services" / "dispatch" / "scoped_search.py") == []
     )  # what the Workspace returns unchanged
 
 

@@ -26,7 +26,6 @@ ALLOWED_MODULES = {
     "services/derived/embeddings.py": 490,
     "services/indexing/ingest.py": 567,
     "services/changes/review.py": 526,
-    "services/dispatch/scope.py": 414,
     "services/derived/vectors_catchup.py": 509,
     "stores/catalog/documents.py": 726,
     "workspace.py": 787,

@@ -34,7 +34,7 @@ from gitkb.services.changes.sources import merges, registry, sync
 from gitkb.services.changes.sources.cite import cite_check
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings, identity
-from gitkb.services.dispatch import actions, scope
+from gitkb.services.dispatch import actions, scope, scoped_search
 from gitkb.services.dispatch.job_kinds import JOB_KINDS
 from gitkb.services.operations import metrics, status
 from gitkb.services.runtime import jobs, vector_wait
@@ -679,7 +679,7 @@ class Workspace:
         """Search with citations, limited to the agent's indexes (the agent principal's, or
         ``agent_id`` when the operator asks as that agent)."""
         sc = scope.load_scope(self.ctx, self._agent_ref(agent_id))
-        return scope.search_index(
+        return scoped_search.search_index(
             self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
         )
 
