@@ -12,13 +12,14 @@ import time
 from typing import Any
 
 from gitkb.core.embedders import fingerprint, split_identity
-from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, InvalidArgument, NotFound, StoreUnavailable
+from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.derived.identity import active_identity, effective_identity, embedder_for, identity_state
 from gitkb.services.derived.index_lookup import get_index
 from gitkb.services.derived.rebuild_guard import ensure_not_rebuilding
 from gitkb.services.derived.vector_counts import counts_answer as counts_answer
 from gitkb.services.derived.vector_counts import range_vectors as range_vectors
+from gitkb.services.derived.vector_purge import has_vectors, retry_purges
 from gitkb.services.derived.vectors_catchup import (
     CatchupStats,
     Progress,
@@ -39,10 +40,8 @@ from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.indexes import IndexRow
-from gitkb.stores.vector_collections import collection_name
 
 REEMBED_HINT = "re-embed it: Workspace.reembed(index_name) or `gitkb embeddings reembed --index {name}`"
-_purge_lock = threading.Lock()
 
 
 # -- writes ------------------------------------------------------------------------------------
@@ -369,9 +368,9 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
     out["pending_embeddings"] = sum(pending_chunks(ctx, i) for i in wanted_identities(ctx))
     out["indexes"] = per_index
     try:
-        cols = ctx.vectors.list_collections() if _has_vectors(ctx) else []
+        cols = ctx.vectors.list_collections() if has_vectors(ctx) else []
         out["collections"] = cols
-        out["path"] = ctx.vectors.location if _has_vectors(ctx) else out["path"]
+        out["path"] = ctx.vectors.location if has_vectors(ctx) else out["path"]
     except GitkbError as exc:
         out["collections"] = []
         out["vector_store_error"] = exc.message
@@ -383,82 +382,3 @@ def embeddings_status(ctx: Context) -> dict[str, Any]:
         f"{st.identity or 'no identity'}: {chunk_count} chunk(s), {out['pending_embeddings']} waiting for vectors"
     )
     return out
-
-
-# -- purging -------------------------------------------------------------------------------------
-
-
-def _has_vectors(ctx: Context) -> bool:
-    return (
-        bool(ctx.settings.chroma_host) or ctx.caches.vectors is not None or ctx.settings.vectors_path.exists()
-    )
-
-
-def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
-    """Record that ``index_id`` must leave every collection, then try; StoreUnavailable names survivors."""
-    if not _has_vectors(ctx):
-        return
-    try:
-        idents = [c["identity"] for c in ctx.vectors.list_collections()]
-    except GitkbError as exc:
-        raise StoreUnavailable(
-            f"index {index_name!r} was removed from the catalog, but the vector store could not be listed "
-            f"to purge its vectors ({exc.message}); run DELETE_INDEX {index_name!r} again to finish",
-            details={"surviving_collections": ["*"], "index_name": index_name},
-        ) from exc
-    with ctx.catalog.write() as w:
-        vs.add_purges(w, index_id, index_name, idents)
-    left = retry_purges(ctx, index_id)
-    if left:
-        names = [collection_name(p.identity) for p in left]
-        raise StoreUnavailable(
-            f"index {index_name!r} was removed from the catalog, but its vectors could not be purged from "
-            f"collection(s) {', '.join(names)} ({left[0].error}); run DELETE_INDEX {index_name!r} again to finish",
-            next_steps=[f"retry DELETE_INDEX {index_name!r} when the vector store is reachable"],
-            details={"surviving_collections": names, "index_name": index_name},
-        )
-
-
-def retry_purges(ctx: Context, index_id: str | None = None) -> list[vs.Purge]:
-    """Try every pending purge (of ``index_id``, or all); returns those still failing."""
-    left = []
-    with _purge_lock:
-        for p in vs.purges(ctx.catalog.conn):
-            if index_id is not None and p.index_id != index_id:
-                continue
-            try:
-                ctx.vectors.delete_where(p.identity, {"index_id": p.index_id})
-            except GitkbError as exc:
-                with ctx.catalog.write() as w:
-                    vs.purge_failed(w, p.index_id, p.identity, exc.message)
-                left.append(vs.Purge(p.index_id, p.index_name, p.identity, exc.message))
-                continue
-            with ctx.catalog.write() as w:
-                vs.purge_done(w, p.index_id, p.identity)
-    return left
-
-
-def finish_deleted_index(ctx: Context, index_name: str) -> dict[str, Any] | None:
-    """DELETE_INDEX retry for a name no longer in the catalog: finish its pending purges."""
-    pend = [p for p in vs.purges(ctx.catalog.conn) if p.index_name == index_name]
-    if not pend:
-        return None
-    ids = {p.index_id for p in pend}
-    for ix in ids:
-        left = retry_purges(ctx, ix)
-        if left:
-            names = [collection_name(p.identity) for p in left]
-            raise StoreUnavailable(
-                f"the vectors of deleted index {index_name!r} still could not be purged from {', '.join(names)} "
-                f"({left[0].error}); run DELETE_INDEX {index_name!r} again later",
-                details={"surviving_collections": names, "index_name": index_name},
-            )
-    return {"Message": "Index deleted successfully", "index_name": index_name, "index_id": sorted(ids)[0]}
-
-
-def not_found_unless_pending(ctx: Context, exc: NotFound, index_name: Any) -> dict[str, Any]:
-    if isinstance(index_name, str):
-        done = finish_deleted_index(ctx, index_name.strip())
-        if done is not None:
-            return done
-    raise exc

@@ -11,6 +11,7 @@ from gitkb.core.names import validate_index_name
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings as emb_service
 from gitkb.services.derived import identity as emb_identity
+from gitkb.services.derived import vector_purge
 from gitkb.services.derived.catchup import catch_up_keywords
 from gitkb.services.derived.index_lookup import get_index as get_index
 from gitkb.services.retrieval import search_settings
@@ -97,12 +98,12 @@ def delete_index(ctx: Context, index_name: object) -> dict[str, Any]:
         try:
             row = get_index(ctx, index_name)
         except NotFound as exc:  # a retry after a failed vector purge finishes it
-            return emb_service.not_found_unless_pending(ctx, exc, index_name)
+            return vector_purge.not_found_unless_pending(ctx, exc, index_name)
         with ctx.catalog.write() as conn:
             changes.log_drop_index(conn, row.id)
             index_rows.delete(conn, row.id)
         catch_up_keywords(ctx)
-        emb_service.purge_index(ctx, row.id, row.name)  # every identity's collection
+        vector_purge.purge_index(ctx, row.id, row.name)  # every identity's collection
     return {"Message": "Index deleted successfully", "index_name": row.name, "index_id": row.id}
 
 
