@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb import Workspace
-from gitkb.services import fusion
+from gitkb.services.retrieval import fusion
 from gitkb.services.evaluation import datasets, metrics
 from gitkb.stores import keywords
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with Workspace(args.home) as ws:
         ensure_index(ws, args.data, args.split, args.index)
         for top_n in (int(n) for n in args.top_n.split(",")):
-            depth = max(2 * top_n, 20)  # each list as deep as SEARCH makes it (services/search.py)
+            depth = max(2 * top_n, 20)  # each list as deep as SEARCH makes it (services/retrieval/search.py)
             got = {
                 q: (lists(ws, args.index, t, depth, "keyword"), lists(ws, args.index, t, depth, "semantic"))
                 for q, t in queries.items()

@@ -14,7 +14,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from gitkb.cli.main import cli
-from gitkb.services import jobs
+from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import jobs as job_rows
 from helpers import ok
 

@@ -1,7 +1,8 @@
 """The compact citation page an agent reads: every citation field, each long value once.
 
 One shape for every MCP tool that returns search hits (``search_index``, and
-``document_index`` with ``SEARCH``). The library and HTTP answers repeat per
+``document_index`` with ``SEARCH``). The library and HTTP answers
+(``gitkb.services.dispatch.scoped_search.search_index``, ``SEARCH``) repeat per
 result the index id and name, the document's path, id and title and a
 ``source_uri`` whose prefix (``git+<remote>@<commit>:``) is the same for every
 document of an index. On the MCP page those go into two tables and each result

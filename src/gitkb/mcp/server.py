@@ -27,7 +27,7 @@ from gitkb.http.config import ServerConfig
 from gitkb.http.hosts import HostGate
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
-from gitkb.services import scope
+from gitkb.services.dispatch import scope
 from gitkb.workspace import internal_error_response
 
 if TYPE_CHECKING:
