@@ -7,6 +7,7 @@ completes it found nothing left to do, so its summary said "6 unchanged" and not
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from gitkb.cli.main import cli
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import jobs as job_rows
-from helpers import ok
+from helpers import ok, wait_until
 
 
 def _corpus(root: Path, n: int = 5) -> Path:
@@ -81,3 +82,33 @@ def test_jobs_wait_prints_the_vectors_of_a_no_wait_reindex(make_ws: Any, tmp_pat
     assert "completed" in waited.output and "vectors: " in waited.output, waited.output
     as_json = runner.invoke(cli, ["--home", str(home), "--json", "jobs", "wait", job_id])
     assert json.loads(as_json.stdout)["result"]["vectors"] in ("ready", "pending")
+
+
+def test_a_no_wait_job_is_finished_after_the_command_exits(make_ws: Any, tmp_path: Path) -> None:
+    """`gitkb reindex --no-wait` says the job "runs in the background": with no server, the job the
+    command queued (or began, then handed back at exit) is finished by the detached resume the
+    command starts as it closes, not left queued until some later gitkb command."""
+    docs = _corpus(tmp_path, 300)
+    ws = make_ws()
+    home = ws.home
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs)))
+    ws.close()
+    (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
+    for i in range(300):
+        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\nrotate keys {i}, changed\n")
+    queued = CliRunner().invoke(cli, ["--home", str(home), "reindex", "--no-wait"], catch_exceptions=False)
+    assert queued.exit_code == 0 and "gitkb jobs wait job_" in queued.output, queued.output
+    job_id = queued.output.split("gitkb jobs wait ")[1].split("`")[0]
+
+    def state() -> str:  # read the catalog without opening a workspace (that would run the job)
+        conn = sqlite3.connect(f"file:{ws.settings.catalog_path}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        try:
+            row = job_rows.get(conn, job_id)
+        finally:
+            conn.close()
+        assert row is not None
+        return row.state
+
+    wait_until(lambda: state() == "completed", timeout=90)

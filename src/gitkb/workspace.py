@@ -310,6 +310,9 @@ class Workspace:
             return {**(done.result or {}), "job_id": done.id}
         if done.state in ("failed", "cancelled"):
             raise jobs.error_from_row(done)
+        # Not waited for: if this process (the CLI) closes first, the job it queued, or began and
+        # hands back at exit, is finished by the detached resume like a crash's work, not left queued.
+        self._resumed = True
         return {
             "status": "working",
             "job_id": done.id,
