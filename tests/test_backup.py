@@ -1,0 +1,207 @@
+"""gitkb backup FILE / gitkb restore FILE DIR: an archive taken while another process holds the
+writer, restored into a new directory with the same answers (top-10 ids of 20 queries, keyword and
+hybrid), the pending review and its diff (approving it after the restore pushes that diff to the
+bare remote), audit and webhook deliveries; a damaged archive and a non-empty target are refused
+with nothing written; agents and read tokens cannot call either. Real SQLite, tantivy, embedded
+Chroma (hashing embedder), real clones of a bare remote, the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from gitkb import Workspace
+from gitkb.cli.main import cli
+from gitkb.services.access import principals
+from gitkb.stores.catalog import deliveries
+from helpers import SOURCE, Upstream, git, ok
+from helpers.http_shape import error_code
+
+BRANCH = "gitkb/proposals/handbook"
+ROTATE = "runbooks/rotate-api-keys.md"
+TOPICS = [
+    "database failover",
+    "password rotation",
+    "incident response",
+    "data retention",
+    "onboarding laptop",
+    "api keys",
+    "backup schedule",
+    "network outage",
+    "disk space alert",
+    "certificate renewal",
+    "access review",
+    "vendor contract",
+    "release checklist",
+    "on call handover",
+    "log retention",
+    "encryption at rest",
+    "postmortem template",
+    "capacity planning",
+    "dns change",
+    "cost report",
+]
+QUERIES = [*TOPICS]
+WORDS = "amber birch cedar delta ember fjord garnet harbor iris juniper kestrel lagoon maple".split()
+
+
+def gitkb(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, as an operator runs it next to a server."""
+    return subprocess.run(
+        [sys.executable, "-c", "from gitkb.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ},
+        timeout=300,
+    )
+
+
+def fill(w: Any) -> None:
+    ok(w.document_index("CREATE_INDEX", index_name="notes"))
+    for i in range(60):  # distinct texts: no two notes tie on a score (ties would cut at random)
+        a, b = TOPICS[i % len(TOPICS)], TOPICS[(i * 7 + 3 + i // 20) % len(TOPICS)]
+        team, site = WORDS[i % len(WORDS)], WORDS[(i * 3 + 1) % len(WORDS)]
+        text = f"# Note on {a}\n\nSteps for {a} when {b} happens, by the {team} team at the {site} site.\n"
+        ok(w.document_index("ADD_TEXT", index_name="notes", text=text, filepath=f"note-{i}.md"))
+    ok(w.build_embeddings())
+
+
+def top10(w: Any, mode: str) -> list[list[tuple[float, Any]]]:
+    """Each query's top 10 as runs of equal scores: the ids of each run (their order among
+    themselves is the vector store's, by insertion), and of the run the 10th place cuts, how many.
+    The restore re-inserts the vectors in another order; equal scores are all it may change."""
+    out = []
+    for q in QUERIES:
+        got = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=10))
+        runs: list[tuple[float, set[str]]] = []
+        for r in got["Results"]:
+            score = round(float(r["score"]), 6)
+            if runs and runs[-1][0] == score:
+                runs[-1][1].add(str(r["id"]))
+            else:
+                runs.append((score, {str(r["id"])}))
+        cut = [(s, frozenset(ids)) for s, ids in runs[:-1]]
+        out.append([*cut, (runs[-1][0], len(runs[-1][1]))] if runs else [])
+    return out
+
+
+def test_backup_while_another_process_writes_then_restore_brings_everything_back(
+    source_ws: Any, upstream: Upstream, tmp_path: Path, home: Path
+) -> None:
+    ws = source_ws  # this process holds the writer lease, as a running `gitkb serve` does
+    assert ws.ctx.is_writer
+    fill(ws)
+    ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days"))
+    pr = ok(ws.open_kb_pull_request(SOURCE))
+    review_before = ok(ws.show_review(pr["review_id"]))
+    with ws.ctx.catalog.write() as w:
+        source_id = ok(ws.source_list())["Sources"][0]["source_id"]
+        deliveries.claim(w, "github", "delivery-1", source_id=source_id, commit=None, event="push")
+        deliveries.set_secret(w, source_id, "whsec-kept-in-the-catalog")
+    keyword, hybrid = top10(ws, "keyword"), top10(ws, "hybrid")
+    assert all(keyword[:5]) and all(hybrid)
+    audit_before = ok(ws.list_audit(count=500))["Entries"]
+
+    archive = tmp_path / "kb.backup"
+    made = gitkb("--home", str(home), "--json", "backup", str(archive))
+    assert made.returncode == 0, made.stderr
+    held = json.loads(made.stdout)
+    assert held["sha256"] and (tmp_path / "kb.backup.sha256").read_text().split()[0] == held["sha256"]
+    assert held["tables"]["reviews"] == 1 and held["tables"]["chunks"] >= 60
+    assert held["tables"]["webhook_deliveries"] == 1 and held["tables"]["audit"] == len(audit_before)
+    assert held["proposal_branches"] == [BRANCH]
+    assert [s["name"] for s in held["sources"]] == [SOURCE]
+    assert oct(archive.stat().st_mode & 0o777) == "0o600"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names[0] == "manifest.json" and "catalog/catalog.sqlite3" in names
+    assert not any(n.startswith(("keywords", "vectors")) for n in names)  # derived: rebuilt
+    human = gitkb("--home", str(home), "backup", str(tmp_path / "again.backup"))
+    assert human.returncode == 0 and "sha256" in human.stdout and "reviews" in human.stdout, human
+
+    restored = tmp_path / "restored"
+    back = gitkb("--json", "restore", str(archive), str(restored))
+    assert back.returncode == 0, back.stderr
+    got = json.loads(back.stdout)
+    assert got["differences"] == [] and got["tables"] == held["tables"], got
+    assert got["embeddings"]["chunks_embedded"] > 0  # a new embedded store: the vectors were embedded
+    ws.close()
+
+    with Workspace(restored) as r:
+        assert top10(r, "keyword") == keyword
+        assert top10(r, "hybrid") == hybrid
+        assert ok(r.list_audit(count=500))["Entries"][: len(audit_before)] == audit_before
+        with r.ctx.catalog.read() as conn:
+            assert deliveries.get(conn, "github", "delivery-1") is not None
+            assert deliveries.get_secret(conn, source_id) == "whsec-kept-in-the-catalog"
+        review = ok(r.show_review(pr["review_id"]))
+        assert review["review_state"] == "pending" and review["diff"] == review_before["diff"]
+        assert upstream.remote_sha(BRANCH) is None
+        ok(r.approve_review(pr["review_id"]))
+    pushed = git(upstream.remote, "diff", "main", BRANCH)
+    assert changed_lines(pushed) == changed_lines(review_before["diff"]) != []
+    assert "every 60 days" in upstream.read_remote(BRANCH, f"docs/{ROTATE}")
+
+
+def changed_lines(diff: str) -> list[str]:
+    return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_restore_refuses_a_damaged_archive_and_a_non_empty_directory(
+    make_ws: Callable[..., Any], tmp_path: Path, home: Path
+) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes"))
+    ok(w.document_index("ADD_TEXT", index_name="notes", text="# a\n\nsome text\n", filepath="a.md"))
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    assert error_code(w.backup(str(archive))) == "conflict"  # never replaces a file
+    w.close()
+    runner = CliRunner()
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    refused = runner.invoke(cli, ["restore", str(archive), str(full)])
+    assert refused.exit_code == 2 and "not empty" in refused.output, refused.output
+    assert sorted(p.name for p in full.iterdir()) == ["keep.txt"]
+
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.backup"
+    damaged.write_bytes(bytes(data))
+    for sidecar in (False, True):
+        if sidecar:
+            (tmp_path / "damaged.backup.sha256").write_text((tmp_path / "kb.backup.sha256").read_text())
+        target = tmp_path / f"out-{sidecar}"
+        r = runner.invoke(cli, ["--json", "restore", str(damaged), str(target)])
+        assert r.exit_code == 1, r.output
+        body = json.loads(r.stdout)
+        assert body["code"] == "validation" and "damaged" in body["Error"], body
+        assert not target.exists()
+        assert not [p for p in tmp_path.iterdir() if "restoring" in p.name]
+    wrong = runner.invoke(cli, ["restore", str(archive), str(tmp_path / "x"), "--sha256", "0" * 64])
+    assert wrong.exit_code == 1 and "sha256" in wrong.output and not (tmp_path / "x").exists()
+
+
+def test_backup_and_restore_are_refused_to_agents_and_read_tokens(ws: Any, tmp_path: Path) -> None:
+    archive = tmp_path / "kb.backup"
+    for who in (principals.agent("helper"), principals.token("ci", {"read"})):
+        view = ws.as_principal(who)
+        assert error_code(view.backup(str(archive))) == "forbidden"
+        assert error_code(view.restore(str(archive), str(tmp_path / "r"))) == "forbidden"
+    assert not archive.exists() and not (tmp_path / "r").exists()
+    operate = ws.as_principal(principals.token("ops", {"operate"}))
+    assert error_code(operate.backup(str(archive))) == "forbidden"  # the whole catalog: admin
+    ok(ws.backup(str(archive)))
+    ok(ws.restore(str(archive), str(tmp_path / "r")))
+    assert (tmp_path / "r" / "catalog.sqlite3").is_file()
