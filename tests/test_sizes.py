@@ -29,7 +29,7 @@ ALLOWED_MODULES = {
     "services/scope.py": 411,
     "services/vectors_catchup.py": 509,
     "stores/catalog/documents.py": 726,
-    "workspace.py": 787,
+    "workspace.py": 789,  # backup19: +2, the import and one line binding backup/restore (workspace_backup.py)
 }
 ALLOWED_FUNCTIONS = {
     "services/ingest.py::ingest_entries": 92,

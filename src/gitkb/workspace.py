@@ -17,12 +17,12 @@ import logging
 import os
 import subprocess
 import sys
-import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+from gitkb import workspace_backup
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
@@ -746,22 +746,7 @@ class Workspace:
         """Change the workspace's active embedding identity (indexes with vectors elsewhere need a re-embed)."""
         return identity.set_active_identity(self.ctx, provider, model)
 
-    # -- backup and restore (services.backup) --------------------------------
-
-    @tool
-    def backup(self, path: str, progress: Any = None) -> dict[str, Any]:
-        """One archive (catalog, gitkb.toml, the clones' branches) at ``path``, taken while others write."""
-        from gitkb.services import backup  # loads pygit2: only when it runs
-
-        return backup.backup(self.ctx, path, progress=progress)
-
-    @tool
-    def restore(
-        self, archive: str, directory: str, checksum: str | None = None, progress: Any = None
-    ) -> dict[str, Any]:
-        """A new workspace at ``directory`` (absent or empty) from ``archive``; this one is untouched."""
-        return _restore(archive, directory, checksum, progress)
-
+    backup, restore = tool(workspace_backup.backup), tool(workspace_backup.restore)  # workspace_backup.py
     # -- evaluation (services.evaluation) ------------------------------------
 
     @tool
@@ -802,38 +787,3 @@ class Workspace:
         return evaluation.eval_qa(
             self.ctx, path, mode=mode, index_name=index_name, ask=ask, progress=progress
         )
-
-
-def _restore(archive: str, directory: str, checksum: str | None, progress: Any) -> dict[str, Any]:
-    from gitkb.services import backup  # loads pygit2: only when it runs
-
-    out = backup.unpack(archive, directory, checksum)
-    with Workspace(out["directory"]) as restored:
-        out.update(backup.rebuild(restored.ctx, progress))
-    n = len(out.get("differences") or [])
-    out["Message"] = (
-        f"restored {archive} into {out['directory']} ({sum(out['tables'].values())} catalog rows, "
-        f"{len(out['sources'])} clone(s), {out['keyword_chunks']} chunks in the keyword index)"
-        + ("; `gitkb verify` agrees" if n == 0 else f"; `gitkb verify` reports {n} difference(s)")
-    )
-    return out
-
-
-class _Operator:
-    """The local operator with no workspace open: all ``Workspace.restore`` needs of ``self`` (the
-    policy's principal, and a home for the crash log), so ``gitkb restore`` goes through ``tool``."""
-
-    def __init__(self) -> None:
-        self.principal = principals.local()
-        self.settings = Settings(home=Path(tempfile.gettempdir()) / "gitkb-restore")
-
-    def _check(self, name: str, params: dict[str, Any]) -> None:
-        policy.check(self.principal, name, params)
-
-
-def restore(
-    archive: str, directory: str, checksum: str | None = None, progress: Any = None
-) -> dict[str, Any]:
-    """``gitkb restore``: the local operator's restore without a workspace of its own open; the
-    policy and the envelope are ``Workspace.restore``'s."""
-    return Workspace.restore(cast(Workspace, _Operator()), archive, directory, checksum, progress)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -83,11 +83,13 @@ def restore(file: str, directory: str, checksum: str | None) -> None:
         raise click.UsageError(
             f"{target} is not empty; restore only into an empty or absent directory (nothing was written)"
         )
-    from gitkb.workspace import restore as restore_workspace  # heavy: tantivy, pygit2
+    from gitkb.workspace import Workspace  # heavy: tantivy, pygit2
+    from gitkb.workspace_backup import Operator  # heavy: pygit2
 
     bars = _Bars()
-    try:
-        data = restore_workspace(str(Path(file).absolute()), str(target), checksum, progress=bars)
+    try:  # no workspace is open: the local operator calls it (the policy is asked all the same)
+        operator = cast(Workspace, Operator(Workspace))
+        data = Workspace.restore(operator, str(Path(file).absolute()), str(target), checksum, progress=bars)
     finally:
         bars.close()
     report(data, _render_restore)
