@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from click.testing import CliRunner
 
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.services.access import principals
 from gitkb.stores.catalog import deliveries
-from helpers import SOURCE, Upstream, git, ok
+from helpers import SOURCE, Upstream, git, ok, wait_until
 from helpers.http_shape import error_code
 
 BRANCH = "gitkb/proposals/handbook"
+CHROMA = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "chroma"
 ROTATE = "runbooks/rotate-api-keys.md"
 TOPICS = [
     "database failover",
@@ -205,3 +209,60 @@ def test_backup_and_restore_are_refused_to_agents_and_read_tokens(ws: Any, tmp_p
     ok(ws.backup(str(archive)))
     ok(ws.restore(str(archive), str(tmp_path / "r")))
     assert (tmp_path / "r" / "catalog.sqlite3").is_file()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A Chroma server of this test's own (a shared one holds other tests' vectors in the same
+    collections, which verify would report)."""
+    if not CHROMA.exists():
+        pytest.skip("no chroma CLI in .venv")
+    port = _free_port()
+    cmd = [str(CHROMA), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, timeout=90, interval=0.3, what="the chroma server")
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.slow
+def test_restore_keeps_the_vectors_a_chroma_server_still_holds(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path, chroma_server: tuple[str, int]
+) -> None:
+    host, port = chroma_server
+    home.mkdir()
+    (home / "gitkb.toml").write_text(
+        f'[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n[chroma]\nhost = "{host}"\nport = {port}\n'
+    )
+    w = make_ws()
+    fill(w)
+    hybrid = top10(w, "hybrid")
+    chunks = ok(w.embeddings_status())["chunk_count"]
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    w.close()
+
+    got = CliRunner().invoke(cli, ["--json", "restore", str(archive), str(tmp_path / "restored")])
+    assert got.exit_code == 0, got.output
+    emb = json.loads(got.stdout)["embeddings"]
+    assert emb["chunks_embedded"] == 0 and emb["chunks_had_vector"] == chunks > 0, emb
+    assert json.loads(got.stdout)["differences"] == []
+    with Workspace(tmp_path / "restored") as r:
+        assert top10(r, "hybrid") == hybrid
