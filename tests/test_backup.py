@@ -21,6 +21,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from cli_tty import no_tty, on_tty
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.services.access import principals
@@ -266,3 +267,17 @@ def test_restore_keeps_the_vectors_a_chroma_server_still_holds(
     assert json.loads(got.stdout)["differences"] == []
     with Workspace(tmp_path / "restored") as r:
         assert top10(r, "hybrid") == hybrid
+
+
+def test_restore_shows_its_progress_on_a_terminal(make_ws: Callable[..., Any], tmp_path: Path) -> None:
+    w = make_ws()
+    fill(w)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    w.close()
+    ran = on_tty("restore", str(archive), str(tmp_path / "restored"))
+    assert ran.code == 0, ran.tty
+    assert "keywords" in ran.tty and "vectors" in ran.tty and "/60" in ran.tty, ran.tty
+    assert "restored" in ran.stdout and "60 embedded" in ran.stdout, ran.stdout
+    quiet = no_tty("--json", "restore", str(archive), str(tmp_path / "again"))
+    assert quiet.code == 0 and "vectors" not in quiet.stderr and json.loads(quiet.stdout)["Success"]

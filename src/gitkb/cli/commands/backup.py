@@ -32,7 +32,9 @@ class _Bars:
 
 def _holdings(d: dict[str, Any]) -> None:
     tables = d.get("tables") or {}
-    click.echo(table([(name, n) for name, n in sorted(tables.items())], ["table", "rows"]))
+    click.echo(table([(name, n) for name, n in sorted(tables.items()) if n], ["table", "rows"]))
+    if empty := sorted(name for name, n in tables.items() if not n):
+        click.echo(f"and {len(empty)} empty table(s): {', '.join(empty)}")
     for s in d.get("sources") or []:
         refs = s.get("refs") or {}
         click.echo(f"source {s['name']} ({s['source_id']}): {len(refs)} ref(s), tracked branch {s['branch']}")
