@@ -196,6 +196,15 @@ def test_restore_refuses_a_damaged_archive_and_a_non_empty_directory(
         assert not [p for p in tmp_path.iterdir() if "restoring" in p.name]
     wrong = runner.invoke(cli, ["restore", str(archive), str(tmp_path / "x"), "--sha256", "0" * 64])
     assert wrong.exit_code == 1 and "sha256" in wrong.output and not (tmp_path / "x").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o750)
+    fine = runner.invoke(cli, ["restore", str(archive), str(empty), "--sha256", full_sha(archive)])
+    assert fine.exit_code == 0, fine.output
+    assert (empty / "catalog.sqlite3").is_file() and oct(empty.stat().st_mode & 0o777) == "0o750"
+
+
+def full_sha(path: Path) -> str:
+    return (path.parent / f"{path.name}.sha256").read_text().split()[0]
 
 
 def test_backup_and_restore_are_refused_to_agents_and_read_tokens(ws: Any, tmp_path: Path) -> None:

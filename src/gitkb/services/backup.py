@@ -72,7 +72,7 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
     try:
         catalog_file = staged / CATALOG_MEMBER
         catalog_file.parent.mkdir(mode=DIR_MODE)
-        catalog_backup.copy_online(ctx.settings.catalog_path, catalog_file)
+        catalog_backup.copy_online(ctx.catalog.path, catalog_file)
         tables = catalog_backup.table_counts(catalog_file)
         settings_file = home / CONFIG_FILE
         if settings_file.is_file():
@@ -183,9 +183,11 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
                 git_bundle.clone_from(
                     files / c["file"], home / "repos" / c["source_id"], url=c["url"], refs=c["refs"]
                 )
-        if target.exists():
-            target.rmdir()  # empty, checked above
-        os.replace(home, target)
+        if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
+            for child in home.iterdir():
+                os.replace(child, target / child.name)
+        else:
+            os.replace(home, target)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return {
