@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.config import Settings
-from gitkb.services import backup as backups
 from gitkb.services.access import policy, principals
+from gitkb.services.operations import backup as backups
 
 
 class Operator:
