@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from click.testing import CliRunner
 from cli_tty import no_tty, on_tty
 from gitkb import Workspace
 from gitkb.cli.main import cli
+from gitkb.core import action_table as table
 from gitkb.services.access import principals
 from gitkb.stores.catalog import deliveries
 from helpers import SOURCE, Upstream, git, ok, wait_until
@@ -114,6 +116,7 @@ def test_backup_while_another_process_writes_then_restore_brings_everything_back
         deliveries.set_secret(w, source_id, "whsec-kept-in-the-catalog")
     keyword, hybrid = top10(ws, "keyword"), top10(ws, "hybrid")
     assert all(keyword[:5]) and all(hybrid)
+    ok(ws.checkout(SOURCE, str(tmp_path / "checkout")))
     audit_before = ok(ws.list_audit(count=500))["Entries"]
 
     archive = tmp_path / "kb.backup"
@@ -139,6 +142,7 @@ def test_backup_while_another_process_writes_then_restore_brings_everything_back
     got = json.loads(back.stdout)
     assert got["differences"] == [] and got["tables"] == held["tables"], got
     assert got["embeddings"]["chunks_embedded"] > 0  # a new embedded store: the vectors were embedded
+    assert str(tmp_path / "checkout") in " ".join(got["Warnings"])  # followed by both: said so
     ws.close()
 
     with Workspace(restored) as r:
@@ -290,3 +294,64 @@ def test_restore_shows_its_progress_on_a_terminal(make_ws: Callable[..., Any], t
     assert "restored" in ran.stdout and "60 embedded" in ran.stdout, ran.stdout
     quiet = no_tty("--json", "restore", str(archive), str(tmp_path / "again"))
     assert quiet.code == 0 and "vectors" not in quiet.stderr and json.loads(quiet.stdout)["Success"]
+
+
+def test_backup_while_the_writer_commits_is_one_consistent_snapshot(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path
+) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    stop = threading.Event()
+    written: list[int] = []
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            ok(
+                w.document_index(
+                    "ADD_TEXT", index_name="notes", text=f"# n{i}\n\nbody {i}\n", filepath=f"n{i}.md"
+                )
+            )
+            written.append(i)
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: len(written) >= 5, timeout=60, what="writes before the backup")
+        made = gitkb("--home", str(home), "--json", "backup", str(tmp_path / "kb.backup"))
+        during = len(written)
+    finally:
+        stop.set()
+        writer.join(60)
+    assert made.returncode == 0, made.stderr
+    rows = json.loads(made.stdout)["tables"]
+    assert 5 <= rows["documents"] <= during + 1 and rows["chunks"] == rows["documents"], rows
+    back = CliRunner().invoke(cli, ["--json", "restore", str(tmp_path / "kb.backup"), str(tmp_path / "r")])
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["differences"] == []
+    with Workspace(tmp_path / "r") as r:
+        # an ADD_TEXT running at the snapshot is in the catalog as a running job: the restored writer
+        # runs it again (its document was not in the snapshot), as after a crash
+        wait_until(
+            lambda: not [j for j in ok(r.list_jobs())["Jobs"] if j["status"] in ("queued", "running")],
+            timeout=60,
+            what="the restored writer's jobs",
+        )
+        docs = ok(r.document_index("LIST_DOCUMENTS", index_name="notes", count=50))
+        assert rows["documents"] <= docs["total_count"] <= rows["documents"] + 1, docs
+        assert ok(r.document_index("SEARCH", query="body", mode="keyword", top_n=5))["Results"]
+
+
+def test_backup_and_restore_are_on_neither_http_nor_mcp() -> None:
+    """Admin actions over files on the server's disk: the CLI and the library only."""
+    from gitkb.core.config import load_settings
+    from gitkb.http import create_app
+    from gitkb.mcp import tools as mcp_tools
+
+    app = create_app(load_settings("/nonexistent-gitkb-home"))
+    paths = " ".join(getattr(r, "path", "") for r in app.routes)
+    assert "backup" not in paths and "restore" not in paths
+    assert table.ACTIONS["backup"].cls == table.ACTIONS["restore"].cls == "admin"
+    assert not table.ACTIONS["backup"].agents and not table.ACTIONS["restore"].agents
+    assert not {"backup", "restore"} & mcp_tools.TOOL_NAMES

@@ -40,6 +40,7 @@ from gitkb.services.operations import verify
 from gitkb.services.runtime import jobs
 from gitkb.stores import backup_archive, git_bundle
 from gitkb.stores.catalog import backup as catalog_backup
+from gitkb.stores.catalog import checkouts as checkout_rows
 from gitkb.stores.catalog import vector_state as vs
 
 CATALOG_MEMBER = "catalog/catalog.sqlite3"
@@ -246,4 +247,11 @@ def rebuild(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
             k: built.get(k) for k in ("chunks_embedded", "chunks_reused", "chunks_had_vector", "vectors")
         }
     out["differences"] = [d.as_dict() for d in verify.check(ctx)]
+    if rows := checkout_rows.all_paths(ctx.catalog.conn):
+        out["Warnings"] = [
+            f"{len(rows)} checkout(s) came back with the catalog and are refreshed by this workspace on "
+            f"their node when a source syncs: {', '.join(f'{n}:{p}' for n, p in rows[:5])}"
+            + (" ..." if len(rows) > 5 else "")
+            + "; while the original workspace also runs on that host, both refresh them: run one of the two"
+        ]
     return out
