@@ -27,6 +27,7 @@ from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.core import action_table as table
 from gitkb.services.access import principals
+from gitkb.stores import backup_archive
 from gitkb.stores.catalog import deliveries
 from helpers import SOURCE, Upstream, git, ok, wait_until
 from helpers.http_shape import error_code
@@ -355,3 +356,22 @@ def test_backup_and_restore_are_on_neither_http_nor_mcp() -> None:
     assert table.ACTIONS["backup"].cls == table.ACTIONS["restore"].cls == "admin"
     assert not table.ACTIONS["backup"].agents and not table.ACTIONS["restore"].agents
     assert not {"backup", "restore"} & mcp_tools.TOOL_NAMES
+
+
+def test_a_crafted_manifest_cannot_place_a_clone_outside_the_workspace(
+    source_ws: Any, tmp_path: Path
+) -> None:
+    archive = tmp_path / "kb.backup"
+    ok(source_ws.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    (clone,) = manifest["clones"]
+    evil = "../../../evil"  # from <out>/.r.restoring-*/home/repos/: <out>/evil
+    (files / "clones" / f"{clone['source_id']}.bundle").rename(files / "clones" / "evil.bundle")
+    manifest["clones"] = [{**clone, "source_id": evil, "file": "clones/evil.bundle"}]
+    crafted = tmp_path / "crafted.backup"
+    backup_archive.write(crafted, files, manifest)  # a well-formed archive, sha256s and all
+    got = source_ws.restore(str(crafted), str(tmp_path / "out" / "r"))
+    assert error_code(got) == "validation" and "no source in its catalog" in got["Error"], got
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out" / "evil").exists()

@@ -179,13 +179,7 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         if manifest.get("settings", {}).get("file"):
             os.replace(files / SETTINGS_MEMBER, home / CONFIG_FILE)
         clones = manifest.get("clones") or []
-        if clones:
-            (home / "repos").mkdir(mode=DIR_MODE)
-        for c in clones:
-            if c.get("file"):
-                git_bundle.clone_from(
-                    files / c["file"], home / "repos" / c["source_id"], url=c["url"], refs=c["refs"]
-                )
+        _place_clones(clones, files, home)
         if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
             for child in home.iterdir():
                 os.replace(child, target / child.name)
@@ -220,6 +214,29 @@ def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
     if catalog_backup.table_counts(path) != cat.get("tables"):
         raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
     os.replace(path, home / "catalog.sqlite3")
+
+
+def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path) -> None:
+    """A clone per bundle, for the sources the restored catalog has (their ids and URLs are the
+    catalog's: the manifest only says which file holds which refs)."""
+    urls = {
+        source_id: url for source_id, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")
+    }
+    for c in clones:
+        sid = c.get("source_id") if isinstance(c, dict) else None
+        if not isinstance(sid, str) or sid not in urls or Path(sid).name != sid or sid.startswith("."):
+            raise ValidationFailed(
+                f"the archive's manifest lists a clone of no source in its catalog: {c!r:.200}"
+            )
+        if not c.get("file"):
+            continue  # the source had no clone at backup time: gitkb clones it again when it needs it
+        if c["file"] != f"clones/{c['source_id']}.bundle" or not isinstance(c.get("refs"), dict):
+            raise ValidationFailed(f"the archive's manifest entry for {c['source_id']} is malformed")
+        repos = home / "repos"
+        repos.mkdir(mode=DIR_MODE, exist_ok=True)
+        git_bundle.clone_from(
+            files / c["file"], repos / c["source_id"], url=urls[c["source_id"]], refs=c["refs"]
+        )
 
 
 def rebuild(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
