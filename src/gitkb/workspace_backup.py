@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.config import Settings
+from gitkb.core.errors import GitkbError
 from gitkb.services.access import policy, principals
 from gitkb.services.operations import backup as backups
 
@@ -42,8 +43,12 @@ def restore(
     untouched. The restored one is opened to rebuild its keyword index and vectors, then closed."""
     opens = self.opens if isinstance(self, Operator) else type(self)
     out = backups.unpack(archive, directory, checksum)
-    with opens(out["directory"]) as restored:
-        out.update(backups.rebuild(restored.ctx, progress))
+    try:
+        with opens(out["directory"]) as restored:
+            out.update(backups.rebuild(restored.ctx, progress))
+    except GitkbError as exc:  # the files are in place: what is left is derived
+        exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
+        raise
     n = len(out.get("differences") or [])
     out["Message"] = (
         f"restored {archive} into {out['directory']} ({sum(out['tables'].values())} catalog rows, "
