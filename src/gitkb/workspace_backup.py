@@ -37,12 +37,12 @@ def backup(self: Any, path: str, progress: Any = None) -> dict[str, Any]:
 
 
 def restore(
-    self: Any, archive: str, directory: str, checksum: str | None = None, progress: Any = None
+    self: Any, archive: str, directory: str, sha256: str | None = None, progress: Any = None
 ) -> dict[str, Any]:
     """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
     untouched. The restored one is opened to rebuild its keyword index and vectors, then closed."""
     opens = self.opens if isinstance(self, Operator) else type(self)
-    out = backups.unpack(archive, directory, checksum)
+    out = backups.unpack(archive, directory, sha256)
     try:
         with opens(out["directory"]) as restored:
             out.update(backups.rebuild(restored.ctx, progress))

@@ -469,7 +469,7 @@ METHODS: tuple[Action, ...] = (
         (
             P("archive", PATH, "an archive `gitkb backup` wrote", required=True),
             P("directory", PATH, "the new workspace's directory, absent or empty", required=True),
-            P("checksum", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, "the archive's sha256"),
+            P("sha256", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, "the archive's sha256"),
             PROGRESS,
         ),
         "a new workspace from an archive: catalog, settings, clones; keyword index and vectors rebuilt",

@@ -77,8 +77,8 @@ def backup(file: str) -> None:
 @click.command("restore")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--sha256", "checksum", help="The archive's sha256 as `gitkb backup` printed it.")
-def restore(file: str, directory: str, checksum: str | None) -> None:
+@click.option("--sha256", help="The archive's sha256 as `gitkb backup` printed it.")
+def restore(file: str, directory: str, sha256: str | None) -> None:
     """Make a new workspace at DIRECTORY (absent or empty) from an archive; rebuild its indexes."""
     target = Path(directory).expanduser().absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -91,7 +91,7 @@ def restore(file: str, directory: str, checksum: str | None) -> None:
     bars = _Bars()
     try:  # no workspace is open: the local operator calls it (the policy is asked all the same)
         operator = cast(Workspace, Operator(Workspace))
-        data = Workspace.restore(operator, str(Path(file).absolute()), str(target), checksum, progress=bars)
+        data = Workspace.restore(operator, str(Path(file).absolute()), str(target), sha256, progress=bars)
     finally:
         bars.close()
     report(data, _render_restore)
