@@ -139,8 +139,9 @@ def copy_vectors(dst: Any, sources: list[Any]) -> tuple[int, int]:
     """Give ``dst``'s chunks that lack a vector the vector another workspace stores for the same model
     input (the content-hash key the vector catch-up reuses by). Returns (copied, missing)."""
     from gitkb.core.embedders import fingerprint
+    from gitkb.services.derived.embedding_inputs import input_key, model_inputs
     from gitkb.services.derived.identity import active_identity, embedder_for
-    from gitkb.services.derived.vectors_catchup import _upsert, input_key, model_inputs
+    from gitkb.services.derived.vectors_catchup import _upsert
     from gitkb.stores.catalog import vector_state as vs
 
     ctx = dst.ctx
