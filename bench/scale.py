@@ -105,7 +105,7 @@ def ingest(
     ws: Any, name: str, root: Path, index: str, *, prefix: str = "", limit: int | None = None
 ) -> dict[str, Any]:
     """Add one corpus (or its first ``limit`` documents) to ``index``; keyword-ready when it returns."""
-    from gitkb.services.indexing.ingest import add_texts
+    from gitkb.services.indexing.ingest_text import add_texts
 
     t0 = time.perf_counter()
     if name == "awsdocs":
@@ -243,7 +243,7 @@ def embed_sample(name: str, root: Path, chunks: int) -> dict[str, Any]:
             copy_tree(root / "docs", sub, max_chunks=chunks)
             ok(ws.document_index("ADD_DOCUMENTS", index_name="sample", filepath=str(sub), base_path=str(sub)))
         else:
-            from gitkb.services.indexing.ingest import add_texts
+            from gitkb.services.indexing.ingest_text import add_texts
 
             add_texts(ws.ctx, "sample", scifact_items(root, max(1, chunks // 2)))
         n = chunk_count(ws, "sample")
@@ -281,7 +281,7 @@ def copy_tree(src: Path, dst: Path, *, max_chunks: int | None = None) -> int:
 def grow(ws: Any, index: str, data: dict[str, Path], target: int, state: dict[str, Any], tmp: Path) -> float:
     """Add copies (``c<n>/`` prefixes) of the awsdocs pages and SciFact abstracts until ``index``
     holds at least ``target`` chunks; returns the keyword-ready seconds spent."""
-    from gitkb.services.indexing.ingest import add_texts
+    from gitkb.services.indexing.ingest_text import add_texts
 
     spent = 0.0
     aws = sorted(p for p in (data["awsdocs"] / "docs").rglob("*") if p.is_file())
