@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -375,3 +376,16 @@ def test_a_crafted_manifest_cannot_place_a_clone_outside_the_workspace(
     assert error_code(got) == "validation" and "no source in its catalog" in got["Error"], got
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     assert not (tmp_path / "out" / "evil").exists()
+
+
+def test_a_source_without_its_clone_is_said_and_cloned_again_on_restore(
+    source_ws: Any, tmp_path: Path
+) -> None:
+    source_id = ok(source_ws.source_list())["Sources"][0]["source_id"]
+    shutil.rmtree(source_ws.settings.repos_path / source_id)
+    made = ok(source_ws.backup(str(tmp_path / "kb.backup")))
+    assert "no managed clone to bundle for source handbook" in " ".join(made["Warnings"]), made
+    got = ok(source_ws.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
+    assert [d["kind"] for d in got["differences"]] == ["clone_missing"], got
+    with Workspace(tmp_path / "r") as r:
+        assert ok(r.verify(repair=True))["clean"] is True  # cloned again from the remote

@@ -112,7 +112,13 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
         digest = backup_archive.write(archive, staged, manifest)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    return {
+    warnings = [
+        f"no managed clone to bundle for source {c['name']}: a restore clones it again from its remote, "
+        "without the branches only the clone had"
+        for c in clones
+        if c["file"] is None
+    ]
+    return ({"Warnings": warnings} if warnings else {}) | {
         "path": str(archive),
         "sha256": digest,
         "checksum_file": str(backup_archive.checksum_path(archive)),
