@@ -28,7 +28,7 @@ from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, 
 from gitkb.services import evaluation
 from gitkb.services.access import knowledge, policy, principals
 from gitkb.services.access.principals import Principal
-from gitkb.services.changes import audit, checkouts, proposals, review, webhook_intake
+from gitkb.services.changes import audit, checkouts, proposals, review, review_request, webhook_intake
 from gitkb.services.changes.checkouts import refresh_moved
 from gitkb.services.changes.sources import merges, registry, sync
 from gitkb.services.changes.sources.cite import cite_check
@@ -533,6 +533,7 @@ class Workspace:
         proposal_ids: list[str] | None = None,
     ) -> dict[str, Any]:
         """Ask for review of the staged proposals: returns review_id, review_state 'pending', changed_files.
+        Nothing is pushed and no PR/MR opens until a person approves the review (approve_review).
 
         ``requested_by``: ``agent:<id>``, ``token:<name>`` or ``local:<user>`` (None: ``local:<your user>``)."""
         sc = self._scope()
@@ -540,7 +541,7 @@ class Workspace:
         if target_index:
             scope.require_index(self.ctx, sc, target_index, write=False)
 
-        return review.open_kb_pull_request(
+        return review_request.request_review(
             self.ctx,
             source_id_or_index,
             target_index,
