@@ -25,7 +25,7 @@ from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
-from gitkb.workspace import internal_error_response
+from gitkb.workspace.base import internal_error_response
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
