@@ -24,6 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from gitkb import workspace_backup
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import InvalidArgument
@@ -228,6 +229,8 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
             "poll_with": "get_job_result",
             "Message": f"{done.kind} is running in the background; poll get_job_result with job_id {done.id}",
         }
+
+    backup, restore = tool(workspace_backup.backup), tool(workspace_backup.restore)  # workspace_backup.py
 
     def _resume_embeddings(self) -> bool:
         """Vectors that lag behind the change log (a crash, another process) catch up in the background."""
