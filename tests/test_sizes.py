@@ -27,10 +27,6 @@ ALLOWED_MODULES = {
 }
 ALLOWED_FUNCTIONS = {
     "services/indexing/rechunk.py::rechunk": 89,
-    "services/changes/sources/apply.py::_load_batch": 86,
-    "services/changes/sources/registry.py::add_source": 112,
-    "services/changes/sources/staging.py::refresh_proposals": 129,
-    "services/changes/sources/sync.py::sync_source": 109,
 }
 
 
