@@ -26,7 +26,6 @@ ALLOWED_MODULES = {
     "stores/catalog/documents.py": 726,
 }
 ALLOWED_FUNCTIONS = {
-    "services/indexing/rechunk.py::rechunk": 89,
 }
 
 
