@@ -13,6 +13,7 @@ moved, deleted rows already gone and unchanged content skipped.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -269,7 +270,9 @@ def _git_document(
     )
 
 
-def _unchanged(conn: Any, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
+def _unchanged(
+    conn: sqlite3.Connection, index_id: str, path: str, content_hash: str, cfg: ChunkConfig
+) -> bool:
     doc = doc_rows.get_by_path(conn, index_id, path)
     return (
         doc is not None
