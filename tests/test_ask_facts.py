@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from gitkb import Workspace
-from gitkb.services.ask_pick import fact_score, numbers, question_kind
 from gitkb.services.evaluation.answers import answer_words, lead, lead_recall
-from gitkb.services.query_words import keyword_query
+from gitkb.services.retrieval.ask_pick import fact_score, numbers, question_kind
+from gitkb.services.retrieval.query_words import keyword_query
 
 DOCS = {
     "lambda/timeout.md": (

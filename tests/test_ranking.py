@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 
 from gitkb import Workspace
-from gitkb.services import fusion, vectors_catchup
-from gitkb.services.fusion import document_fusion, rrf, score_fusion
-from gitkb.services.indexes import get_index
-from gitkb.services.search import keyword_hits
-from gitkb.services.title_match import title_bonus
-from gitkb.services.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from gitkb.services.derived import embedding_inputs
+from gitkb.services.derived.embedding_inputs import EMBED_CONTEXT, context_path, embedding_input
+from gitkb.services.derived.index_lookup import get_index
+from gitkb.services.retrieval import fusion
+from gitkb.services.retrieval.fusion import document_fusion, rrf, score_fusion
+from gitkb.services.retrieval.search import keyword_hits
+from gitkb.services.retrieval.title_match import title_bonus
 from helpers import ok
 
 
@@ -75,7 +76,7 @@ def test_document_fusion_gives_a_chunk_its_documents_best_evidence() -> None:
 
 
 def test_title_bonus_counts_the_query_terms_in_title_and_headings(ws: Workspace) -> None:
-    from gitkb.services.indexes import create_index  # test-local: the seed helpers do the same
+    from gitkb.services.indexing.indexes import create_index  # test-local: the seed helpers do the same
 
     create_index(ws.ctx, "tb", embeddings=False)
     text = "# Managing concurrency\n\n## Throttling\n\nSet reserved concurrency to zero.\n"
@@ -91,7 +92,7 @@ def test_title_bonus_counts_the_query_terms_in_title_and_headings(ws: Workspace)
 
 def test_measured_defaults_are_pinned() -> None:
     assert fusion.DEFAULT_FUSION == "score" and fusion.DEFAULT_SEMANTIC_WEIGHT == 0.4
-    assert EMBED_CONTEXT is True and vectors_catchup.POOL_WINDOWS is False
+    assert EMBED_CONTEXT is True and embedding_inputs.POOL_WINDOWS is False
     assert [f.key for f in rrf({"k": ["a", "b"], "s": ["b", "a"]})] == ["a", "b"]
 
 
@@ -102,7 +103,7 @@ def _hybrid(w: Workspace, **kw: Any) -> dict[str, Any]:
 
 
 def _seed(w: Workspace, settings: dict[str, Any] | None = None) -> None:
-    from gitkb.services.indexes import create_index
+    from gitkb.services.indexing.indexes import create_index
 
     create_index(w.ctx, "kb", settings=settings)
     for i, text in enumerate(
@@ -184,11 +185,11 @@ def test_chunk_over_the_model_window_is_clipped_by_default(ws: Workspace) -> Non
 def test_chunk_over_the_model_window_is_embedded_as_pooled_windows(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectors_catchup, "POOL_WINDOWS", True)
+    monkeypatch.setattr(embedding_inputs, "POOL_WINDOWS", True)
     from gitkb.core.chunking import chunk_text
     from gitkb.core.embedders.hashing import HashingEmbedder
     from gitkb.core.models import ChunkConfig
-    from gitkb.services.vectors_catchup import POOL_OVERLAP, POOL_WINDOW
+    from gitkb.services.derived.embedding_inputs import POOL_OVERLAP, POOL_WINDOW
 
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc"))
     text = " ".join(f"Sentence {i} talks about topic{i} and subject{i}." for i in range(120))
