@@ -15,11 +15,8 @@ import pytest
 from gitkb import Workspace
 from gitkb.services.derived import embedding_inputs
 from gitkb.services.derived.embedding_inputs import EMBED_CONTEXT, context_path, embedding_input
-from gitkb.services.derived.index_lookup import get_index
 from gitkb.services.retrieval import fusion
 from gitkb.services.retrieval.fusion import document_fusion, rrf, score_fusion
-from gitkb.services.retrieval.search import keyword_hits
-from gitkb.services.retrieval.title_match import title_bonus
 from helpers import ok
 
 
@@ -69,29 +66,13 @@ def test_document_fusion_gives_a_chunk_its_documents_best_evidence() -> None:
     assert full == {"b1": 0.75, "b2": 0.75, "a1": 0.5, "c1": 0.25}
     half = document_fusion(lists, doc, weights=weights, share=0.5)
     assert [f.key for f in half] == ["b2", "a1", "b1", "c1"]  # a1 and b1 tie at 0.5: a1 ranked first
-    bonus = document_fusion(lists, doc, weights=weights, share=0.0, bonus={"c1": 0.5})
-    assert bonus[0].key == "c1" and round(bonus[0].score, 6) == 0.75
     with pytest.raises(ValueError):
         document_fusion(lists, doc, share=1.5)
 
 
-def test_title_bonus_counts_the_query_terms_in_title_and_headings(ws: Workspace) -> None:
-    from gitkb.services.indexing.indexes import create_index  # test-local: the seed helpers do the same
-
-    create_index(ws.ctx, "tb", embeddings=False)
-    text = "# Managing concurrency\n\n## Throttling\n\nSet reserved concurrency to zero.\n"
-    ok(ws.document_index("ADD_TEXT", index_name="tb", text=text, filepath="concurrency.md"))
-    hits = keyword_hits(ws.ctx, "zero", [get_index(ws.ctx, "tb")], 5)
-    by_cid = {c.cid: (c, d) for c, d, _ in hits}
-    (cid,) = by_cid
-    chunk, doc = by_cid[cid]
-    assert (doc.title, chunk.heading_path) == ("Managing concurrency", ())
-    assert title_bonus("How do I manage concurrency of a function?", by_cid, 0.3) == {cid: pytest.approx(0.2)}
-    assert title_bonus("How do I throttle a function?", by_cid, 0.0) == {}
-
-
 def test_measured_defaults_are_pinned() -> None:
     assert fusion.DEFAULT_FUSION == "score" and fusion.DEFAULT_SEMANTIC_WEIGHT == 0.4
+    assert fusion.DOCUMENT_SHARE == 1.0
     assert EMBED_CONTEXT is True and embedding_inputs.POOL_WINDOWS is False
     assert [f.key for f in rrf({"k": ["a", "b"], "s": ["b", "a"]})] == ["a", "b"]
 

@@ -20,7 +20,6 @@ from gitkb.services.retrieval.fusion import rrf
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
-from gitkb.services.retrieval.title_match import title_bonus
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
@@ -231,7 +230,6 @@ def fused_results(
             {cid: c.document_rowid for cid, (c, _) in hits.items()},
             weights={"keyword": 1.0 - w, "semantic": w},
             share=fusion.DOCUMENT_SHARE,
-            bonus=title_bonus(q, hits, fusion.TITLE_WEIGHT),
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
