@@ -8,8 +8,10 @@ from typing import Any
 
 from gitkb import Workspace
 from gitkb.services.evaluation.answers import answer_words, lead, lead_recall
+from gitkb.services.retrieval.ask import AskConfig, meaning_of, pick_sentences, relevant, retrieve
 from gitkb.services.retrieval.ask_pick import fact_score, numbers, question_kind
 from gitkb.services.retrieval.query_words import keyword_query
+from helpers import ok
 
 DOCS = {
     "lambda/timeout.md": (
@@ -159,3 +161,31 @@ def test_lead_recall_on_a_hand_made_set() -> None:
         assert lead_recall(answer, gold) == want, (answer, gold)
     assert round(sum(lead_recall(a, g) for a, g, _ in cases) / len(cases), 4) == round((2.75 + 1 / 3) / 6, 4)
     assert lead_recall("Anything. [1]", "the") == 1.0 and lead_recall("[1]", "the") == 0.0  # stop words only
+
+
+def test_meaning_scores_sentences_when_the_index_has_vectors(ws: Workspace, tmp_path: Path) -> None:
+    _kb(ws, tmp_path / "kb")
+    q = "How much memory can a Lambda function have?"
+    passages, qterms, _ = retrieve(
+        ws.ctx, q, index_name="lambda", indexes=None, top_n=10, mode=None, tenant=None
+    )
+    good = relevant(passages, AskConfig())
+    by_words = pick_sentences(good, qterms, AskConfig(), question=q)
+    liked = by_words[-1].text  # the meaning function prefers the last pick by words
+    by_meaning = pick_sentences(
+        good,
+        qterms,
+        AskConfig(),
+        question=q,
+        meaning=lambda texts: [4.0 if t == liked else 0.0 for t in texts],
+    )
+    assert by_words[0].text != liked and by_meaning[0].text == liked
+    assert meaning_of(ws.ctx, q, good) is None  # a keyword-only index: words alone
+    ok(ws.document_index("CREATE_INDEX", index_name="vec", embeddings=True))
+    ok(ws.document_index("ADD_TEXT", index_name="vec", text=DOCS["lambda/timeout.md"], filepath="t.md"))
+    ok(ws.build_embeddings())
+    r = ws.document_index("ASK", query="What is the maximum timeout for a Lambda function?", index_name="vec")
+    assert r["answered"] and "900 seconds" in lead(r["Answer"])
+    vec_passages, _, _ = retrieve(ws.ctx, q, index_name="vec", indexes=None, top_n=5, mode=None, tenant=None)
+    cos = meaning_of(ws.ctx, q, vec_passages)
+    assert cos is not None and len(cos(["a", "b"])) == 2
