@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from gitkb.core.chunking import (
+from gitkb.core.chunk_config import (
     AUTO_CHUNK_OVERLAP,
     AUTO_CHUNK_SIZE,
     AUTO_WHOLE_DOC_MAX_TOKENS,
-    chunk_many,
     resolve_config,
 )
+from gitkb.core.chunking import chunk_many
 from gitkb.core.embedders.fastembed_minilm import MAX_INPUT_TOKENS
 from gitkb.core.loading import read_and_load
 from gitkb.core.models import LoadedText
 from gitkb.core.tokenizer import count_tokens
-from gitkb.services.vectors_catchup import SPECIAL_TOKENS, embedding_input
+from gitkb.services.derived.embedding_inputs import SPECIAL_TOKENS, embedding_input
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text("utf-8")
