@@ -40,7 +40,7 @@ TAIL: list[float] = []
 def _time_final_catch_up() -> None:
     """Record the process CPU of ADD_DOCUMENTS' final keyword catch-up: it runs after the last
     batch, with nothing else to overlap it, so the wall time includes it whole."""
-    import gitkb.services.ingest as ingest
+    import gitkb.services.indexing.ingest as ingest
 
     real = ingest.catch_up_keywords
 

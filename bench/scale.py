@@ -240,7 +240,7 @@ def keyword_ingest(name: str, root: Path) -> dict[str, Any]:
         "chunks": n,
         "keyword_docs_per_s": round(r["documents"] / r["seconds"], 1),
         "keyword_chunks_per_s": round(n / r["seconds"], 1),
-        "keyword_load": load(),
+        "ingest_load": load(),
         "mb": round(mb, 1) if mb else None,
     }
 
@@ -433,7 +433,7 @@ def table(report: dict[str, Any]) -> str:
         lat = " · ".join(_lat(r, m) for m in MODES)
         lines.append(
             f"| {name} | {r['documents']} | {r['chunks']} | {r['keyword_ready_s']} s ({r['keyword_docs_per_s']} docs/s, "
-            f"{r['keyword_chunks_per_s']} chunks/s; load {r['keyword_load']}) "
+            f"{r['keyword_chunks_per_s']} chunks/s; load {r['ingest_load']}) "
             f"| {vec} | {lat} | {r['ask_p50_ms']} (load {r['ask_load']}) | {r['peak_rss_mib']} MiB |"
         )
     if report["scale"]:

@@ -11,8 +11,9 @@ import pytest
 from gitkb import Workspace
 from gitkb.core.chunking import chunk_many
 from gitkb.core.models import ChunkConfig
-from gitkb.services import catchup, ingest
-from gitkb.services.chunk_pipeline import ChunkPipeline, chunk_packed
+from gitkb.services.derived import catchup
+from gitkb.services.indexing import ingest
+from gitkb.services.indexing.chunk_pipeline import ChunkPipeline, chunk_packed
 from gitkb.stores.catalog import changes
 from helpers import ok
 
