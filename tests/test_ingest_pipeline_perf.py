@@ -57,3 +57,27 @@ def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     assert ws.ctx.keywords.count() == chunks and changes.pending(conn, catchup.KEYWORDS) == 0
     assert ws.ctx.keywords.all_cids() == {int(c): 1 for (c,) in conn.execute("SELECT rowid FROM chunks")}
+
+
+def test_batch_bounds_cover_every_file_once_with_small_edges() -> None:
+    for total in (0, 1, 5, 64, 65, 300, 2757):
+        for size, edge in ((256, 32), (256, 256), (4, 1)):
+            bounds = ingest.batch_bounds(total, size, edge)
+            assert [i for s, e in bounds for i in range(s, e)] == list(range(total))
+            assert all(0 < e - s <= size for s, e in bounds)
+    awsdocs = ingest.batch_bounds(2757, 256, 32)
+    assert awsdocs[0] == (0, 32) and awsdocs[-1] == (2725, 2757) and len(awsdocs) == 13
+
+
+def test_an_ingest_chunked_by_the_worker_writes_a_small_first_and_last_batch(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's first batch is chunked while the writer has nothing to write, and the writer's
+    last batch is written while the worker has nothing to chunk: both are ``EDGE_BATCH`` files."""
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 4)
+    monkeypatch.setattr(ingest, "EDGE_BATCH", 1, raising=False)
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    seen: list[int] = []
+    r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append(done))
+    assert r["counts"]["added"] == 6 and seen == [1, 5, 6]
