@@ -54,10 +54,16 @@ def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
 
 
 def _keyword_docs(conn: sqlite3.Connection, cids: list[int]) -> list[KeywordDoc]:
-    return [
-        KeywordDoc(cid, index_id, tenant, keyword_title(title, tuple(json.loads(heading))), text)
-        for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids)
-    ]
+    # The chunks of a document share its title and mostly a few heading paths: each keyword
+    # title is made once per (title, heading path JSON), not once per chunk.
+    titles: dict[tuple[str | None, str], str] = {}
+    out = []
+    for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids):
+        kt = titles.get((title, heading))
+        if kt is None:
+            kt = titles[(title, heading)] = keyword_title(title, tuple(json.loads(heading)))
+        out.append(KeywordDoc(cid, index_id, tenant, kt, text))
+    return out
 
 
 def _apply(ctx: Context, conn: sqlite3.Connection, batch: list[changes.Change]) -> None:
