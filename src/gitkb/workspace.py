@@ -171,8 +171,11 @@ class Workspace:
         *,
         settings: Settings | None = None,
         resume_in_background: bool = False,
+        catalog_url: str | None = None,
         **overrides: Any,
     ) -> None:
+        if catalog_url is not None:  # postgresql://... or sqlite:////abs/path (else gitkb.toml / env / home)
+            overrides["catalog_url"] = catalog_url
         self.settings = settings or load_settings(home, **overrides)
         self.principal: Principal = principals.local()
         self._view = False

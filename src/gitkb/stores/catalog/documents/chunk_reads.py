@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from gitkb.stores.catalog.documents.rows import (
@@ -13,11 +12,10 @@ from gitkb.stores.catalog.documents.rows import (
     DocumentRow,
     doc_from_row,
 )
+from gitkb.stores.catalog.engine import Conn
 
 
-def keyword_rows(
-    conn: sqlite3.Connection, cids: Sequence[int]
-) -> list[tuple[int, str, str | None, str | None, str, str]]:
+def keyword_rows(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, str]]:
     """(cid, index_id, tenant, document title, heading_path JSON, text) of live chunks: the keyword apply's read."""
     out = []
     cids = list(cids)
@@ -34,7 +32,7 @@ def keyword_rows(
     return [tuple(r) for r in out]
 
 
-def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
+def chunks_by_cids(conn: Conn, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
     """Live chunks with their documents, for hits and for derived-index apply."""
     out: dict[int, tuple[ChunkRow, DocumentRow]] = {}
     cids = list(cids)
@@ -67,24 +65,24 @@ def chunks_by_cids(conn: sqlite3.Connection, cids: Sequence[int]) -> dict[int, t
     return out
 
 
-def all_chunk_cids(conn: sqlite3.Connection) -> list[int]:
+def all_chunk_cids(conn: Conn) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
 
 
-def chunk_cids_by_id(conn: sqlite3.Connection, chunk_id: str) -> list[int]:
+def chunk_cids_by_id(conn: Conn, chunk_id: str) -> list[int]:
     """The rowids of the live chunks with this chunk id."""
     return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks WHERE id = ?", (chunk_id,))]
 
 
-def has_chunks(conn: sqlite3.Connection, index_id: str) -> bool:
+def has_chunks(conn: Conn, index_id: str) -> bool:
     return conn.execute("SELECT 1 FROM chunks WHERE index_id = ? LIMIT 1", (index_id,)).fetchone() is not None
 
 
-def chunk_count_of_index(conn: sqlite3.Connection, index_id: str) -> int:
+def chunk_count_of_index(conn: Conn, index_id: str) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (index_id,)).fetchone()[0])
 
 
-def chunk_counts_by_index(conn: sqlite3.Connection, index_ids: Sequence[str]) -> dict[str, int]:
+def chunk_counts_by_index(conn: Conn, index_ids: Sequence[str]) -> dict[str, int]:
     """index id -> its chunk count (indexes without chunks are left out)."""
     return {
         str(r[0]): int(r[1])
@@ -96,6 +94,6 @@ def chunk_counts_by_index(conn: sqlite3.Connection, index_ids: Sequence[str]) ->
     }
 
 
-def chunk_index_ids(conn: sqlite3.Connection) -> dict[int, str]:
+def chunk_index_ids(conn: Conn) -> dict[int, str]:
     """Every chunk: rowid (the derived stores' id) -> its index id (verify compares them)."""
     return {int(r[0]): str(r[1]) for r in conn.execute("SELECT rowid, index_id FROM chunks")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,22 +14,23 @@ from gitkb.stores.catalog.documents.rows import (
     chunk_from_row,
     doc_from_row,
 )
+from gitkb.stores.catalog.engine import Conn, Dialect, dialect_of
 
 
 def count(
-    conn: sqlite3.Connection,
+    conn: Conn,
     index_id: str,
     *,
     path_filter: str | None = None,
     rowids: set[int] | None = None,
     live_at: float | None = None,
 ) -> int:
-    where, args = _filters(index_id, path_filter, rowids, live_at)
+    where, args = _filters(dialect_of(conn), index_id, path_filter, rowids, live_at)
     return int(conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}", args).fetchone()[0])
 
 
 def page(
-    conn: sqlite3.Connection,
+    conn: Conn,
     index_id: str,
     *,
     start: int,
@@ -39,7 +39,7 @@ def page(
     rowids: set[int] | None = None,
     live_at: float | None = None,
 ) -> list[DocumentRow]:
-    where, args = _filters(index_id, path_filter, rowids, live_at)
+    where, args = _filters(dialect_of(conn), index_id, path_filter, rowids, live_at)
     rows = conn.execute(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE {where} ORDER BY path LIMIT ? OFFSET ?",
         (*args, count, start),
@@ -48,7 +48,11 @@ def page(
 
 
 def _filters(
-    index_id: str, path_filter: str | None, rowids: set[int] | None, live_at: float | None = None
+    dialect: Dialect,
+    index_id: str,
+    path_filter: str | None,
+    rowids: set[int] | None,
+    live_at: float | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """``path_filter``: a glob (``*?[``) over the whole path, else a substring of it.
     ``rowids``: only these documents (the content filter's answer)."""
@@ -59,62 +63,60 @@ def _filters(
         args.append(live_at)
     if path_filter:
         if any(ch in path_filter for ch in "*?["):
-            where.append("path GLOB ?")
-            args.append(path_filter)
+            where.append(dialect.glob.format(col="path"))
+            args.append(dialect.glob_param(path_filter))
         else:
-            where.append("instr(path, ?) > 0")
+            where.append(dialect.strpos.format(a="path", b="?") + " > 0")
             args.append(path_filter)
     if rowids is not None:
-        where.append("rowid IN (SELECT value FROM json_each(?))")
+        where.append(f"rowid IN ({dialect.json_ints})")
         args.append(json.dumps(sorted(rowids)))
     return " AND ".join(where), tuple(args)
 
 
-def document_rowids_of_chunks(conn: sqlite3.Connection, cids: set[int]) -> set[int]:
+def document_rowids_of_chunks(conn: Conn, cids: set[int]) -> set[int]:
     """The documents these chunks belong to."""
     if not cids:
         return set()
     return {
         int(r[0])
         for r in conn.execute(
-            "SELECT DISTINCT document_rowid FROM chunks WHERE rowid IN (SELECT value FROM json_each(?))",
+            f"SELECT DISTINCT document_rowid FROM chunks WHERE rowid IN ({dialect_of(conn).json_ints})",
             (json.dumps(sorted(cids)),),
         )
     }
 
 
-def chunk_outline(
-    conn: sqlite3.Connection, document_rowids: Sequence[int], limit: int
-) -> dict[int, list[ChunkRow]]:
+def chunk_outline(conn: Conn, document_rowids: Sequence[int], limit: int) -> dict[int, list[ChunkRow]]:
     """The first ``limit`` chunks of each document (LIST_DOCUMENTS' chunk details)."""
     out: dict[int, list[ChunkRow]] = {d: [] for d in document_rowids}
     if not document_rowids:
         return out
     for r in conn.execute(
         f"SELECT {CHUNK_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY document_rowid ORDER BY ordinal) AS n"
-        " FROM chunks WHERE document_rowid IN (SELECT value FROM json_each(?))) WHERE n <= ? ORDER BY document_rowid, ordinal",
+        f" FROM chunks WHERE document_rowid IN ({dialect_of(conn).json_ints})) AS t WHERE n <= ?"
+        " ORDER BY document_rowid, ordinal",
         (json.dumps(list(document_rowids)), limit),
     ):
         out[int(r["document_rowid"])].append(chunk_from_row(r))
     return out
 
 
-def chunk_counts(conn: sqlite3.Connection, document_rowids: Sequence[int]) -> dict[int, int]:
+def chunk_counts(conn: Conn, document_rowids: Sequence[int]) -> dict[int, int]:
     if not document_rowids:
         return {}
     return {
         int(r[0]): int(r[1])
         for r in conn.execute(
-            "SELECT document_rowid, COUNT(*) FROM chunks WHERE document_rowid IN (SELECT value FROM json_each(?))"
+            "SELECT document_rowid, COUNT(*) FROM chunks"
+            f" WHERE document_rowid IN ({dialect_of(conn).json_ints})"
             " GROUP BY document_rowid",
             (json.dumps(list(document_rowids)),),
         )
     }
 
 
-def chunks_of(
-    conn: sqlite3.Connection, document_rowid: int, *, start: int = 0, count: int | None = None
-) -> list[ChunkRow]:
+def chunks_of(conn: Conn, document_rowid: int, *, start: int = 0, count: int | None = None) -> list[ChunkRow]:
     sql = f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE document_rowid = ? ORDER BY ordinal"
     args: tuple[Any, ...] = (document_rowid,)
     if count is not None:
@@ -123,13 +125,13 @@ def chunks_of(
     return [chunk_from_row(r) for r in conn.execute(sql, args)]
 
 
-def chunk_count_of(conn: sqlite3.Connection, document_rowid: int) -> int:
+def chunk_count_of(conn: Conn, document_rowid: int) -> int:
     return int(
         conn.execute("SELECT COUNT(*) FROM chunks WHERE document_rowid = ?", (document_rowid,)).fetchone()[0]
     )
 
 
-def with_text(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[DocumentRow, str]]:
+def with_text(conn: Conn, rowids: Sequence[int]) -> list[tuple[DocumentRow, str]]:
     """These documents and their full stored text (a batch: at most a few hundred rowids)."""
     marks = ",".join("?" * len(rowids))
     return [
@@ -140,7 +142,7 @@ def with_text(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[Doc
     ]
 
 
-def file_documents(conn: sqlite3.Connection, index_id: str) -> list[tuple[int, str, str | None]]:
+def file_documents(conn: Conn, index_id: str) -> list[tuple[int, str, str | None]]:
     """(rowid, path, origin_path) of the index's documents that came from files."""
     return [
         (r["rowid"], r["path"], r["origin_path"])
@@ -150,7 +152,7 @@ def file_documents(conn: sqlite3.Connection, index_id: str) -> list[tuple[int, s
     ]
 
 
-def rowids_of_index(conn: sqlite3.Connection, index_id: str) -> list[int]:
+def rowids_of_index(conn: Conn, index_id: str) -> list[int]:
     return [
         int(r[0])
         for r in conn.execute("SELECT rowid FROM documents WHERE index_id = ? ORDER BY rowid", (index_id,))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 
+from gitkb.stores.catalog.engine import Conn
 
-def set_override(conn: sqlite3.Connection, index_id: str, origin_path: str, new_path: str | None) -> None:
+
+def set_override(conn: Conn, index_id: str, origin_path: str, new_path: str | None) -> None:
     """The file ``origin_path`` stays out of the index (``new_path`` None) or is stored as ``new_path``."""
     conn.execute(
         "INSERT INTO document_overrides(index_id, origin_path, new_path, at) VALUES (?,?,?,?)"
@@ -16,7 +17,7 @@ def set_override(conn: sqlite3.Connection, index_id: str, origin_path: str, new_
     )
 
 
-def overrides(conn: sqlite3.Connection, index_id: str) -> dict[str, str | None]:
+def overrides(conn: Conn, index_id: str) -> dict[str, str | None]:
     """origin_path -> the stored path it was renamed to, or None when it was deleted."""
     return {
         r[0]: r[1]
@@ -26,7 +27,7 @@ def overrides(conn: sqlite3.Connection, index_id: str) -> dict[str, str | None]:
     }
 
 
-def clear_overrides(conn: sqlite3.Connection, index_id: str, origin_paths: Sequence[str]) -> None:
+def clear_overrides(conn: Conn, index_id: str, origin_paths: Sequence[str]) -> None:
     """ADD_DOCUMENTS named these files again: they follow the disk once more."""
     conn.executemany(
         "DELETE FROM document_overrides WHERE index_id = ? AND origin_path = ?",

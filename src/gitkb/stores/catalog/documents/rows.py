@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core.models import ChunkConfig, ChunkSpan
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ DOC_COLUMNS = (
 )
 
 
-def doc_from_row(r: sqlite3.Row) -> DocumentRow:
+def doc_from_row(r: Any) -> DocumentRow:
     cfg = None
     if r["chunk_strategy"] is not None:
         cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
@@ -114,7 +114,7 @@ CHUNK_COLUMNS = (
 )
 
 
-def chunk_from_row(r: sqlite3.Row) -> ChunkRow:
+def chunk_from_row(r: Any) -> ChunkRow:
     return ChunkRow(
         cid=r["rowid"],
         id=r["id"],
@@ -132,28 +132,26 @@ def chunk_from_row(r: sqlite3.Row) -> ChunkRow:
     )
 
 
-def get_by_path(conn: sqlite3.Connection, index_id: str, path: str) -> DocumentRow | None:
+def get_by_path(conn: Conn, index_id: str, path: str) -> DocumentRow | None:
     r = conn.execute(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND path = ?", (index_id, path)
     ).fetchone()
     return doc_from_row(r) if r else None
 
 
-def get_by_id(conn: sqlite3.Connection, index_id: str, document_id: str) -> DocumentRow | None:
+def get_by_id(conn: Conn, index_id: str, document_id: str) -> DocumentRow | None:
     r = conn.execute(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND id = ?", (index_id, document_id)
     ).fetchone()
     return doc_from_row(r) if r else None
 
 
-def get_text(conn: sqlite3.Connection, rowid: int) -> str:
+def get_text(conn: Conn, rowid: int) -> str:
     r = conn.execute("SELECT text FROM documents WHERE rowid = ?", (rowid,)).fetchone()
     return str(r[0]) if r else ""
 
 
-def hashes_by_path(
-    conn: sqlite3.Connection, index_id: str
-) -> dict[str, tuple[str, int, float | None, str | None]]:
+def hashes_by_path(conn: Conn, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
     """path -> (content_hash, size, mtime, state key) for cheap unchanged checks (see ``state_key``)."""
     out: dict[str, tuple[str, int, float | None, str | None]] = {}
     for r in conn.execute(

@@ -4,7 +4,6 @@ RECHUNK's swap."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 
@@ -12,9 +11,10 @@ from gitkb.core import ids
 from gitkb.core.models import ChunkSpan
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog.documents.rows import DocumentRow, NewDocument, get_by_path
+from gitkb.stores.catalog.engine import Conn
 
 
-def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow]:
+def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
     """Write one document and its chunks; returns ("added"|"modified", row).
 
     Chunks whose id survives (same document id, same text, same occurrence)
@@ -42,13 +42,13 @@ def upsert(conn: sqlite3.Connection, doc: NewDocument) -> tuple[str, DocumentRow
     return status, row
 
 
-def _insert_document(conn: sqlite3.Connection, doc: NewDocument, doc_id: str, meta: str, now: float) -> int:
+def _insert_document(conn: Conn, doc: NewDocument, doc_id: str, meta: str, now: float) -> int:
     """A new document row; returns its rowid."""
     cfg = doc.chunk_config
     cur = conn.execute(
         "INSERT INTO documents(id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash,"
         " size, mtime, text, metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at,"
-        " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
         (
             doc_id,
             doc.index_id,
@@ -73,10 +73,10 @@ def _insert_document(conn: sqlite3.Connection, doc: NewDocument, doc_id: str, me
             now,
         ),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchall()[0][0])
 
 
-def _update_document(conn: sqlite3.Connection, doc: NewDocument, rowid: int, meta: str, now: float) -> None:
+def _update_document(conn: Conn, doc: NewDocument, rowid: int, meta: str, now: float) -> None:
     cfg = doc.chunk_config
     conn.execute(
         "UPDATE documents SET title=?, kind=?, origin=?, origin_path=?, source_uri=?, content_hash=?, size=?,"
@@ -106,7 +106,7 @@ def _update_document(conn: sqlite3.Connection, doc: NewDocument, rowid: int, met
 
 
 def replace_chunks(
-    conn: sqlite3.Connection, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
+    conn: Conn, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
 ) -> tuple[int, int]:
     """Make the document's chunks exactly ``spans``; returns (added, removed)."""
     hashes = [ids.content_hash(s.text) for s in spans]
@@ -161,7 +161,7 @@ def replace_chunks(
             continue
         cur = conn.execute(
             "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
-            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
             (
                 cid,
                 document_rowid,
@@ -177,18 +177,18 @@ def replace_chunks(
                 span.token_count,
             ),
         )
-        added_rows.append((int(cur.lastrowid or 0), index_id, document_rowid))
+        added_rows.append((int(cur.fetchall()[0][0]), index_id, document_rowid))
     if added_rows:
         changes.log_adds(conn, added_rows)
     return len(added_rows), len(gone)
 
 
-def delete(conn: sqlite3.Connection, document_rowid: int) -> None:
+def delete(conn: Conn, document_rowid: int) -> None:
     changes.log_removes_for_document(conn, document_rowid)
     conn.execute("DELETE FROM documents WHERE rowid = ?", (document_rowid,))
 
 
-def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: str | None = None) -> None:
+def rename(conn: Conn, document_rowid: int, new_path: str, title: str | None = None) -> None:
     if title is None:
         conn.execute(
             "UPDATE documents SET path = ?, updated_at = ? WHERE rowid = ?",
@@ -201,7 +201,7 @@ def rename(conn: sqlite3.Connection, document_rowid: int, new_path: str, title: 
         )
 
 
-def swap_index(conn: sqlite3.Connection, index_id: str, temp_index_id: str) -> list[tuple[int, str, int]]:
+def swap_index(conn: Conn, index_id: str, temp_index_id: str) -> list[tuple[int, str, int]]:
     """RECHUNK's swap, inside the caller's write transaction: the index's documents go, those of
     ``temp_index_id`` take their place (keeping each document id's ``created_at``), and every chunk
     now in the index is logged as an add. Returns the old chunks as (cid, index_id, document_rowid),
@@ -233,6 +233,6 @@ def swap_index(conn: sqlite3.Connection, index_id: str, temp_index_id: str) -> l
     return old
 
 
-def set_mtime(conn: sqlite3.Connection, index_id: str, path: str, mtime: float) -> None:
+def set_mtime(conn: Conn, index_id: str, path: str, mtime: float) -> None:
     """An unchanged file was touched: remember its new mtime (reindex trusts it next time)."""
     conn.execute("UPDATE documents SET mtime=? WHERE index_id=? AND path=?", (mtime, index_id, path))
