@@ -119,11 +119,11 @@ def sqlite_path(url: str) -> Path:
     """The file of a ``sqlite:////abs/path.sqlite3`` URL (an absolute path: four slashes)."""
     parts = urlsplit(url)
     path = unquote(parts.path)
-    if parts.netloc or not path.startswith("/") or path == "/":
+    if parts.netloc or not path.startswith("//") or path.rstrip("/") == "":
         raise InvalidArgument(
             f"catalog url {url!r}: a SQLite catalog is sqlite:////absolute/path.sqlite3 (four slashes)"
         )
-    return Path(path)
+    return Path(path[1:])
 
 
 def open_catalog(url: str | None, default_path: Path) -> CatalogStore:
