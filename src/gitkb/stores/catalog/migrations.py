@@ -568,7 +568,7 @@ def _retired_triggers_pg(conn: Conn) -> None:
         " SELECT c.id, OLD.index_id, OLD.id, OLD.path, OLD.source_uri, OLD.origin, OLD.metadata, c.line_start,"
         f" c.line_end, c.char_start, c.char_end, c.text, {now} FROM chunks c WHERE c.document_rowid = OLD.rowid"
         f" ON CONFLICT (chunk_id, index_id) DO UPDATE SET {updates};"
-        " RETURN OLD; END $$"
+        " IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $$"  # OLD would undo an UPDATE
     )
     conn.execute(
         "CREATE TRIGGER documents_retire_on_change BEFORE UPDATE OF content_hash ON documents FOR EACH ROW"
