@@ -23,7 +23,9 @@ def _sqlite_schema(path: Path) -> dict[str, set[str]]:
     Catalog(path).close()
     conn = sqlite3.connect(path)
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    out = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables if t != "sqlite_sequence"}
+    out = {
+        t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables if t != "sqlite_sequence"
+    }
     conn.close()
     return out
 
@@ -49,14 +51,14 @@ def test_both_engines_have_the_same_tables_and_columns(tmp_path: Path) -> None:
     assert applied == {fn.__name__ for fn in MIGRATIONS}  # one migration sequence, both engines
 
 
-def test_two_connections_claiming_at_once_never_get_the_same_job(catalog_url: str | None) -> None:
+def test_two_connections_claiming_at_once_never_get_the_same_job() -> None:
     """Each claimer holds its transaction open a moment after claiming, outside the catalog's
-    write lock: only ``FOR UPDATE SKIP LOCKED`` keeps them off each other's job."""
-    if catalog_url is None:
-        pytest.skip("SQLite serialises writers (BEGIN IMMEDIATE): there is no concurrent claim")
+    write lock: only ``FOR UPDATE SKIP LOCKED`` keeps them off each other's job. (PostgreSQL only:
+    SQLite serialises writers with BEGIN IMMEDIATE, so no two claims ever overlap there.)"""
     from gitkb.stores.catalog.postgres import PgCatalog, PgConnection
 
-    catalog = PgCatalog(catalog_url)
+    url = postgres.create_database()
+    catalog = PgCatalog(url)
     try:
         with catalog.write() as conn:
             queued = {jobs.insert(conn, "noop", {"n": i}).id for i in range(12)}
@@ -88,6 +90,7 @@ def test_two_connections_claiming_at_once_never_get_the_same_job(catalog_url: st
         assert all(runners[j] == n for n, ids in claimed.items() for j in ids)
     finally:
         catalog.close()
+        postgres.drop_database(url)
 
 
 def test_the_catalog_url_comes_from_gitkb_toml_the_environment_or_the_keyword(

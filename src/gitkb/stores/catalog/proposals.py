@@ -268,15 +268,19 @@ def list_reviews(
     states: Sequence[str] | None = None,
     limit: int = 100,
 ) -> list[ReviewRow]:
-    where, args = ["1=1"], []
+    where: list[str] = ["1=1"]
+    args: list[Any] = []
     if source_id:
         where.append("source_id = ?")
         args.append(source_id)
     if states:
         where.append(f"state IN ({','.join('?' * len(states))})")
         args.extend(states)
-    sql = f"SELECT * FROM reviews WHERE {' AND '.join(where)} ORDER BY created_at DESC, rowid DESC LIMIT ?"
-    return [_review(r) for r in conn.execute(sql, [*args, limit])]
+    sql = f"SELECT * FROM reviews WHERE {' AND '.join(where)} ORDER BY created_at DESC, rowid DESC"
+    if limit >= 0:  # a negative limit: all (PostgreSQL refuses LIMIT -1)
+        sql += " LIMIT ?"
+        args.append(limit)
+    return [_review(r) for r in conn.execute(sql, args)]
 
 
 def review_for_change_request(conn: Conn, source_id: str, number: int) -> list[ReviewRow]:
