@@ -1,4 +1,4 @@
-"""Schema migrations, declarative: named, ordered SQL functions recorded in ``migrations``.
+"""declarative: named, ordered schema migrations (SQL), recorded in ``migrations``.
 
 Add a new ``mNNN_...`` function at the end of ``MIGRATIONS``; never edit one
 that has shipped."""
