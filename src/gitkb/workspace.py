@@ -174,9 +174,7 @@ class Workspace:
         catalog_url: str | None = None,
         **overrides: Any,
     ) -> None:
-        if catalog_url is not None:  # postgresql://... or sqlite:////abs/path (else gitkb.toml / env / home)
-            overrides["catalog_url"] = catalog_url
-        self.settings = settings or load_settings(home, **overrides)
+        self.settings = settings or load_settings(home, catalog_url=catalog_url, **overrides)
         self.principal: Principal = principals.local()
         self._view = False
         self._overrides = {} if settings is not None else overrides
