@@ -159,3 +159,29 @@ def test_glob_means_the_same_on_both_engines(pattern: str, yes: list[str], no: l
 def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("postgresql://kb:pw@db:5432/gitkb") == "postgresql://kb:***@db:5432/gitkb"
     assert redact_url("postgresql://kb@db/gitkb") == "postgresql://kb@db/gitkb"
+
+
+def test_gitkb_status_json_says_which_backend(
+    catalog_backend: str, catalog_url: str | None, make_ws: Any, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI reads GITKB_CATALOG_URL (set by the fixture on PostgreSQL) at its entry point, and
+    finds a workspace whose catalog is on PostgreSQL (no catalog.sqlite3 in its home)."""
+    import json
+
+    make_ws().close()
+    assert (home / "catalog.sqlite3").exists() is (catalog_url is None)
+
+    from click.testing import CliRunner
+
+    from gitkb.cli.main import cli
+
+    monkeypatch.setenv("GITKB_EMBEDDING_PROVIDER", "hashing")
+    r = CliRunner().invoke(cli, ["--home", str(home), "--json", "status"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)["catalog"]
+    assert got["engine"] == catalog_backend
+    assert got == (
+        {"engine": "sqlite", "path": str(home / "catalog.sqlite3")} if catalog_url is None else got
+    )
+    human = CliRunner().invoke(cli, ["--home", str(home), "status"])
+    assert f"catalog:           {catalog_backend}" in human.output
