@@ -63,11 +63,14 @@ BOTH_BACKENDS = {
 }
 
 
+# GITKB_TEST_EVERY_SUITE_ON_POSTGRES=1: every module that uses a workspace runs on both (to find
+# what does not work on PostgreSQL yet).
+EVERY_SUITE = os.environ.get("GITKB_TEST_EVERY_SUITE_ON_POSTGRES") == "1"
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if (
-        "catalog_backend" in metafunc.fixturenames
-        and Path(str(metafunc.module.__file__)).name in BOTH_BACKENDS
-    ):
+    both = EVERY_SUITE or Path(str(metafunc.module.__file__)).name in BOTH_BACKENDS
+    if "catalog_backend" in metafunc.fixturenames and both:
         metafunc.parametrize("catalog_backend", ["sqlite", "postgresql"], indirect=True)
 
 

@@ -159,6 +159,10 @@ def test_glob_means_the_same_on_both_engines(pattern: str, yes: list[str], no: l
 def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("postgresql://kb:pw@db:5432/gitkb") == "postgresql://kb:***@db:5432/gitkb"
     assert redact_url("postgresql://kb@db/gitkb") == "postgresql://kb@db/gitkb"
+    assert (
+        redact_url("postgresql://db/gitkb?user=kb&password=pw")
+        == "postgresql://db/gitkb?user=kb&password=***"
+    )
 
 
 def test_gitkb_status_json_says_which_backend(

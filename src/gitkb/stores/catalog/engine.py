@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 class CursorLike(Protocol):
@@ -133,17 +133,20 @@ def glob_to_regex(pattern: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL without its password (for status and logs)."""
+    """The URL without its password, in the user part or as ``?password=`` (for status and logs)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    query = "&".join(
+        f"{k}=***" if k.lower() == "password" else f"{k}={v}" for k, v in parse_qsl(parts.query, True)
+    )
+    netloc = parts.netloc
+    if parts.password is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+        if parts.port:
+            netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def in_marks(values: Sequence[Any]) -> str:
