@@ -189,3 +189,36 @@ def test_gitkb_status_json_says_which_backend(
     )
     human = CliRunner().invoke(cli, ["--home", str(home), "status"])
     assert f"catalog:           {catalog_backend}" in human.output
+
+
+def test_an_autocommit_write_waits_for_the_write_transaction_so_seqs_commit_in_order() -> None:
+    """On PostgreSQL a write through ``catalog.conn`` takes the write lock as SQLite's would: a
+    change-log entry given a later seq never commits before an earlier one (a watermark would skip it)."""
+    from gitkb.stores.catalog import vector_state
+    from gitkb.stores.catalog.postgres import PgCatalog
+
+    url = postgres.create_database()
+    catalog = PgCatalog(url)
+    try:
+        done: list[tuple[str, float]] = []
+        holding = threading.Event()
+
+        def writer() -> None:
+            with catalog.write() as conn:
+                vector_state.log_reembed(conn, "ix")
+                holding.set()
+                time.sleep(0.5)
+            done.append(("transaction", time.monotonic()))
+
+        t = threading.Thread(target=writer)
+        t.start()
+        assert holding.wait(10)
+        vector_state.log_reembed(catalog.conn, "ix")  # autocommit, another connection
+        done.append(("autocommit", time.monotonic()))
+        t.join(10)
+        assert [what for what, _ in sorted(done, key=lambda d: d[1])] == ["transaction", "autocommit"]
+        seqs = [r[0] for r in catalog.conn.execute("SELECT seq FROM changes ORDER BY seq").fetchall()]
+        assert len(seqs) == 2 and seqs[0] < seqs[1]
+    finally:
+        catalog.close()
+        postgres.drop_database(url)

@@ -15,7 +15,11 @@ Transactions make the guarantees the SQLite code relies on:
 - ``read()`` is a REPEATABLE READ transaction: one snapshot for several reads, never waiting
   for the writer.
 - ``conn`` outside a transaction runs each statement in autocommit on a connection borrowed from
-  the pool for that statement (rows are fetched before it goes back), so any thread may use it.
+  the pool for that statement (rows are fetched before it goes back), so any thread may use it; a
+  statement that writes takes the write lock for itself, as an autocommit write waits for SQLite's.
+  Since every write holds the lock, change-log sequence numbers commit in the order they were
+  given, so a watermark never passes a number that commits later. A write waits at most
+  ``LOCK_TIMEOUT_S`` for the lock (SQLite's busy timeout), then fails.
 
 The job queue's claim (``jobs.claim_next``) also says ``FOR UPDATE SKIP LOCKED``, so two claims
 outside the write lock never take the same job.
@@ -41,6 +45,7 @@ from gitkb.stores.catalog.migrations import migrate
 
 WRITE_LOCK_KEY = 0x6769746B62  # "gitkb": the one catalog write lock (pg_advisory_xact_lock)
 POOL_MAX = 8
+LOCK_TIMEOUT_S = 30  # how long a write waits for the write lock (SQLite's busy timeout)
 
 
 class PgRow(tuple[Any, ...]):
@@ -156,16 +161,38 @@ class _PooledConn:
         self._catalog = catalog
 
     def execute(self, sql: str, parameters: Any = (), /) -> CursorLike:
-        with self._catalog.pool.connection() as raw:
+        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql):
             cur = raw.execute(translate(sql), parameters or None)
             rows = cur.fetchall() if cur.description is not None else []
             return _Buffered(rows, cur.rowcount)
 
     def executemany(self, sql: str, parameters: Any, /) -> CursorLike:
-        with self._catalog.pool.connection() as raw:
+        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql):
             cur = raw.cursor()
             cur.executemany(translate(sql), list(parameters))
             return _Buffered([], cur.rowcount)
+
+
+_WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|CREATE|ALTER|DROP)\b", re.IGNORECASE)
+
+
+@contextmanager
+def _locked_if_writing(raw: psycopg.Connection[Any], sql: str) -> Iterator[None]:
+    """A write outside ``write()`` takes the catalog write lock too (as an autocommit write waits for
+    SQLite's): change-log sequence numbers then commit in order, so a watermark never skips one."""
+    if not _WRITES.match(sql):
+        yield
+        return
+    raw.execute("BEGIN")
+    try:
+        raw.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        yield
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
+    else:
+        raw.execute("COMMIT")
 
 
 def _configure(raw: psycopg.Connection[Any]) -> None:
@@ -224,6 +251,7 @@ class PgCatalog:
             self._local.locked = lock
             try:
                 if lock:
+                    raw.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
                     raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
                 yield conn
             except BaseException:
