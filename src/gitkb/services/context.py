@@ -40,7 +40,7 @@ class EmbeddingWorkerLike(Protocol):
 
 
 class WriterLike(Protocol):
-    """What the services need of the writer thread (``services.writer.WriterThread``)."""
+    """What the services need of the writer thread (``services.runtime.writer.WriterThread``)."""
 
     recovered: dict[str, list[str]]  # what taking the lease found left over: requeued / failed job ids
 
@@ -82,15 +82,15 @@ class Context:
         self.catalog: CatalogStore = open_catalog(settings.catalog_url, settings.catalog_path)
         self.keywords = KeywordIndex(settings.keywords_path)
         # Serialises index writes inside this process (the cross-process writer
-        # lease is held by whoever runs jobs; see services.jobs).
+        # lease is held by whoever runs jobs; see services.runtime.jobs).
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
         self.caches = Caches()
         self.meters = Meters()  # this process's counters and latencies (GET /metrics renders them)
         self._lazy_lock = threading.RLock()
-        # The cross-process writer lease (services.writer.become_writer takes it).
+        # The cross-process writer lease (services.runtime.writer.become_writer takes it).
         self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
-        self.writer: WriterLike | None = None  # services.writer.WriterThread while we hold the lease
+        self.writer: WriterLike | None = None  # services.runtime.writer.WriterThread while we hold the lease
         # Takes the writer lease when it is free (set by the composition root; a job waiter calls it
         # when the holder went away). Returns whether this process now holds it.
         self.take_lease: Callable[[], bool] = lambda: False
@@ -123,7 +123,7 @@ class Context:
     @property
     def embedding_worker(self) -> EmbeddingWorkerLike:
         """This process's background embedder, built on first use by the factory the composition root
-        handed in (``Workspace`` gives ``services.embedding_worker.EmbeddingWorker``); its thread starts
+        handed in (``Workspace`` gives ``services.runtime.embedding_worker.EmbeddingWorker``); its thread starts
         on ``kick()``."""
         with self._lazy_lock:
             worker = self.caches.embedding_worker

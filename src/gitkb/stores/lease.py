@@ -1,6 +1,6 @@
 """The writer lease: an exclusive OS file lock on ``<home>/writer.lock``, held for a process's lifetime.
 
-Whoever holds it runs the job queue (``gitkb.services.writer``); the file says who (pid, host, since).
+Whoever holds it runs the job queue (``gitkb.services.runtime.writer``); the file says who (pid, host, since).
 """
 
 from __future__ import annotations
