@@ -8,7 +8,6 @@ background embedder or a build) with no job running, ``in_flight`` is ``build_em
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
@@ -22,7 +21,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
-from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.catalog.engine import Conn, catalog_errors
 from gitkb.stores.keywords import REPAIR
 
 BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
@@ -61,7 +60,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     try:
         out["documents_indexed"] = doc_rows.count_all(conn)
         out["documents_indexed_error"] = None
-    except sqlite3.Error as exc:
+    except catalog_errors() as exc:
         out["documents_indexed"] = 0
         out["documents_indexed_error"] = str(exc)
     running = job_rows.running(conn)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -152,3 +153,10 @@ def redact_url(url: str) -> str:
 def in_marks(values: Sequence[Any]) -> str:
     """``?,?,...`` for an ``IN (...)`` of these values."""
     return ",".join("?" * len(values))
+
+
+def catalog_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a catalog read raises when the database cannot answer: SQLite's, and
+    psycopg's once a PostgreSQL catalog loaded it (``except catalog_errors() as exc``)."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if pg is None else (sqlite3.Error, pg.Error)
