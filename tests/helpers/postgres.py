@@ -8,6 +8,7 @@ where it fails: CI never skips them.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 from typing import Any
@@ -57,6 +58,7 @@ def _ensure_template() -> None:
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
     PgCatalog(url_for(TEMPLATE), pool_max=1).close()
     _template_ready = True
+    atexit.register(drop_database, url_for(TEMPLATE))  # a long-lived server keeps no leftovers
 
 
 def create_database() -> str:
