@@ -27,6 +27,7 @@ outside the write lock never take the same job.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
@@ -189,7 +190,8 @@ def _locked_if_writing(raw: psycopg.Connection[Any], sql: str) -> Iterator[None]
         raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
         yield
     except BaseException:
-        raw.execute("ROLLBACK")
+        with contextlib.suppress(psycopg.Error):
+            raw.execute("ROLLBACK")
         raise
     else:
         raw.execute("COMMIT")
@@ -255,7 +257,8 @@ class PgCatalog:
                     raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
                 yield conn
             except BaseException:
-                raw.execute("ROLLBACK")
+                with contextlib.suppress(psycopg.Error):  # a lost connection: the server rolled back
+                    raw.execute("ROLLBACK")
                 raise
             else:
                 raw.execute("COMMIT")
