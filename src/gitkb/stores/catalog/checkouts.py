@@ -77,3 +77,10 @@ def upsert(conn: Conn, *, source_id: str, node: str, path: str, commit_id: str) 
 
 def delete(conn: Conn, checkout_id: str) -> None:
     conn.execute("DELETE FROM checkouts WHERE id = ?", (checkout_id,))
+
+
+def all_paths(conn: Conn) -> list[tuple[str, str]]:
+    """``(node, path)`` of every checkout, of every node."""
+    return [
+        (str(r[0]), str(r[1])) for r in conn.execute("SELECT node, path FROM checkouts ORDER BY node, path")
+    ]
