@@ -222,3 +222,15 @@ def test_an_autocommit_write_waits_for_the_write_transaction_so_seqs_commit_in_o
     finally:
         catalog.close()
         postgres.drop_database(url)
+
+
+def test_gitkb_backup_of_a_postgresql_catalog_says_to_use_pg_dump(
+    catalog_backend: str, make_ws: Any, tmp_path: Path
+) -> None:
+    ws = make_ws()
+    out = ws.backup(str(tmp_path / "kb.tar"))
+    if catalog_backend == "sqlite":
+        assert out["Success"], out
+        return
+    assert out["code"] == "invalid_argument" and "pg_dump" in out["Error"], out
+    assert not (tmp_path / "kb.tar").exists()
