@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
 from gitkb.core.meters import Meters
-from gitkb.stores.catalog import Catalog
+from gitkb.stores.catalog import CatalogStore, open_catalog
 from gitkb.stores.keywords import KeywordIndex
 from gitkb.stores.lease import WriterLease
 
@@ -86,7 +86,7 @@ class Context:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         private_dirs(settings.home)  # 0700 when gitkb creates it (gitkb.core.files)
-        self.catalog = Catalog(settings.catalog_path)
+        self.catalog: CatalogStore = open_catalog(settings.catalog_url, settings.catalog_path)
         self.keywords = KeywordIndex(settings.keywords_path)
         # Serialises index writes inside this process (the cross-process writer
         # lease is held by whoever runs jobs; see services.runtime.jobs).
