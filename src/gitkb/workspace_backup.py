@@ -22,7 +22,7 @@ class Operator:
     """What ``tool`` and ``restore`` need of a caller: the principal the policy checks, a home for a
     crash log, and how to open the restored workspace (``opens``: the ``Workspace`` class)."""
 
-    def __init__(self, opens: Callable[[str], Any]) -> None:
+    def __init__(self, opens: Callable[..., Any]) -> None:
         self.principal = principals.local()
         self.settings = Settings(home=Path(tempfile.gettempdir()) / "gitkb-restore")
         self.opens = opens
@@ -37,14 +37,23 @@ def backup(self: Any, path: str, progress: Any = None) -> dict[str, Any]:
 
 
 def restore(
-    self: Any, archive: str, directory: str, sha256: str | None = None, progress: Any = None
+    self: Any,
+    archive: str,
+    directory: str,
+    sha256: str | None = None,
+    progress: Any = None,
+    catalog_url: str | None = None,
 ) -> dict[str, Any]:
     """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
-    untouched. The restored one is opened to rebuild its keyword index and vectors, then closed."""
+    untouched. The restored one is opened to rebuild its keyword index and vectors, then closed.
+    ``catalog_url``: a PostgreSQL database with no gitkb rows the catalog goes into (a backup of a
+    PostgreSQL catalog); else the catalog is a new SQLite file in ``directory``."""
     opens = self.opens if isinstance(self, Operator) else type(self)
-    out = backups.unpack(archive, directory, sha256)
+    out = backups.unpack(archive, directory, sha256, catalog_url)
+    # the restored catalog, whatever GITKB_CATALOG_URL or the restored gitkb.toml name
+    url = catalog_url or f"sqlite:///{Path(out['directory']) / 'catalog.sqlite3'}"
     try:
-        with opens(out["directory"]) as restored:
+        with opens(out["directory"], catalog_url=url) as restored:
             out.update(backups.rebuild(restored.ctx, progress))
     except GitkbError as exc:  # the files are in place: what is left is derived
         exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
