@@ -409,3 +409,22 @@ def test_a_source_without_its_clone_is_said_and_cloned_again_on_restore(
     assert [d["kind"] for d in got["differences"]] == ["clone_missing"], got
     with restored_at(tmp_path / "r") as r:
         assert ok(r.verify(repair=True))["clean"] is True  # cloned again from the remote
+
+
+def test_a_restored_gitkb_toml_that_names_the_old_catalog_is_said(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path, catalog_url: str | None
+) -> None:
+    """pgbackup19: the archived gitkb.toml may say ``[catalog] url`` (the backed-up catalog); the
+    restore opens the restored catalog all the same and says the file still names the old one."""
+    old = catalog_url or f"sqlite:///{home / 'catalog.sqlite3'}"
+    home.mkdir()
+    (home / "gitkb.toml").write_text(f'[catalog]\nurl = "{old}"\n')
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    ok(w.document_index("ADD_TEXT", index_name="notes", text="# a\n\nsome text\n", filepath="a.md"))
+    ok(w.backup(str(tmp_path / "kb.backup")))
+    got = ok(w.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
+    assert "names [catalog] url" in " ".join(got.get("Warnings", [])), got
+    assert got["differences"] == [] and got["keyword_chunks"] == 1, got
+    with restored_at(tmp_path / "r") as r:
+        assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == 1

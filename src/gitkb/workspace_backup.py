@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.config import Settings
+from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import GitkbError
 from gitkb.services.access import policy, principals
 from gitkb.services.operations import backup as backups
+from gitkb.stores.catalog.engine import redact_url
 
 
 class Operator:
@@ -58,6 +59,18 @@ def restore(
     except GitkbError as exc:  # the files are in place: what is left is derived
         exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
         raise
+    named = load_settings(out["directory"], env={}).catalog_url  # what the restored gitkb.toml opens
+    if named and named != url:
+        out.setdefault("Warnings", []).append(
+            f"the restored gitkb.toml names [catalog] url = {redact_url(named)}, the backed-up workspace's "
+            f"catalog, not the restored one ({redact_url(url)}): point it at the restored catalog before "
+            "this workspace runs, or it opens the old one"
+        )
+    elif catalog_url:
+        out.setdefault("Warnings", []).append(
+            f"the catalog is in {redact_url(catalog_url)}: run this workspace with [catalog] url in its "
+            "gitkb.toml or GITKB_CATALOG_URL naming it"
+        )
     n = len(out.get("differences") or [])
     out["Message"] = (
         f"restored {archive} into {out['directory']} ({sum(out['tables'].values())} catalog rows, "
