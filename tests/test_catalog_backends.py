@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gitkb import Workspace
 from gitkb.core.config import load_settings
 from gitkb.core.errors import InvalidArgument
 from gitkb.stores import backup_archive
@@ -241,6 +242,11 @@ def test_gitkb_backup_of_a_postgresql_catalog_is_a_table_rows_export_that_round_
     manifest = backup_archive.read(archive, tmp_path / "files")
     if catalog_backend == "sqlite":
         assert manifest["catalog"]["format"] == "sqlite-database"
+        into_pg = ws.restore(
+            str(archive), str(tmp_path / "r"), catalog_url="postgresql://nobody@127.0.0.1:1/x"
+        )
+        assert into_pg["code"] == "invalid_argument" and "SQLite catalog file" in into_pg["Error"], into_pg
+        assert not (tmp_path / "r").exists()
         return
     cat = manifest["catalog"]
     assert cat["format"] == "table-rows" and cat["backend"] == "postgresql", cat
@@ -268,6 +274,18 @@ def test_gitkb_backup_of_a_postgresql_catalog_is_a_table_rows_export_that_round_
         assert seq is not None and seq[0] >= doc["rowid"]
     finally:
         restored.close()
+
+    target = postgres.create_database()
+    try:
+        got = ok(ws.restore(str(archive), str(tmp_path / "pg-home"), catalog_url=target))
+        assert got["tables"] == cat["tables"] and got["differences"] == [], got
+        with Workspace(tmp_path / "pg-home", catalog_url=target, embedding_provider="hashing") as r:
+            ok(r.document_index("ADD_TEXT", index_name="notes", text="# b\n\nmore\n", filepath="b.md"))
+            with r.ctx.catalog.read() as conn:  # the identity counters went past the restored ids
+                rowids = [x[0] for x in conn.execute("SELECT rowid FROM documents ORDER BY rowid").fetchall()]
+        assert len(rowids) == 2 and rowids[0] == doc["rowid"] and rowids[1] > rowids[0]
+    finally:
+        postgres.drop_database(target)
 
     refused = ws.restore(str(archive), str(tmp_path / "busy"), catalog_url=ws.settings.catalog_url)
     assert refused["code"] == "validation" and "already holds gitkb rows" in refused["Error"], refused
