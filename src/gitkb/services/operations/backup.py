@@ -11,11 +11,14 @@ keyword index and the vectors (derived: rebuilt), the clones' guard tokens and h
 logs, the writer lock.
 
 ``backup`` reads while a server writes: the catalog through SQLite's online backup API (one
-snapshot), then the clones. A proposal staged between the two is on its branch in the bundle but
+snapshot), or on PostgreSQL as a ``table-rows`` export read in one REPEATABLE READ transaction
+(``stores.catalog.table_rows``), then the clones. A proposal staged between the two is on its branch in the bundle but
 not in the catalog copy: a commit nobody reviews, dropped by the next ``refresh_proposals``.
 
 ``unpack`` lays an archive out as a new workspace directory (absent or empty; refused otherwise,
-before anything is written), after checking it whole; ``rebuild`` then runs on the restored
+before anything is written), after checking it whole; a ``table-rows`` catalog goes into a new
+SQLite file there, or into an empty PostgreSQL database when given its URL (loaded last, after the
+clones are placed, so a refusal leaves nothing behind); ``rebuild`` then runs on the restored
 workspace: the keyword index from the catalog's chunks, and every embedding index's vectors through
 the usual catch-up (vectors still in the vector store -- a Chroma server's collection -- are kept
 and reused, the rest embedded again), and says what still differs (``verify``'s check).
