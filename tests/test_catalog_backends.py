@@ -299,3 +299,17 @@ def test_table_rows_values_keep_their_types() -> None:
         line = json.dumps([table_rows.encode_value(value)])
         (back,) = [table_rows.decode_value(v) for v in json.loads(line)]
         assert back == value and type(back) is type(value), (value, back)
+
+
+def test_a_postgresql_catalog_with_a_table_no_migration_makes_is_not_half_backed_up(
+    catalog_backend: str, make_ws: Any, tmp_path: Path
+) -> None:
+    """pgbackup19: a table this gitkb does not know (a newer gitkb's) would be left out of the
+    export: the backup is refused instead, and no file is written."""
+    if catalog_backend == "sqlite":
+        pytest.skip("SQLite is copied whole, page by page")
+    ws = make_ws()
+    ws.ctx.catalog.conn.execute("CREATE TABLE newer_things (id TEXT PRIMARY KEY)")
+    out = ws.backup(str(tmp_path / "kb.tar"))
+    assert out["code"] == "validation" and "newer_things" in out["Error"], out
+    assert not (tmp_path / "kb.tar").exists() and not list(tmp_path.glob(".kb.tar.*"))

@@ -69,6 +69,19 @@ def _columns(conn: Conn, table: str) -> list[str]:
     return [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
 
 
+def _tables(conn: Conn) -> list[str]:
+    if dialect_of(conn).name == "postgresql":
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def _counters(conn: Conn) -> dict[str, int]:
     """``table.column`` -> the last value its identity sequence gave (PostgreSQL)."""
     if dialect_of(conn).name != "postgresql":
@@ -88,11 +101,17 @@ def export(conn: Conn, into: Path) -> dict[str, Any]:
     """Write every table of the catalog ``conn`` reads (one snapshot: the caller's read
     transaction) under ``into/catalog/tables``; its tables, row counts, columns, counters and
     migrations for the manifest."""
+    order = table_order()
+    if extra := sorted(set(_tables(conn)) - set(order)):
+        raise ValidationFailed(
+            f"the catalog holds tables this gitkb's migrations do not make ({extra}): a newer gitkb's "
+            "catalog; back it up with that gitkb"
+        )
     folder = into / TABLES_DIR
     folder.mkdir(parents=True, mode=0o700)
     counts: dict[str, int] = {}
     columns: dict[str, list[str]] = {}
-    for table in table_order():
+    for table in order:
         cols = _columns(conn, table)
         if not cols:
             raise ValidationFailed(f"the catalog has no table {table}: its schema is not this gitkb's")
