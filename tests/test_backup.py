@@ -428,3 +428,42 @@ def test_a_restored_gitkb_toml_that_names_the_old_catalog_is_said(
     assert got["differences"] == [] and got["keyword_chunks"] == 1, got
     with restored_at(tmp_path / "r") as r:
         assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == 1
+
+
+def test_a_table_rows_archive_whose_rows_differ_from_its_manifest_is_refused(
+    make_ws: Callable[..., Any],
+    tmp_path: Path,
+    catalog_backend: str,
+    catalog_for: Callable[[Path], str | None],
+) -> None:
+    """pgbackup19: the row counts are checked on restore (into SQLite and into PostgreSQL), even in an
+    archive whose checksums were made to match; nothing is written on either side."""
+    if catalog_backend == "sqlite":
+        pytest.skip("a SQLite archive holds the database file (checked by its integrity check and counts)")
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    for i in range(3):
+        ok(
+            w.document_index(
+                "ADD_TEXT", index_name="notes", text=f"# n{i}\n\nbody {i}\n", filepath=f"n{i}.md"
+            )
+        )
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    rows = files / "catalog" / "tables" / "chunks.jsonl"
+    rows.write_text("".join(rows.read_text().splitlines(keepends=True)[:-1]))  # one chunk row gone
+    crafted = tmp_path / "crafted.backup"
+    backup_archive.write(crafted, files, manifest)
+    target = catalog_for(tmp_path / "into-pg")
+    for directory, url in ((tmp_path / "into-sqlite", None), (tmp_path / "into-pg", target)):
+        got = w.restore(str(crafted), str(directory), catalog_url=url)
+        assert error_code(got) == "validation" and "table chunks holds 2 rows" in got["Error"], got
+        assert not directory.exists()
+    empty = Workspace(tmp_path / "check", catalog_url=target)
+    try:
+        with empty.ctx.catalog.read() as conn:
+            assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 0
+    finally:
+        empty.close()
