@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,19 @@ def _columns(conn: Conn, table: str) -> list[str]:
         ).fetchall()
         return [str(r[0]) for r in rows]
     return [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _stream(conn: Conn, sql: str) -> Iterator[Any]:
+    """The rows of ``sql`` a batch at a time: on PostgreSQL a server-side cursor in the caller's
+    transaction (a plain cursor would hold a whole table in memory); SQLite's cursor streams."""
+    raw = getattr(conn, "raw", None)
+    if dialect_of(conn).name != "postgresql" or raw is None:
+        yield from conn.execute(sql)
+        return
+    with raw.cursor(name="gitkb_table_rows") as cur:
+        cur.itersize = 2000
+        cur.execute(sql)
+        yield from cur
 
 
 def _tables(conn: Conn) -> list[str]:
@@ -119,7 +133,7 @@ def export(conn: Conn, into: Path) -> dict[str, Any]:
         n = 0
         with open(folder / f"{table}.jsonl", "w", encoding="utf-8") as f:
             f.write(json.dumps(cols) + "\n")
-            for row in conn.execute(f'SELECT {quoted} FROM "{table}"'):
+            for row in _stream(conn, f'SELECT {quoted} FROM "{table}"'):
                 f.write(json.dumps([encode_value(v) for v in row], ensure_ascii=False) + "\n")
                 n += 1
         counts[table], columns[table] = n, cols
