@@ -6,9 +6,10 @@
     settings/gitkb.toml           the workspace's gitkb.toml, when it has one
     clones/<source id>.bundle     each managed clone's refs (tracked branch, proposal branches)
 
-The archive is written 0600 to a temporary name and renamed into place, so a half-written archive
-never carries the final name; ``<archive>.sha256`` next to it holds the archive's sha256 in
-``sha256sum`` format. Reading checks every file against the manifest while extracting (and the
+The archive is written 0600 to a new temporary name and linked into place, so a half-written
+archive never carries the final name, and neither it nor its ``.sha256`` replaces or writes through
+anything (a symlink planted at either name is refused); ``<archive>.sha256`` next to it holds the
+archive's sha256 in ``sha256sum`` format. Reading checks every file against the manifest while extracting (and the
 archive's own sha256 when one is given or the ``.sha256`` file is there), so a damaged archive is
 refused before anything of it is used.
 """
@@ -21,6 +22,7 @@ import io
 import json
 import os
 import tarfile
+import tempfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,21 +49,43 @@ def checksum_path(archive: Path) -> Path:
     return archive.with_name(archive.name + ".sha256")
 
 
+def taken(archive: Path) -> Path | None:
+    """The first of ``archive`` and its ``.sha256`` file that something already holds (a file, a
+    directory, a symlink even dangling), or None: a backup writes neither through nor over one."""
+    for p in (archive, checksum_path(archive)):
+        if os.path.lexists(p):
+            return p
+    return None
+
+
+def _conflict(path: Path) -> Conflict:
+    return Conflict(
+        f"{path} exists; a backup never replaces a file (nor writes through a symlink)",
+        next_steps=["give a new file name, e.g. one with the date in it"],
+    )
+
+
 def write(archive: Path, staged: Path, manifest: dict[str, Any]) -> str:
     """Write the files under ``staged`` (every one named in ``manifest["files"]``, which this fills
-    with their sha256 and size) to ``archive``; returns the archive's sha256."""
-    if archive.exists():
-        raise Conflict(
-            f"{archive} exists; a backup never replaces a file",
-            next_steps=["give a new file name, e.g. one with the date in it"],
-        )
+    with their sha256 and size) to ``archive``; returns the archive's sha256.
+
+    The ``.sha256`` name is taken first (``O_EXCL``: never through a symlink), the archive is
+    written to a new temporary name (``mkstemp``) and hard-linked to its final name, which fails
+    when anything took that name meanwhile: nothing is ever replaced or written through a link."""
+    if (held := taken(archive)) is not None:
+        raise _conflict(held)
     names = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
     manifest["files"] = {
         n: {"sha256": sha256_of(staged / n), "bytes": (staged / n).stat().st_size} for n in names
     }
     body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
-    tmp = archive.with_name(f".{archive.name}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)  # it holds webhook secrets
+    side = checksum_path(archive)
+    try:
+        sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        raise _conflict(side) from None
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{archive.name}.", suffix=".partial", dir=archive.parent)
+    tmp = Path(tmp_name)  # 0600, O_EXCL: it holds webhook secrets
     try:
         with os.fdopen(fd, "wb") as raw:
             with tarfile.open(fileobj=raw, mode="w:gz") as tar:
@@ -72,15 +96,21 @@ def write(archive: Path, staged: Path, manifest: dict[str, Any]) -> str:
                     tar.add(staged / n, arcname=n, recursive=False)
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, archive)
+        try:
+            os.link(tmp, archive)  # never replaces: EEXIST when anything holds the name now
+        except FileExistsError:
+            raise _conflict(archive) from None
+        digest = sha256_of(archive)
+        with os.fdopen(sfd, "w", encoding="utf-8") as f:
+            sfd = -1
+            f.write(f"{digest}  {archive.name}\n")
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if sfd >= 0:
+            os.close(sfd)
+        side.unlink(missing_ok=True)
         raise
-    digest = sha256_of(archive)
-    side = checksum_path(archive)
-    sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(sfd, "w", encoding="utf-8") as f:
-        f.write(f"{digest}  {archive.name}\n")
+    finally:
+        tmp.unlink(missing_ok=True)
     return digest
 
 

@@ -66,10 +66,8 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
     if not isinstance(path, str) or not path.strip():
         raise InvalidArgument("path must name the archive file to write")
     archive = Path(path).expanduser().absolute()
-    if archive.exists():
-        raise Conflict(
-            f"{archive} exists; a backup never replaces a file", next_steps=["give a new file name"]
-        )
+    if (held := backup_archive.taken(archive)) is not None:  # a symlink too: never written through
+        raise Conflict(f"{held} exists; a backup never replaces a file", next_steps=["give a new file name"])
     home = ctx.settings.home
     staged = _staging(archive.parent, f".{archive.name}.")
     try:
