@@ -5,11 +5,22 @@ HTTP app and the MCP transport through their ASGI clients."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gitkb.core.errors import ValidationFailed
 from gitkb.stores import backup_archive
+from gitkb.stores.catalog import backup as catalog_backup
 from helpers import ok
 from helpers.http_shape import error_code
 
@@ -69,3 +80,159 @@ def test_backup_never_writes_through_a_symlink_at_its_file_or_checksum_file(
             "d.backup.sha256",
         ]
     )
+
+
+# -- restore of a crafted archive ----------------------------------------------------------
+
+
+def crafted(
+    path: Path, members: list[tuple[tarfile.TarInfo, bytes]], files: dict[str, Any], **extra: Any
+) -> Path:
+    """A gzip'd tar that starts with a well-formed manifest listing ``files``, then ``members``."""
+    manifest = {"format": backup_archive.FORMAT, "version": backup_archive.VERSION, "files": files, **extra}
+    body = json.dumps(manifest).encode()
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(backup_archive.MANIFEST)
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    return path
+
+
+def spec(data: bytes) -> dict[str, Any]:
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def entry(
+    name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, link: str = ""
+) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, link, len(data) if kind == tarfile.REGTYPE else 0
+    return info, data
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        entry("catalog/catalog.sqlite3", kind=tarfile.SYMTYPE, link="/etc/passwd"),
+        entry("catalog/catalog.sqlite3", kind=tarfile.LNKTYPE, link="/etc/passwd"),
+        entry("catalog/catalog.sqlite3", kind=tarfile.CHRTYPE),
+        entry("catalog/catalog.sqlite3", kind=tarfile.FIFOTYPE),
+        entry("catalog/catalog.sqlite3", kind=tarfile.CONTTYPE),
+        entry("../../outside.txt", b"x"),
+        entry("/tmp/redteam5-absolute.txt", b"x"),
+        entry("catalog/../../../outside.txt", b"x"),
+    ],
+    ids=["symlink", "hardlink", "device", "fifo", "contiguous", "dotdot", "absolute", "inner-dotdot"],
+)
+def test_restore_refuses_members_that_are_not_plain_files_inside_the_archive(
+    ws: Any, tmp_path: Path, member: tuple[tarfile.TarInfo, bytes]
+) -> None:
+    info, data = member
+    archive = crafted(tmp_path / "evil.backup", [member], {info.name: spec(data)})
+    got = ws.restore(str(archive), str(tmp_path / "out" / "r"))
+    assert error_code(got) == "validation", got
+    assert not (tmp_path / "out" / "r").exists()
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "out" / "outside.txt").exists()
+    assert not Path("/tmp/redteam5-absolute.txt").exists()
+
+
+def test_restore_reads_no_more_of_a_member_than_its_manifest_declares(tmp_path: Path) -> None:
+    big = bytes(16 << 20)  # 16 MiB of zeros: a few KiB compressed
+    lie = {"catalog/catalog.sqlite3": spec(b"tiny")}  # the manifest says 4 bytes
+    archive = crafted(tmp_path / "bomb.backup", [entry("catalog/catalog.sqlite3", big)], lie)
+    into = tmp_path / "into"
+    with pytest.raises(ValidationFailed, match="size its manifest declares"):
+        backup_archive.read(archive, into)
+    written = sum(p.stat().st_size for p in into.rglob("*") if p.is_file()) if into.exists() else 0
+    assert written <= 4, written
+
+
+def test_restore_refuses_a_declared_total_beyond_the_free_space_before_writing(tmp_path: Path) -> None:
+    huge = {"sha256": "0" * 64, "bytes": 1 << 60}
+    archive = crafted(
+        tmp_path / "huge.backup",
+        [entry("catalog/catalog.sqlite3", b"0123456789")],
+        {"catalog/catalog.sqlite3": huge},
+    )
+    into = tmp_path / "into"
+    with pytest.raises(ValidationFailed, match="free"):
+        backup_archive.read(archive, into)
+    assert not into.exists() or not any(into.rglob("*"))
+
+
+def test_restore_bounds_the_memory_a_huge_tar_header_or_manifest_takes(tmp_path: Path) -> None:
+    """A pax header of 256 MiB (compressed: ~250 KiB) was read whole into memory by tarfile."""
+    pax = tarfile.TarInfo("catalog/catalog.sqlite3")
+    pax.pax_headers = {"comment": "a" * (256 << 20)}
+    archive = crafted(tmp_path / "pax.backup", [(pax, b"")], {"catalog/catalog.sqlite3": spec(b"")})
+    probe = (
+        "import re, sys\n"
+        "from gitkb.stores import backup_archive\n"
+        "from gitkb.core.errors import ValidationFailed\n"
+        "try:\n"
+        f"    backup_archive.read(backup_archive.Path({str(archive)!r}), backup_archive.Path({str(tmp_path / 'into')!r}))\n"
+        "except ValidationFailed as exc:\n"
+        "    print('refused', exc.message[:200])\n"
+        "hwm = re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())\n"
+        "print('maxrss_kib', hwm.group(1) if hwm else 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert "refused" in out.stdout, out.stdout + out.stderr
+    maxrss = int(out.stdout.split("maxrss_kib")[1])
+    assert 0 < maxrss < 120_000, out.stdout  # KiB (VmHWM: this process's own peak); the header is 256 MiB
+
+    body = b'{"format": "gitkb-backup", "version": 1, "files": {}}' + b" " * (17 << 20)
+    big = tmp_path / "manifest.backup"
+    with tarfile.open(big, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(backup_archive.MANIFEST)
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    with pytest.raises(ValidationFailed, match="bytes"):
+        backup_archive.read(big, tmp_path / "into2")
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TRIGGER approve AFTER INSERT ON reviews BEGIN UPDATE reviews SET status = 'approved'; END",
+        "CREATE TRIGGER forget AFTER INSERT ON audit BEGIN DELETE FROM audit; END",
+        "DROP TRIGGER documents_retire_on_delete; CREATE TRIGGER documents_retire_on_delete BEFORE DELETE"
+        " ON documents BEGIN SELECT 1; END",
+        "CREATE TABLE stash (x TEXT); INSERT INTO stash VALUES ('planted')",
+        "CREATE VIEW everything AS SELECT * FROM documents",
+        "CREATE INDEX spare ON documents(title)",
+        "INSERT INTO migrations(name, applied_at) VALUES ('m999_from_the_future', 0)",
+        "DELETE FROM migrations WHERE name = 'm010_ui_sessions'",
+    ],
+    ids=[
+        "trigger-approve",
+        "trigger-audit",
+        "altered-trigger",
+        "table",
+        "view",
+        "index",
+        "future",
+        "unrecorded",
+    ],
+)
+def test_restore_refuses_a_catalog_with_schema_objects_its_migrations_do_not_make(
+    make_ws: Callable[..., Any], tmp_path: Path, ddl: str
+) -> None:
+    w = small_ws(make_ws)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    db = files / "catalog" / "catalog.sqlite3"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executescript(ddl)
+    conn.close()
+    manifest["catalog"]["tables"] = catalog_backup.table_counts(db)  # the manifest agrees: it is crafted too
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    got = w.restore(str(evil), str(tmp_path / "r"))
+    assert error_code(got) == "validation", got
+    assert not (tmp_path / "r").exists()
+    assert ok(w.restore(str(archive), str(tmp_path / "fine")))["tables"]  # the untouched one restores

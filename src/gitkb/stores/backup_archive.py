@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 import zlib
@@ -134,32 +135,92 @@ def expected_checksum(archive: Path, given: str | None) -> str | None:
     return None
 
 
+MANIFEST_MAX = 16 << 20  # bytes: a manifest lists a few files per source, never this much
+FILES_MAX = 100_000  # files in one archive (the catalog, gitkb.toml, a bundle per source)
+HEADER_ROOM = 64 << 10  # what a member's tar headers (pax, long names) and read-ahead may take
+
+
+class _Overrun(OSError):
+    """The archive's tar stream holds more than its manifest declares (a decompression bomb)."""
+
+
+class _Bounded:
+    """The decompressed tar stream, readable only as far as ``allow`` has allowed: a member's
+    headers get ``HEADER_ROOM``, its data the size the manifest declares, nothing more is read."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.left = raw, 0
+
+    def allow(self, n: int) -> None:
+        """Allow ``n`` more bytes; what an earlier allowance left unread carries over up to
+        ``HEADER_ROOM`` only, so slack never adds up across members."""
+        self.left = min(self.left, HEADER_ROOM) + n
+
+    def read(self, n: int = -1) -> bytes:
+        if self.left <= 0:
+            raise _Overrun("it holds more than its manifest declares")
+        block: bytes = self.raw.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(block)
+        return block
+
+
 def read(archive: Path, into: Path, checksum: str | None = None) -> dict[str, Any]:
     """Check ``archive`` and extract its files under ``into`` (an empty directory); returns the
-    manifest. ``ValidationFailed`` when the sha256, the manifest or any file does not hold."""
+    manifest. ``ValidationFailed`` when the sha256, the manifest or any file does not hold.
+
+    What it reads is bounded by what the manifest declares: a regular file per listed name of
+    exactly its declared size (no links, devices, sparse members), the declared total within the
+    free space, and the tar stream itself read no further than that (``_Bounded``)."""
     if not archive.is_file():
         raise NotFound(f"no backup archive at {archive}")
     want = expected_checksum(archive, checksum)
     if want is not None and sha256_of(archive) != want:
         raise _damaged(archive, f"its sha256 is not {want}")
     try:
-        with tarfile.open(archive, mode="r:gz") as tar:
-            first = tar.next()
-            if first is None or first.name != MANIFEST or not first.isfile():
-                raise _damaged(archive, f"it does not start with {MANIFEST}")
-            manifest = _manifest(archive, tar.extractfile(first))
-            files: Mapping[str, Any] = manifest["files"]
-            seen: set[str] = set()
-            while (member := tar.next()) is not None:
-                if member.name not in files or not member.isfile() or member.name in seen:
-                    raise _damaged(archive, f"unexpected member {member.name!r}")
-                _extract(archive, tar, member, into / member.name, files[member.name])
-                seen.add(member.name)
+        with gzip.open(archive, "rb") as raw:
+            stream = _Bounded(raw)
+            stream.allow(HEADER_ROOM)
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+                first = tar.next()
+                if first is None or first.name != MANIFEST or not _plain(first):
+                    raise _damaged(archive, f"it does not start with {MANIFEST}")
+                if first.size > MANIFEST_MAX:
+                    raise _damaged(archive, f"its {MANIFEST} is {first.size} bytes")
+                stream.allow(first.size)
+                manifest = _manifest(archive, tar.extractfile(first))
+                files: Mapping[str, Any] = manifest["files"]
+                _fits(archive, files, into)
+                seen: set[str] = set()
+                while True:
+                    stream.allow(HEADER_ROOM)
+                    if (member := tar.next()) is None:
+                        break
+                    spec = files.get(member.name)
+                    if spec is None or not _plain(member) or member.name in seen:
+                        raise _damaged(archive, f"unexpected member {member.name!r}")
+                    if member.size != spec["bytes"]:
+                        raise _damaged(archive, f"{member.name} is not the size its manifest declares")
+                    stream.allow(member.size)
+                    _extract(archive, tar, member, into / member.name, spec)
+                    seen.add(member.name)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
         raise _damaged(archive, f"{type(exc).__name__}: {exc}") from None
     if missing := sorted(set(files) - seen):
         raise _damaged(archive, f"the files {missing} the manifest lists are missing")
     return manifest
+
+
+def _plain(member: tarfile.TarInfo) -> bool:
+    """A regular file's member: not a link, a device, a directory, nor a sparse or contiguous file."""
+    return member.type in (tarfile.REGTYPE, tarfile.AREGTYPE)
+
+
+def _fits(archive: Path, files: Mapping[str, Any], into: Path) -> None:
+    total = sum(int(spec["bytes"]) for spec in files.values())
+    near = into if into.exists() else into.parent
+    free = shutil.disk_usage(near).free
+    if total > free:
+        raise _damaged(archive, f"its manifest declares {total} bytes, more than the {free} free at {near}")
 
 
 def _manifest(archive: Path, f: Any) -> dict[str, Any]:
@@ -174,8 +235,20 @@ def _manifest(archive: Path, f: Any) -> dict[str, Any]:
             f"the archive {archive} is a backup of format version {manifest.get('version')}; "
             f"this gitkb reads version {VERSION}"
         )
-    if not isinstance(manifest.get("files"), dict):
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files or len(files) > FILES_MAX:
         raise _damaged(archive, f"{MANIFEST} lists no files")
+    for name, spec in files.items():
+        if not (
+            isinstance(spec, dict)
+            and isinstance(spec.get("sha256"), str)
+            and type(spec.get("bytes")) is int
+            and spec["bytes"] >= 0
+        ):
+            raise _damaged(archive, f"{MANIFEST}'s entry for {name!r:.100} is malformed")
+    for key, kind in (("catalog", dict), ("settings", dict), ("clones", list)):
+        if key in manifest and not isinstance(manifest[key], kind):
+            raise _damaged(archive, f"{MANIFEST}'s {key} is not a {kind.__name__}")
     return manifest
 
 

@@ -215,6 +215,11 @@ def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
         raise ValidationFailed(
             f"the archive's catalog was made by a newer gitkb (migrations {unknown}); upgrade gitkb to restore it"
         )
+    if foreign := catalog_backup.schema_differences(path):
+        raise ValidationFailed(
+            "the archive's catalog holds schema objects gitkb's migrations do not make (or alters "
+            f"theirs): {'; '.join(foreign)[:600]}; nothing was restored"
+        )
     if catalog_backup.table_counts(path) != cat.get("tables"):
         raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
     os.replace(path, home / "catalog.sqlite3")
