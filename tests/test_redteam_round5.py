@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from gitkb.cli.main import cli
 from gitkb.core.errors import ValidationFailed
 from gitkb.stores import backup_archive
 from gitkb.stores.catalog import backup as catalog_backup
@@ -236,3 +238,44 @@ def test_restore_refuses_a_catalog_with_schema_objects_its_migrations_do_not_mak
     assert error_code(got) == "validation", got
     assert not (tmp_path / "r").exists()
     assert ok(w.restore(str(archive), str(tmp_path / "fine")))["tables"]  # the untouched one restores
+
+
+def test_restore_refuses_a_symlinked_directory_and_a_source_url_source_add_refuses(
+    make_ws: Callable[..., Any], tmp_path: Path
+) -> None:
+    w = small_ws(make_ws)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name, to in (("link", elsewhere), ("dangling", tmp_path / "nowhere")):
+        link = tmp_path / name
+        link.symlink_to(to)
+        got = w.restore(str(archive), str(link))
+        assert error_code(got) == "conflict" and "symlink" in got["Error"], got
+        assert link.is_symlink() and not any(elsewhere.iterdir()) and not (tmp_path / "nowhere").exists()
+    runner = CliRunner()
+    r = runner.invoke(cli, ["--json", "restore", str(archive), str(tmp_path / "link")])
+    assert r.exit_code == 1 and json.loads(r.stdout)["code"] == "conflict", r.output
+    assert not any(elsewhere.iterdir())
+
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    db = files / "catalog" / "catalog.sqlite3"
+    for i, url in enumerate(
+        ["ext::sh -c touch% /tmp/redteam5-pwned", "https://ci:s3cret@git.example.com/kb.git"]
+    ):
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("DELETE FROM sources")
+        conn.execute(
+            "INSERT INTO sources(id, name, url, branch, created_at, updated_at)"
+            " VALUES ('src_evil', 'evil', ?, 'main', 0, 0)",
+            (url,),
+        )
+        conn.close()
+        manifest["catalog"]["tables"] = catalog_backup.table_counts(db)
+        evil = tmp_path / f"evil{i}.backup"
+        backup_archive.write(evil, files, manifest)
+        got = w.restore(str(evil), str(tmp_path / f"r{i}"))
+        assert error_code(got) == "validation" and "source URL" in got["Error"], got
+        assert not (tmp_path / f"r{i}").exists()

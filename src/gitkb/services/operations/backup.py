@@ -42,6 +42,7 @@ from gitkb.stores import backup_archive, git_bundle
 from gitkb.stores.catalog import backup as catalog_backup
 from gitkb.stores.catalog import checkouts as checkout_rows
 from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.git_auth import check_url
 
 CATALOG_MEMBER = "catalog/catalog.sqlite3"
 SETTINGS_MEMBER = f"settings/{CONFIG_FILE}"
@@ -160,6 +161,12 @@ def check_target(directory: str) -> Path:
     if not isinstance(directory, str) or not directory.strip():
         raise InvalidArgument("directory must name the new workspace's directory")
     target = Path(directory).expanduser().absolute()
+    if target.is_symlink():  # where it points is not what was named (and may change under us)
+        raise Conflict(
+            f"{target} is a symlink; restore writes a new workspace only into a real empty or absent "
+            "directory; nothing was written",
+            next_steps=[f"give the directory it points to: {os.path.realpath(target)}"],
+        )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise Conflict(
             f"{target} is not empty; restore writes a new workspace only into an empty or absent "
@@ -185,6 +192,7 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         clones = manifest.get("clones") or []
         _place_clones(clones, files, home)
         if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
+            check_target(str(target))  # again, just before: nothing that came meanwhile is replaced
             for child in home.iterdir():
                 os.replace(child, target / child.name)
         else:
@@ -231,6 +239,13 @@ def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path) -> None
     urls = {
         source_id: url for source_id, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")
     }
+    for url in urls.values():
+        try:
+            check_url(url)  # what `gitkb source add` refuses (ext::, a password in the URL)
+        except InvalidArgument as exc:
+            raise ValidationFailed(
+                f"the archive's catalog holds a source URL gitkb refuses: {exc.message}"
+            ) from None
     for c in clones:
         sid = c.get("source_id") if isinstance(c, dict) else None
         if not isinstance(sid, str) or sid not in urls or Path(sid).name != sid or sid.startswith("."):
