@@ -7,8 +7,10 @@ Long operations (``build_embeddings``, ``reembed``) are plain functions
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.embedders import fingerprint, split_identity
@@ -62,7 +64,7 @@ def prepare_write(ctx: Context, row: IndexRow) -> str | None:
     return identity
 
 
-def bind_new_index(conn: Any, index_id: str, identity: str) -> None:
+def bind_new_index(conn: sqlite3.Connection, index_id: str, identity: str) -> None:
     """CREATE_INDEX: the new index's vectors go to ``identity`` from now on (inside the caller's transaction)."""
     vs.bind(conn, index_id, identity, changes.head(conn))
 
@@ -149,7 +151,7 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
     return out
 
 
-def _has_chunks(conn: Any, index_id: str) -> int:
+def _has_chunks(conn: sqlite3.Connection, index_id: str) -> int:
     return 1 if doc_rows.has_chunks(conn, index_id) else 0
 
 
@@ -283,7 +285,7 @@ class range_reporter:  # noqa: N801 - used like a function
         self.progress(min(done, max(self.total, done)), max(self.total, done))
 
 
-def locks_reporting(ctx: Context, identities: list[str], report: Any) -> list[threading.RLock]:
+def locks_reporting(ctx: Context, identities: list[str], report: Callable[[], None]) -> list[threading.RLock]:
     """Wait for the catch-up locks (the background embedder may hold one for a batch), reporting progress."""
     while True:
         held = try_identity_locks(ctx, identities)
