@@ -16,11 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from gitkb.cli.main import cli
+from gitkb.core.config import load_settings
 from gitkb.core.errors import ValidationFailed
+from gitkb.http.config import load_server_config
+from gitkb.mcp import build_server
+from gitkb.mcp.server import http_app
 from gitkb.stores import backup_archive
 from gitkb.stores.catalog import backup as catalog_backup
 from helpers import ok
@@ -279,3 +285,105 @@ def test_restore_refuses_a_symlinked_directory_and_a_source_url_source_add_refus
         got = w.restore(str(evil), str(tmp_path / f"r{i}"))
         assert error_code(got) == "validation" and "source URL" in got["Error"], got
         assert not (tmp_path / f"r{i}").exists()
+
+
+# -- MCP over HTTP: Host and Origin --------------------------------------------------------
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture
+def mcp_app(ws: Any) -> Any:
+    """``gitkb mcp --transport http --host 0.0.0.0 --allow-remote``: the SDK itself checks nothing."""
+    toml = ws.home / "gitkb.toml"
+    toml.write_text(
+        (toml.read_text() if toml.exists() else "") + '\n[server]\npublic_host = "kb.example.com"\n'
+    )
+    return http_app(build_server(ws), load_server_config(load_settings(ws.home)), host="0.0.0.0")
+
+
+def raw_status(app: Any, headers: list[tuple[bytes, bytes]]) -> int:
+    """One request straight through the ASGI app, headers exactly as given (none, twice, ...)."""
+    body = json.dumps(INIT).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": b"", "headers": headers,
+        "server": ("10.0.0.5", 8781), "client": ("203.0.113.9", 50000),
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    anyio.run(app, scope, receive, send)
+    return int(next(m["status"] for m in sent if m["type"] == "http.response.start"))
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        None, "", "evil.example", "localhost.evil.example", "localhost:8781.evil.example", "localhost..",
+        "127.0.0.1.nip.io:8781", "localhost:0", "localhost:8781:8781", "user@localhost:8781", "localhost%2e:8781",
+        "kb.example.com:8781/x", "[::1].evil.example", "[::1", "kb.example.com\\@evil.example", "*.localhost",
+        "10.0.0.6:8781", "[::ffff:127.0.0.2]:8781", "twice",
+    ],
+)  # fmt: skip
+def test_mcp_http_refuses_foreign_malformed_absent_and_doubled_hosts(mcp_app: Any, host: str | None) -> None:
+    ct = [(b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream")]
+    if host == "twice":
+        headers = [(b"host", b"localhost:8781"), (b"host", b"evil.example"), *ct]
+    else:
+        headers = ([] if host is None else [(b"host", host.encode())]) + ct
+    assert raw_status(mcp_app, headers) == 403
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["LOCALHOST:8781", "localhost.:8781", "[::1]:8781", "KB.Example.COM.", "127.0.0.1", "10.0.0.5:8781"],
+)
+def test_mcp_http_answers_the_spellings_of_its_own_names(mcp_app: Any, host: str) -> None:
+    with TestClient(mcp_app, base_url="http://localhost:8781") as client:
+        r = client.post("/mcp", json=INIT, headers={**MCP_HEADERS, "Host": host})
+    if host == "10.0.0.5:8781":
+        assert r.status_code == 403  # the TestClient's connection reached no 10.0.0.5: not its own address
+    else:
+        assert r.status_code == 200 and '"serverInfo"' in r.text, (host, r.status_code, r.text[:200])
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://evil.example", 403),
+        ("null", 403),
+        ("https://localhost:8781.evil.example", 403),
+        ("http://127.0.0.1.nip.io:8781", 403),
+        ("http://kb.example.com.evil.example", 403),
+        ("file://", 403),
+        ("http://localhost:8781", 200),
+        ("HTTPS://KB.EXAMPLE.COM", 200),
+        ("http://[::1]:8781", 200),
+    ],
+)
+def test_mcp_http_refuses_a_browser_page_of_another_origin(mcp_app: Any, origin: str, status: int) -> None:
+    """Host is the server's own (a page posting to http://localhost:8781/mcp), Origin is the page's."""
+    with TestClient(mcp_app, base_url="http://localhost:8781") as client:
+        r = client.post("/mcp", json=INIT, headers={**MCP_HEADERS, "Origin": origin})
+        assert r.status_code == status, (origin, r.status_code, r.text[:200])
+        if status == 403:
+            assert r.json()["code"] == "forbidden"
+        assert (
+            client.post("/mcp", json=INIT, headers=MCP_HEADERS).status_code == 200
+        )  # no Origin: an MCP client
