@@ -387,3 +387,46 @@ def test_mcp_http_refuses_a_browser_page_of_another_origin(mcp_app: Any, origin:
         assert (
             client.post("/mcp", json=INIT, headers=MCP_HEADERS).status_code == 200
         )  # no Origin: an MCP client
+
+
+# -- the older parameter spellings ---------------------------------------------------------
+
+
+def test_an_older_spelling_and_the_new_one_with_different_values_are_refused(
+    make_ws: Callable[..., Any], make_client: Callable[..., Any], home: Path
+) -> None:
+    w = small_ws(make_ws)
+    ok(w.kb_create(name="ops", indexes=["notes"]))
+    w.close()
+    runner = CliRunner()
+
+    def gitkb(*args: str) -> Any:
+        return runner.invoke(cli, ["--home", str(home), "--json", *args])
+
+    for args in (["--default-top-n", "4", "--top-k", "40"], ["--top-k", "4", "--default-top-k", "40"]):
+        r = gitkb("agent", "assign", "bot", "ops", *args)
+        assert r.exit_code == 2 and "different values" in r.output, r.output
+    assert not json.loads(gitkb("agent", "show", "bot").stdout).get("Indexes")  # nothing bound
+    r = gitkb("agent", "assign", "bot", "ops", "--top-k", "900")  # the alias gets the same range
+    assert r.exit_code == 1 and "default_top_n" in r.output, r.output
+    r = gitkb("agent", "assign", "bot", "ops", "--top-k", "4", "--default-top-n", "4")  # the same value: fine
+    assert r.exit_code == 0, r.output
+    assert json.loads(gitkb("agent", "show", "bot").stdout)["default_top_n"] == 4
+    r = gitkb("jobs", "list", "--count", "2", "--limit", "500")
+    assert r.exit_code == 2 and "not both" in r.output, r.output
+
+    client = make_client()
+    res = client.get("/jobs?count=2&limit=100000")
+    assert res.status_code == 400 and res.json()["code"] == "invalid_argument", res.text
+    assert client.get("/jobs?limit=100000").status_code == 400  # the alias gets count's cap
+    assert client.get("/jobs?limit=2").status_code == 200
+    both = {"query": "text", "agent_id": "bot", "top_n": 2, "top_k": 90}
+    assert client.post("/search_index", json=both).status_code == 400
+    assert (
+        client.post("/search_index", json={"query": "text", "agent_id": "bot", "top_k": 90}).status_code
+        == 400
+    )
+    res = client.post("/agents/bot/assign", json={"kbs": ["ops"], "default_top_n": 4, "default_top_k": 40})
+    assert res.status_code == 400, res.text
+    for path, body in (("/search", {"index_name": "notes", "query": "text", "top_k": 3}),):
+        assert client.post(path, json=body).status_code == 400  # never offered there: refused, not ignored
