@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gitkb import Workspace
-from gitkb.services.retrieval import fusion
 from gitkb.services.evaluation import datasets, metrics
+from gitkb.services.retrieval import fusion
 from gitkb.stores import keywords
 
 REPO = Path(__file__).resolve().parents[1]

@@ -100,9 +100,10 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
         *,
         settings: Settings | None = None,
         resume_in_background: bool = False,
+        catalog_url: str | None = None,
         **overrides: Any,
     ) -> None:
-        self.settings = settings or load_settings(home, **overrides)
+        self.settings = settings or load_settings(home, catalog_url=catalog_url, **overrides)
         self.principal: Principal = principals.local()
         self._view = False
         self._overrides = {} if settings is not None else overrides

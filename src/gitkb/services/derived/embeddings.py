@@ -7,7 +7,6 @@ Long operations (``build_embeddings``, ``reembed``) are plain functions
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.indexes import IndexRow
 
 REEMBED_HINT = "re-embed it: Workspace.reembed(index_name) or `gitkb embeddings reembed --index {name}`"
@@ -64,7 +64,7 @@ def prepare_write(ctx: Context, row: IndexRow) -> str | None:
     return identity
 
 
-def bind_new_index(conn: sqlite3.Connection, index_id: str, identity: str) -> None:
+def bind_new_index(conn: Conn, index_id: str, identity: str) -> None:
     """CREATE_INDEX: the new index's vectors go to ``identity`` from now on (inside the caller's transaction)."""
     vs.bind(conn, index_id, identity, changes.head(conn))
 
@@ -151,7 +151,7 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
     return out
 
 
-def _has_chunks(conn: sqlite3.Connection, index_id: str) -> int:
+def _has_chunks(conn: Conn, index_id: str) -> int:
     return 1 if doc_rows.has_chunks(conn, index_id) else 0
 
 

@@ -19,7 +19,6 @@ and closes before finishing it leaves it to a detached ``gitkb.resume``.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from gitkb.services.derived.vector_wants import wanted_identities, watermark_nam
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
@@ -120,7 +120,7 @@ def become_writer(ctx: Context) -> bool:
     return True
 
 
-def _jobs_active(conn: sqlite3.Connection) -> bool:
+def _jobs_active(conn: Conn) -> bool:
     return bool(job_rows.count_state(conn, "queued") or job_rows.running(conn))
 
 

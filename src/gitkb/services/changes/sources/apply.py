@@ -13,7 +13,6 @@ moved, deleted rows already gone and unchanged content skipped.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +32,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.git_auth import redact_url
 from gitkb.stores.repos import ManagedRepo
@@ -270,9 +270,7 @@ def _git_document(
     )
 
 
-def _unchanged(
-    conn: sqlite3.Connection, index_id: str, path: str, content_hash: str, cfg: ChunkConfig
-) -> bool:
+def _unchanged(conn: Conn, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
     doc = doc_rows.get_by_path(conn, index_id, path)
     return (
         doc is not None
