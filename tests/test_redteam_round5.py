@@ -482,3 +482,42 @@ def test_compact_citation_pages_fence_what_documents_say_and_show_only_bound_ind
         page = parse_block(text)
         for r in page["Results"]:
             assert r["index_name"] == "pub" and r["filepath"] in ("a.md", "t.md")
+
+
+def test_restore_refuses_files_beside_the_catalog_that_sqlite_would_read_while_checking(
+    make_ws: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A catalog with a trigger, and a ``-wal`` file beside it whose frames hide the trigger: the
+    checks (which open the file, WAL and all) saw a clean schema; only the file was moved in."""
+    w = small_ws(make_ws)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    db = files / "catalog" / "catalog.sqlite3"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TRIGGER forget AFTER INSERT ON audit BEGIN DELETE FROM audit; END")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the base file now holds the trigger
+    conn.execute("DROP TRIGGER forget")  # only in the WAL
+    wal = Path(f"{db}-wal").read_bytes()
+    hold = sqlite3.connect(db)  # a second connection so closing the first does not checkpoint
+    hold.execute("SELECT 1").fetchone()
+    base = db.read_bytes()
+    conn.close()
+    hold.close()
+    for extra in files.glob("catalog/catalog.sqlite3-*"):
+        extra.unlink()
+    db.write_bytes(base)
+    Path(f"{db}-wal").write_bytes(wal)
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    got = w.restore(str(evil), str(tmp_path / "r"))
+    if got.get("Success"):
+        with sqlite3.connect(tmp_path / "r" / "catalog.sqlite3") as c:
+            triggers = [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+        raise AssertionError(f"restored, with the triggers {triggers}")
+    assert error_code(got) == "validation", got
+    assert not (tmp_path / "r").exists()

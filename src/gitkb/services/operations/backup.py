@@ -189,6 +189,7 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
     try:
         files = staged / "archive"
         manifest = backup_archive.read(source, files, checksum)
+        _only_known_files(manifest)
         home = staged / "home"
         home.mkdir(mode=DIR_MODE)
         _place_catalog(manifest, files, home)
@@ -213,6 +214,23 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         "sources": [{k: c.get(k) for k in ("source_id", "name", "branch", "refs")} for c in clones],
         "proposal_branches": sorted(b for c in clones for b in c.get("proposal_branches", [])),
     }
+
+
+def _only_known_files(manifest: dict[str, Any]) -> None:
+    """The archive holds the catalog, gitkb.toml and clone bundles (``_place_clones`` checks which),
+    nothing else: a ``-wal`` or ``-journal`` file beside the catalog would be read by SQLite while
+    the catalog is checked (and left behind after), so the file checked would not be the file
+    restored."""
+    unknown = sorted(
+        name
+        for name in manifest["files"]
+        if name not in (CATALOG_MEMBER, SETTINGS_MEMBER)
+        and not (name.startswith("clones/") and name.endswith(".bundle") and name.count("/") == 1)
+    )
+    if unknown:
+        raise ValidationFailed(
+            f"the archive holds files a gitkb backup never has: {', '.join(unknown)[:300]}; nothing was restored"
+        )
 
 
 def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
