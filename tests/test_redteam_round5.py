@@ -304,14 +304,15 @@ INIT = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def mcp_app(ws: Any) -> Any:
-    """``gitkb mcp --transport http --host 0.0.0.0 --allow-remote``: the SDK itself checks nothing."""
+@pytest.fixture(params=["0.0.0.0", "127.0.0.1"])
+def mcp_app(ws: Any, request: Any) -> Any:
+    """``gitkb mcp --transport http`` on ``--host 0.0.0.0 --allow-remote`` (where the SDK checks
+    nothing) and on loopback (where its own check allowed loopback names only)."""
     toml = ws.home / "gitkb.toml"
     toml.write_text(
         (toml.read_text() if toml.exists() else "") + '\n[server]\npublic_host = "kb.example.com"\n'
     )
-    return http_app(build_server(ws), load_server_config(load_settings(ws.home)), host="0.0.0.0")
+    return http_app(build_server(ws), load_server_config(load_settings(ws.home)), host=request.param)
 
 
 def raw_status(app: Any, headers: list[tuple[bytes, bytes]]) -> int:
