@@ -464,6 +464,14 @@ def test_compact_citation_pages_fence_what_documents_say_and_show_only_bound_ind
         ("document_index", {"action": "SEARCH", "query": "rotate keys"}),
         ("document_index", {"action": "search", "query": "rotate keys", "indexes": ["secret", "pub"]}),
         ("document_index", {"action": "Search", "query": "rotate keys", "index_name": "secret"}),
+        (
+            "document_index",
+            {"action": "SEARCH", "query": "rotate keys", "index_name": "pub", "indexes": ["secret"]},
+        ),
+        (
+            "document_index",
+            {"action": "SEARCH", "query": "rotate keys", "index_name": "secret", "indexes": ["pub"]},
+        ),
     ]
 
     async def main() -> list[str]:
