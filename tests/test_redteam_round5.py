@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from gitkb.mcp.render import parse_block
 from gitkb.mcp.server import http_app
 from gitkb.stores import backup_archive
 from gitkb.stores.catalog import backup as catalog_backup
-from helpers import ok
+from helpers import git, ok
 from helpers.http_shape import error_code
 
 
@@ -554,3 +555,32 @@ def test_restore_says_which_secrets_of_this_host_the_restored_settings_read(
     got = ok(w.restore(str(evil), str(tmp_path / "r")))
     said = " ".join(got.get("Warnings", []))
     assert "token_env AWS_SECRET_ACCESS_KEY" in said and "attacker.example" in said, got
+
+
+def test_a_crafted_bundle_brings_no_hooks_config_or_refs_outside_refs(source_ws: Any, tmp_path: Path) -> None:
+    """A bundle made from a repository with its own hooks, hooksPath, fsmonitor and an alternate:
+    a bundle carries refs and objects only; the restored clone has gitkb's guard and nothing else."""
+    archive = tmp_path / "kb.backup"
+    ok(source_ws.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    (clone,) = manifest["clones"]
+    evil_repo = tmp_path / "evil.git"
+    shutil.copytree(source_ws.settings.repos_path / clone["source_id"], evil_repo)
+    (evil_repo / "hooks").mkdir(exist_ok=True)
+    (evil_repo / "hooks" / "post-checkout").write_text("#!/bin/sh\ntouch /tmp/redteam5-hook-ran\n")
+    git(evil_repo, "config", "core.fsmonitor", "touch /tmp/redteam5-fsmonitor-ran")
+    git(evil_repo, "config", "core.hooksPath", str(evil_repo / "hooks"))
+    bundle = files / clone["file"]
+    bundle.unlink()
+    git(evil_repo, "bundle", "create", str(bundle), "--all")
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    ok(source_ws.restore(str(evil), str(tmp_path / "r")))
+    restored = tmp_path / "r" / "repos" / clone["source_id"]
+    config = (restored / "config").read_text()
+    assert "fsmonitor" not in config and str(evil_repo) not in config, config
+    assert not (restored / "hooks" / "post-checkout").exists()
+    assert not Path("/tmp/redteam5-hook-ran").exists() and not Path("/tmp/redteam5-fsmonitor-ran").exists()
+    refs = git(restored, "for-each-ref", "--format=%(refname)").split()
+    assert refs and all(r.startswith("refs/") for r in refs), refs
