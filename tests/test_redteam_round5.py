@@ -584,3 +584,20 @@ def test_a_crafted_bundle_brings_no_hooks_config_or_refs_outside_refs(source_ws:
     assert not Path("/tmp/redteam5-hook-ran").exists() and not Path("/tmp/redteam5-fsmonitor-ran").exists()
     refs = git(restored, "for-each-ref", "--format=%(refname)").split()
     assert refs and all(r.startswith("refs/") for r in refs), refs
+
+
+def test_a_manifest_that_names_settings_it_does_not_hold_is_refused_as_damaged(
+    make_ws: Callable[..., Any], tmp_path: Path
+) -> None:
+    w = small_ws(make_ws)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    assert not (files / "settings").exists()
+    manifest["settings"] = {"file": "settings/gitkb.toml"}  # but no such member
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    got = w.restore(str(evil), str(tmp_path / "r"))
+    assert error_code(got) == "validation", got  # not an internal error with a crash log
+    assert not (tmp_path / "r").exists()

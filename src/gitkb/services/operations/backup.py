@@ -193,7 +193,9 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         home = staged / "home"
         home.mkdir(mode=DIR_MODE)
         _place_catalog(manifest, files, home)
-        if manifest.get("settings", {}).get("file"):
+        if (manifest.get("settings") or {}).get("file"):
+            if not (files / SETTINGS_MEMBER).is_file():
+                raise ValidationFailed(f"the archive's manifest names {SETTINGS_MEMBER} but does not hold it")
             os.replace(files / SETTINGS_MEMBER, home / CONFIG_FILE)
         clones = manifest.get("clones") or []
         _place_clones(clones, files, home)
