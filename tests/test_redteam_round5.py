@@ -601,3 +601,22 @@ def test_a_manifest_that_names_settings_it_does_not_hold_is_refused_as_damaged(
     got = w.restore(str(evil), str(tmp_path / "r"))
     assert error_code(got) == "validation", got  # not an internal error with a crash log
     assert not (tmp_path / "r").exists()
+
+
+def test_a_manifest_whose_proposal_list_is_not_a_list_restores_what_the_bundle_holds(
+    source_ws: Any, tmp_path: Path
+) -> None:
+    archive = tmp_path / "kb.backup"
+    ok(source_ws.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    manifest["clones"] = [{**manifest["clones"][0], "proposal_branches": 5}]
+    evil = tmp_path / "evil.backup"
+    backup_archive.write(evil, files, manifest)
+    got = ok(
+        source_ws.restore(str(evil), str(tmp_path / "r"))
+    )  # not an internal error once the files are in place
+    assert (
+        got["proposal_branches"]
+        == ok(source_ws.restore(str(archive), str(tmp_path / "r2")))["proposal_branches"]
+    )

@@ -214,7 +214,12 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         "created_at": manifest.get("created_at"),
         "tables": manifest["catalog"].get("tables", {}),
         "sources": [{k: c.get(k) for k in ("source_id", "name", "branch", "refs")} for c in clones],
-        "proposal_branches": sorted(b for c in clones for b in c.get("proposal_branches", [])),
+        "proposal_branches": sorted(  # from the refs checked against the bundles, not the manifest's list
+            r.removeprefix("refs/heads/")
+            for c in clones
+            for r in (c.get("refs") if c.get("file") else None) or {}
+            if r.startswith(PROPOSAL_PREFIX)
+        ),
     }
 
 
