@@ -97,10 +97,7 @@ def write(archive: Path, staged: Path, manifest: dict[str, Any]) -> str:
                     tar.add(staged / n, arcname=n, recursive=False)
             raw.flush()
             os.fsync(raw.fileno())
-        try:
-            os.link(tmp, archive)  # never replaces: EEXIST when anything holds the name now
-        except FileExistsError:
-            raise _conflict(archive) from None
+        _place(tmp, archive)
         digest = sha256_of(archive)
         with os.fdopen(sfd, "w", encoding="utf-8") as f:
             sfd = -1
@@ -113,6 +110,23 @@ def write(archive: Path, staged: Path, manifest: dict[str, Any]) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return digest
+
+
+def _place(tmp: Path, archive: Path) -> None:
+    """``tmp`` at ``archive``, never replacing anything there: a hard link (EEXIST when the name is
+    held); where the filesystem has none, the name is reserved ``O_EXCL`` first, then replaced."""
+    try:
+        os.link(tmp, archive)
+        return
+    except FileExistsError:
+        raise _conflict(archive) from None
+    except OSError:  # no hard links here (some network and FUSE filesystems)
+        pass
+    try:
+        os.close(os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE))
+    except FileExistsError:
+        raise _conflict(archive) from None
+    os.replace(tmp, archive)
 
 
 def _damaged(archive: Path, why: str) -> ValidationFailed:
