@@ -29,6 +29,7 @@ from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
+from gitkb.services.nodes import compact
 from gitkb.services.ttl import count_expired
 from gitkb.services.vector_counts import range_vectors
 from gitkb.stores.catalog import changes
@@ -300,12 +301,13 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 
 
 def schedule_maintenance(ctx: Context) -> None:
-    """When idle, at most once a minute: queue a purge of expired documents if any are due."""
+    """When idle, at most once a minute: compact the change log (``services.nodes.compact``) and queue a
+    purge of expired documents if any are due."""
     now = time.monotonic()
     if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
     ctx.caches.maintenance_at = now
-
+    compact(ctx)
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 

@@ -98,8 +98,8 @@ def keyword_hits(
 ) -> list[tuple[ChunkRow, DocumentRow, float]]:
     """Live, unexpired keyword hits (of the tiers asked for), best first."""
     if (
-        ctx.is_writer
-        and changes.pending(ctx.catalog.conn, "keywords") > 0
+        ctx.keywords_owner  # the writer, or the process keeping this node's own index
+        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
         and ctx.write_lock.acquire(blocking=False)
     ):
         try:  # another process wrote; catch up if nobody else is writing here

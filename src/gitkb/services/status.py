@@ -12,7 +12,6 @@ import sqlite3
 from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
-from gitkb.services.catchup import KEYWORDS
 from gitkb.services.context import Context
 from gitkb.services.ttl import count_expired
 from gitkb.services.vectors_catchup import asks_in_range, pending_chunks, running_builds, wanted_identities
@@ -65,7 +64,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     in_flight = running[0] if running else None
     vector_build = vector_build_view(ctx)
     queue_depth = job_rows.count_state(conn, "queued")
-    dirty_paths = changes.dirty_documents(conn, KEYWORDS)
+    dirty_paths = changes.dirty_documents(conn, ctx.keywords_mark)
     dirty_emb = dirty_embeddings(ctx)
     last_build = job_rows.last_finished(conn, BUILD_KINDS)
     error = last_build.error if last_build is not None and last_build.state == "failed" else None

@@ -1,7 +1,8 @@
 """The single index writer of a workspace.
 
-The writer is a lease: an OS file lock (``flock``) on ``<home>/writer.lock``.
-Whoever holds it is the only process that writes the catalog, the keyword
+The writer is a lease: a catalog row with a heartbeat (``gitkb.stores.node_lease``), which
+any node sharing the catalog may hold, taken only by the process holding its home's local
+guard (an OS file lock on ``<home>/writer.lock``, ``gitkb.stores.lease``). Whoever holds it is the only process that writes the catalog, the keyword
 index and the vectors; it runs queued jobs on a background thread. A process
 that doesn't hold it enqueues its writes and waits for the holder to run them.
 
@@ -25,12 +26,12 @@ import time
 from collections.abc import Callable
 
 from gitkb.services import jobs
-from gitkb.services.catchup import KEYWORDS, catch_up_keywords
+from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.vectors_catchup import wanted_identities, watermark_name
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
-from gitkb.stores.lease import WriterLease as WriterLease
+from gitkb.stores.node_lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
 
@@ -110,7 +111,7 @@ def become_writer(ctx: Context) -> bool:
 
     # A short keyword backlog (another process's last write) is caught up here, so the caller's first
     # search sees it; a crash's long one on the writer thread, so opening never waits for it.
-    small = changes.pending(ctx.catalog.conn, KEYWORDS) <= SYNC_KEYWORD_BACKLOG
+    small = changes.pending(ctx.catalog.conn, ctx.keywords_mark) <= SYNC_KEYWORD_BACKLOG
     if small:
         catch_up()
     ctx.writer = WriterThread(
@@ -130,7 +131,7 @@ def work_left(ctx: Context) -> bool:
     if _jobs_active(conn):
         return True
     head = changes.head(conn)
-    if changes.watermark(conn, KEYWORDS) < head:
+    if changes.watermark(conn, ctx.keywords_mark) < head:
         return True
     return any(changes.watermark(conn, watermark_name(i)) < head for i in wanted_identities(ctx))
 
