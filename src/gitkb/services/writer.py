@@ -95,12 +95,21 @@ class WriterThread:
             self._thread = None
 
 
+_BECOMING = threading.Lock()  # a waiter and the heartbeat may both try: one recovers, one thread runs
+
+
 def become_writer(ctx: Context) -> bool:
     """Take the lease if it is free; then recover, catch up and start the writer thread."""
-    if ctx.lease.held:
-        return True
-    if not ctx.lease.try_acquire():
-        return False
+    with _BECOMING:
+        if ctx.lease.held:
+            return True
+        if not ctx.lease.try_acquire():
+            return False
+        _start_writing(ctx)
+    return True
+
+
+def _start_writing(ctx: Context) -> None:
     outcome = jobs.recover(ctx)
     if outcome["requeued"] or outcome["failed"]:
         log.warning("recovered jobs after a crash: %s", outcome)
@@ -118,7 +127,6 @@ def become_writer(ctx: Context) -> bool:
         lambda stop: jobs.run_next(ctx, stop), first=None if small else catch_up, recovered=outcome
     )
     ctx.writer.start()
-    return True
 
 
 def _jobs_active(conn: sqlite3.Connection) -> bool:

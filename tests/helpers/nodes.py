@@ -1,0 +1,68 @@
+"""Workspaces with separate homes sharing one catalog (nodes that share no files), and the slow job
+kind the failover tests kill a writer during.
+
+Until the composition root takes a ``catalog_url``, a node's settings are ``Settings`` whose
+``catalog_path`` is the shared file: the lowest seam the catalog is opened through.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from gitkb.core.config import Settings, load_settings
+
+SLOW_KIND = "test_slow_docs"
+
+
+@dataclass(frozen=True)
+class SharedCatalogSettings(Settings):
+    shared_catalog: Path | None = None
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.shared_catalog or self.home / "catalog.sqlite3"
+
+
+def node_settings(home: Path, catalog: Path, nodes: dict[str, Any] | None = None) -> Settings:
+    """A node at ``home`` on the catalog file ``catalog``; ``nodes`` is its ``[nodes]`` section."""
+    base = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
+    values = {f.name: getattr(base, f.name) for f in fields(base)}
+    values["raw"] = {**base.raw, "nodes": dict(nodes or {})}
+    return SharedCatalogSettings(**values, shared_catalog=catalog)
+
+
+def _slow_docs(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
+    """Add ``n`` documents one by one (ADD_TEXT, idempotent by path), slowly: a crash lands mid-way."""
+    from gitkb.services import actions  # cycle: the test kind runs a service action like the job kinds
+
+    n = int(params["n"])
+    for i in range(n):
+        text = f"Document number {i} mentions the word marker{i} and the shared word failover."
+        actions.run_action(
+            ctx, "ADD_TEXT", {"index_name": params["index_name"], "text": text, "filepath": f"d{i}.md"}
+        )
+        progress(i + 1, n)
+        time.sleep(float(params.get("sleep", 0.05)))
+    return {"Message": f"added {n}"}
+
+
+def add_slow_kind() -> None:
+    from gitkb.services import jobs  # cycle: loaded after gitkb, as the composition root loads kinds
+
+    jobs.add_kind(SLOW_KIND, jobs.JobKind(_slow_docs))
+
+
+def child_writer(home: str, catalog: str, nodes_json: str) -> None:
+    """A child process: open a node (it takes the lease when free), say so, and wait to be killed."""
+    from gitkb import Workspace  # cycle: kept off the helpers' import for the parent
+
+    add_slow_kind()
+    ws = Workspace(settings=node_settings(Path(home), Path(catalog), json.loads(nodes_json)))
+    print(json.dumps({"writer": ws.ctx.is_writer, "node_id": ws.ctx.node_id}), flush=True)
+    sys.stdin.read()  # until the parent closes our stdin (or kills us)
+    ws.close()
