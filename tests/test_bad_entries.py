@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitkb.core.models import SkippedFile
-from gitkb.core.walking import MAX_DEPTH, WalkEntry, walk
+from gitkb.core.dir_walker import MAX_DEPTH
+from gitkb.core.models import SkippedFile, WalkEntry
+from gitkb.core.walking import walk
 from helpers import SOURCE, Upstream, fails, git, ok
 
 MakeDeep = Callable[[Path, int], None]

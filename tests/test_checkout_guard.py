@@ -445,7 +445,7 @@ def test_guard_reads_other_runtimes_tools_in_the_same_shape(co: Path, tmp_path: 
 def test_shell_words_split_as_shlex_splits_them_without_operators(line: str) -> None:
     """Where there is no operator, comment or expansion, the guard's splitter and shlex agree (on
     ``\\\\#`` shlex sees a comment where a shell sees the word ``\\#``: the alphabet leaves ``#`` out)."""
-    from gitkb.core.tool_calls import split_shell
+    from gitkb.core.shell_words import split_shell
 
     try:
         expected = shlex.split(line, comments=True)

@@ -14,15 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from gitkb.core import chunking
-from gitkb.core.chunking import (
-    AUTO_CHUNK_SIZE,
-    AUTO_WHOLE_DOC_MAX_TOKENS,
-    chunk_many,
-    chunk_text,
-    reassemble,
-    resolve_config,
-)
+from gitkb.core import chunk_config
+from gitkb.core.chunk_config import AUTO_CHUNK_SIZE, AUTO_WHOLE_DOC_MAX_TOKENS, resolve_config
+from gitkb.core.chunking import chunk_many, chunk_text, reassemble
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.markdown_lines import scan_markdown
 from gitkb.core.models import ChunkConfig, ChunkSpan
@@ -201,9 +195,9 @@ def test_auto_keeps_short_documents_whole() -> None:
 
 
 def test_auto_windows_follow_the_module_constants(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chunking, "AUTO_WHOLE_DOC_MAX_TOKENS", 20)
-    monkeypatch.setattr(chunking, "AUTO_CHUNK_SIZE", 30)
-    monkeypatch.setattr(chunking, "AUTO_CHUNK_OVERLAP", 0)
+    monkeypatch.setattr(chunk_config, "AUTO_WHOLE_DOC_MAX_TOKENS", 20)
+    monkeypatch.setattr(chunk_config, "AUTO_CHUNK_SIZE", 30)
+    monkeypatch.setattr(chunk_config, "AUTO_CHUNK_OVERLAP", 0)
     chunks = chunk_text(PROSE[:500], ChunkConfig("auto"))
     assert len(chunks) > 2 and all(c.token_count <= 30 for c in chunks)
     assert all(n.char_start == p.char_end for p, n in zip(chunks, chunks[1:], strict=False))

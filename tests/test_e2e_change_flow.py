@@ -177,7 +177,7 @@ def test_a_merged_branch_the_forge_deleted_does_not_block_the_next_push(
     ws.propose_kb_edit(SOURCE, "runbooks/rotate-api-keys.md", search="Tuesday", replace="Thursday")
     ws.approve_review(ws.open_kb_pull_request(SOURCE)["review_id"])
     # merge the way a forge would, then delete the head branch ("delete branch on merge")
-    from gitkb.stores.repos import merge_into
+    from gitkb.stores.git_merge import merge_into
 
     merge_commit = merge_into(upstream.remote, BRANCH, "main", "Merge pull request #1")
     git(upstream.remote, "update-ref", "-d", f"refs/heads/{BRANCH}")

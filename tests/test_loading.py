@@ -6,15 +6,10 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from gitkb.core.loading import (
-    LoadError,
-    clean_title,
-    decode_text,
-    first_h1,
-    load_bytes,
-    read_and_load,
-    split_frontmatter,
-)
+from gitkb.core.load_errors import LoadError
+from gitkb.core.loading import load_bytes, read_and_load
+from gitkb.core.markdown_loading import clean_title, first_h1, split_frontmatter
+from gitkb.core.text_decoding import decode_text
 
 
 def make_pdf(pages: list[str], title: str | None = None) -> bytes:

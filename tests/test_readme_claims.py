@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from gitkb.core.chunking import (
+from gitkb.core.chunk_config import (
     AUTO_CHUNK_OVERLAP,
     AUTO_CHUNK_SIZE,
     AUTO_WHOLE_DOC_MAX_TOKENS,
-    chunk_many,
     resolve_config,
 )
+from gitkb.core.chunking import chunk_many
 from gitkb.core.embedders.fastembed_minilm import MAX_INPUT_TOKENS
 from gitkb.core.loading import read_and_load
 from gitkb.core.models import LoadedText

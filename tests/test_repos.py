@@ -22,7 +22,8 @@ from gitkb.core.change_planning import changed_files, plan_changes
 from gitkb.core.errors import Conflict, ForgeError, InvalidArgument, NotFound, StoreUnavailable, Unauthorized
 from gitkb.stores import git_guard
 from gitkb.stores.git_auth import ASKPASS_SCRIPT, GitCredentials, cli_auth_env, redact, write_askpass
-from gitkb.stores.repos import ManagedRepo, merge_into
+from gitkb.stores.git_merge import merge_into
+from gitkb.stores.repos import ManagedRepo
 from helpers import WaitTimeout, wait_until
 
 AUTHOR = ("Gitkb Test", "gitkb@example.com")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitkb import Workspace
-from gitkb.core.walking import SIDECAR_FILES
+from gitkb.core.exclusions import SIDECAR_FILES
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.services.sources.sidecars import SCHEMA_FILES
 from helpers import SOURCE, ok

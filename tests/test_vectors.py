@@ -16,7 +16,8 @@ import pytest
 
 from gitkb.core.embedders.hashing import HashingEmbedder
 from gitkb.core.errors import Conflict, InvalidArgument, StoreUnavailable
-from gitkb.stores.vectors import UPSERT_BATCH, VectorStore, collection_name
+from gitkb.stores.vector_collections import collection_name
+from gitkb.stores.vectors import UPSERT_BATCH, VectorStore
 
 HOST = os.environ.get("GITKB_TEST_CHROMA_HOST")
 PORT = os.environ.get("GITKB_TEST_CHROMA_PORT")

@@ -7,16 +7,9 @@ from pathlib import Path
 import pytest
 
 from gitkb.core.errors import InvalidArgument, NotFound
-from gitkb.core.models import SkippedFile
-from gitkb.core.walking import (
-    BUILTIN_EXCLUDES,
-    DEFAULT_MAX_BYTES,
-    WalkEntry,
-    excluded_by,
-    is_excluded,
-    stored_path,
-    walk,
-)
+from gitkb.core.exclusions import BUILTIN_EXCLUDES, excluded_by, is_excluded
+from gitkb.core.models import SkippedFile, WalkEntry
+from gitkb.core.walking import DEFAULT_MAX_BYTES, stored_path, walk
 
 
 def touch(path: Path, content: str = "x") -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 CHUNK_STRATEGIES = ("sentence", "one_chunk_per_doc", "auto")
@@ -83,3 +84,11 @@ class SkippedFile:
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "category": self.category, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class WalkEntry:
+    """A file to load: where it is, and the path it is stored under."""
+
+    abs_path: Path
+    rel_path: str  # '/'-separated stored path

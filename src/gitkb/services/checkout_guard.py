@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.tool_calls import READ, ToolCall, Touch, classify
+from gitkb.core.tool_calls import ToolCall, classify
+from gitkb.core.touches import READ, Touch
 from gitkb.stores.checkout_tree import read_marker
 
 

@@ -40,6 +40,7 @@ from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.indexes import IndexRow
+from gitkb.stores.vector_collections import collection_name
 
 REEMBED_HINT = "re-embed it: Workspace.reembed(index_name) or `gitkb embeddings reembed --index {name}`"
 _purge_lock = threading.Lock()
@@ -435,8 +436,6 @@ def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
         vs.add_purges(w, index_id, index_name, idents)
     left = retry_purges(ctx, index_id)
     if left:
-        from gitkb.stores.vectors import collection_name  # heavy: numpy (stores.vectors)
-
         names = [collection_name(p.identity) for p in left]
         raise StoreUnavailable(
             f"index {index_name!r} was removed from the catalog, but its vectors could not be purged from "
@@ -474,8 +473,6 @@ def finish_deleted_index(ctx: Context, index_name: str) -> dict[str, Any] | None
     for ix in ids:
         left = retry_purges(ctx, ix)
         if left:
-            from gitkb.stores.vectors import collection_name  # heavy: numpy (stores.vectors)
-
             names = [collection_name(p.identity) for p in left]
             raise StoreUnavailable(
                 f"the vectors of deleted index {index_name!r} still could not be purged from {', '.join(names)} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.chunking import resolve_config
+from gitkb.core.chunk_config import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import validate_index_name
 from gitkb.services import embeddings as emb_service

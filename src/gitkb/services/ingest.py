@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.chunking import chunk_many
 from gitkb.core.errors import InvalidArgument, NotFound, TooLarge
+from gitkb.core.exclusions import is_sidecar
 from gitkb.core.faults import crash_point
-from gitkb.core.loading import LoadError, load_bytes
-from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile
+from gitkb.core.load_errors import LoadError
+from gitkb.core.loading import load_bytes
+from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedText, SkippedFile, WalkEntry
 from gitkb.core.paths import check_stored_path, escape_name
-from gitkb.core.walking import WalkEntry, is_sidecar, walk
+from gitkb.core.walking import walk
 from gitkb.services import embeddings
 from gitkb.services.catchup import catch_up_keywords, feed_keywords
 from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline

@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from gitkb.core.chunking import resolve_config
+from gitkb.core.chunk_config import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument
 from gitkb.core.names import validate_index_name, validate_new_filename
 from gitkb.services.context import Context

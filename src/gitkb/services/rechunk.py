@@ -29,7 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.chunking import chunk_many, resolve_config
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.chunking import chunk_many
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.core.faults import crash_point
 from gitkb.services import embeddings

@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.chunking import resolve_config
-from gitkb.core.walking import WalkEntry, walk
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.models import WalkEntry
+from gitkb.core.walking import walk
 from gitkb.services.catchup import catch_up_keywords, rebuild_keywords
 from gitkb.services.context import Context
 from gitkb.services.indexes import get_index

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from gitkb.core import ids
-from gitkb.core.chunking import AUTO_CHUNK_OVERLAP, AUTO_CHUNK_SIZE, chunk_text
+from gitkb.core.chunk_config import AUTO_CHUNK_OVERLAP, AUTO_CHUNK_SIZE
+from gitkb.core.chunking import chunk_text
 from gitkb.core.embedders import Embedder, count_tokens, fingerprint
 from gitkb.core.faults import crash_point
 from gitkb.core.models import ChunkConfig

@@ -9,7 +9,7 @@ tree, no index file) and pushed with a lease through the git CLI.
 Who writes what:
 
 * objects, trees, commits, diffs: libgit2 (pygit2), in-process, no checkout;
-* local branch moves: ``git update-ref <ref> <new> <old>`` (compare-and-swap)
+* local branch moves: ``git update-ref <ref> <new> <old>`` (compare-and-swap, :mod:`gitkb.stores.git_refs`)
   with gitkb's writer token, so the guard hook lets them through;
 * the network -- fetch, ls-remote, push -- the git CLI, with credentials
   from an askpass helper (:mod:`gitkb.stores.git_fetch`,
@@ -37,10 +37,10 @@ import pygit2
 from gitkb.core.change_planning import ChangePlan, plan_changes
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, StoreUnavailable
 from gitkb.stores import git_fetch, git_guard, git_push
-from gitkb.stores.git_auth import GitCredentials, check_url, redact, redact_url
+from gitkb.stores.git_auth import GitCredentials, check_url, redact_url
 from gitkb.stores.git_cli import run_git
 from gitkb.stores.git_commits import Person, write_commit
-from gitkb.stores.git_merge import merge_into
+from gitkb.stores.git_refs import ZERO_SHA, check_branch, ref_sha, update_ref
 from gitkb.stores.git_trees import (
     BLOB_MODES,
     TreeMap,
@@ -53,9 +53,6 @@ from gitkb.stores.git_trees import (
     walk_tree,
 )
 
-__all__ = ["GitCredentials", "ManagedRepo", "TreeMap", "merge_into", "redact", "redact_url"]
-
-ZERO_SHA = "0" * 40
 _TREE_CACHE_SIZE = 8
 
 
@@ -87,7 +84,7 @@ class ManagedRepo:
         never in the URL. On failure nothing is left at ``path``.
         """
         check_url(url)
-        _check_branch(branch)
+        check_branch(branch)
         target = Path(path)
         if target.exists() and any(target.iterdir()):
             raise Conflict(f"cannot clone into {target}: the directory is not empty")
@@ -148,7 +145,7 @@ class ManagedRepo:
         A branch missing on the remote raises ``NotFound`` (and a stale
         tracking ref is removed).
         """
-        _check_branch(branch)
+        check_branch(branch)
         self._remote(remote)
         tracking = f"refs/remotes/{remote}/{branch}"
         try:
@@ -156,17 +153,17 @@ class ManagedRepo:
                 self.path, branch, remote=remote, credentials=self.credentials, where=self.remote_url(remote)
             )
         except NotFound:
-            if self._ref_sha(tracking) is not None:
+            if ref_sha(self._repo, tracking) is not None:
                 self._repo.references.delete(tracking)
             raise NotFound(f"branch {branch!r} not found on {redact_url(self.remote_url(remote))}") from None
-        sha = self._ref_sha(tracking)
+        sha = ref_sha(self._repo, tracking)
         if sha is None:  # pragma: no cover - git reported success without writing the ref
             raise StoreUnavailable(f"fetch of {branch!r} did not update {tracking}")
         return sha
 
     def remote_head(self, branch: str, *, remote: str = "origin") -> str | None:
         """Ask the remote where ``branch`` is now (no objects fetched); None if it does not exist."""
-        _check_branch(branch)
+        check_branch(branch)
         self._remote(remote)
         return git_fetch.ls_remote_branch(
             self.path, branch, remote=remote, credentials=self.credentials, where=self.remote_url(remote)
@@ -174,7 +171,7 @@ class ManagedRepo:
 
     def tracking_head(self, branch: str, *, remote: str = "origin") -> str | None:
         """Where ``branch`` was on the remote at the last fetch or push."""
-        return self._ref_sha(f"refs/remotes/{remote}/{branch}")
+        return ref_sha(self._repo, f"refs/remotes/{remote}/{branch}")
 
     def push_with_lease(
         self, branch: str, expected_remote_sha: str | None, *, remote: str = "origin", sha: str | None = None
@@ -185,7 +182,7 @@ class ManagedRepo:
         (None: it must not exist). A moved remote raises ``Conflict`` and
         changes nothing. Returns the pushed sha.
         """
-        _check_branch(branch)
+        check_branch(branch)
         if sha is None:
             sha = self.head(branch)
             if sha is None:
@@ -218,8 +215,8 @@ class ManagedRepo:
 
     def head(self, branch: str) -> str | None:
         """The local branch ``refs/heads/<branch>``, or None."""
-        _check_branch(branch)
-        return self._ref_sha(f"refs/heads/{branch}")
+        check_branch(branch)
+        return ref_sha(self._repo, f"refs/heads/{branch}")
 
     def tree_map(self, commit: str, under: str = "") -> TreeMap:
         """``path -> blob sha`` for every regular file (recursively) below ``under`` at ``commit``.
@@ -328,7 +325,7 @@ class ManagedRepo:
         branch). A change that leaves the tree as it was raises
         ``InvalidArgument``. On any error the branch is left as it was.
         """
-        _check_branch(branch)
+        check_branch(branch)
         renames = dict(renames or {})
         if not changes and not renames:
             raise InvalidArgument("nothing to commit: no changes and no renames")
@@ -344,30 +341,26 @@ class ManagedRepo:
         if tree_id == base_commit.tree.id:
             raise InvalidArgument("the change leaves every file as it is; nothing to commit")
         commit_id = write_commit(self._repo, tree_id, [base_commit.id], message, author, committer)
-        self._update_ref(f"refs/heads/{branch}", str(commit_id), current or ZERO_SHA, "gitkb: commit")
+        update_ref(self.path, f"refs/heads/{branch}", str(commit_id), current or ZERO_SHA, "gitkb: commit")
         return str(commit_id)
 
     def reset_branch(self, branch: str, sha: str, *, expected: str | None = None) -> None:
         """Point ``refs/heads/<branch>`` at ``sha`` (created if missing). ``expected``: compare-and-swap."""
-        _check_branch(branch)
+        check_branch(branch)
         target = self.resolve(sha)
-        self._update_ref(f"refs/heads/{branch}", target, expected, "gitkb: reset")
+        update_ref(self.path, f"refs/heads/{branch}", target, expected, "gitkb: reset")
 
     def delete_branch(self, branch: str, *, expected: str | None = None) -> bool:
         """Delete the local branch; False if it did not exist."""
-        _check_branch(branch)
+        check_branch(branch)
         ref = f"refs/heads/{branch}"
-        if self._ref_sha(ref) is None:
+        if ref_sha(self._repo, ref) is None:
             return False
         args = ["update-ref", "-m", "gitkb: delete", "-d", ref, *([expected] if expected else [])]
         run_git(self.path, args, env=self.writer_env(), error=Conflict)
         return True
 
     # ----------------------------------------------------------------- internals
-
-    def _update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
-        args = ["update-ref", "-m", reason, ref, new, *([old] if old else [])]
-        run_git(self.path, args, env=self.writer_env(), error=Conflict)
 
     def _commit(self, rev: str) -> pygit2.Commit:
         if not isinstance(rev, str) or not rev or rev.startswith("-"):
@@ -378,12 +371,6 @@ class ManagedRepo:
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
             raise NotFound(f"commit {rev!r} not found in the managed repository") from None
 
-    def _ref_sha(self, ref: str) -> str | None:
-        try:
-            return str(self._repo.lookup_reference(ref).resolve().target)
-        except (KeyError, pygit2.InvalidSpecError):
-            return None
-
     def _remote(self, name: str) -> pygit2.Remote:
         try:
             return self._repo.remotes[name]
@@ -393,15 +380,3 @@ class ManagedRepo:
     def _empty_tree(self) -> pygit2.Oid:
         oid: pygit2.Oid = self._repo.TreeBuilder().write()
         return oid
-
-
-def _check_branch(branch: str) -> None:
-    if (
-        not isinstance(branch, str)
-        or not branch
-        or branch.startswith(("-", "refs/"))
-        or branch.endswith(".lock")
-    ):
-        raise InvalidArgument(f"invalid branch name {branch!r}")
-    if not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
-        raise InvalidArgument(f"invalid branch name {branch!r}")

@@ -13,43 +13,21 @@ server (``open_http``).
 
 from __future__ import annotations
 
-import hashlib
-import re
-import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
-from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, StoreUnavailable
+from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint
+from gitkb.core.errors import Conflict, InvalidArgument, StoreUnavailable
+from gitkb.stores.vector_collections import Collections, chroma_guard
 
 UPSERT_BATCH = 64
 READ_BATCH = 512
-SCHEMA_VERSION = 1
-_SAFE_RE = re.compile(r"[^a-z0-9._-]+")
-_MAX_MODEL_PART = 200
 
 Where = dict[str, Any]
 MetadataValue = str | int | float | bool
-
-
-def collection_name(identity: str) -> str:
-    """``{provider}_{sanitized_model}_index`` for a (normalised or not) identity. Pure.
-
-    Sanitising keeps ``[a-z0-9._-]``; when it had to change anything (``/``,
-    ``:``, ``+``, ``..``, length) a short hash of the identity is appended so
-    distinct identities never share a name.
-    """
-    provider, model = split_identity(identity)
-    safe = _SAFE_RE.sub("-", model)
-    safe = re.sub(r"\.{2,}", ".", safe).strip("._-") or "model"
-    if safe != model or len(safe) > _MAX_MODEL_PART:
-        digest = hashlib.sha256(f"{provider}/{model}".encode()).hexdigest()[:8]
-        safe = f"{safe[:_MAX_MODEL_PART].rstrip('._-')}-{digest}"
-    return f"{provider}_{safe}_index"
 
 
 def _split_where(where: Mapping[str, Any] | None) -> list[Where]:
@@ -78,34 +56,13 @@ def _batches(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield seq[start : start + size]
 
 
-@contextmanager
-def _guard(what: str) -> Iterator[None]:
-    """Map Chroma / transport failures onto the gitkb error tree."""
-    import httpx  # heavy: httpx; here chromadb has loaded it already
-    from chromadb import errors as cerr  # heavy: chromadb
-
-    try:
-        yield
-    except (GitkbError, cerr.NotFoundError):
-        raise  # NotFoundError: a missing collection, handled by the caller
-    except (cerr.InvalidArgumentError, cerr.DuplicateIDError, cerr.InvalidDimensionException) as exc:
-        raise InvalidArgument(f"vector store rejected {what}: {exc}") from exc
-    except (httpx.TransportError, ConnectionError, OSError, cerr.ChromaError) as exc:
-        raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
-    except ValueError as exc:
-        if "connect" in str(exc).lower():
-            raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
-        raise
-
-
 class VectorStore:
     """Chroma collections, one per embedding identity. Use ``open_persistent`` or ``open_http``."""
 
     def __init__(self, client: Any, *, location: str) -> None:
         self._client = client
         self.location = location
-        self._lock = threading.Lock()
-        self._collections: dict[str, Any] = {}
+        self._collections = Collections(client)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -116,7 +73,7 @@ class VectorStore:
         from chromadb.config import Settings  # heavy: chromadb
 
         path = Path(path)
-        with _guard(f"open {path}"):
+        with chroma_guard(f"open {path}"):
             path.mkdir(parents=True, exist_ok=True)
             client = chromadb.PersistentClient(
                 path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
@@ -131,7 +88,7 @@ class VectorStore:
         import chromadb  # heavy: chromadb
         from chromadb.config import Settings  # heavy: chromadb
 
-        with _guard(f"connect to {host}:{port}"):
+        with chroma_guard(f"connect to {host}:{port}"):
             client = chromadb.HttpClient(
                 host=host,
                 port=int(port),
@@ -144,8 +101,7 @@ class VectorStore:
 
     def close(self) -> None:
         """Release the client (for an embedded store: its files). Idempotent."""
-        with self._lock:
-            self._collections.clear()
+        self._collections.forget()
         close = getattr(self._client, "close", None)
         if close is not None:
             close()
@@ -158,125 +114,22 @@ class VectorStore:
 
     def heartbeat(self) -> None:
         """Raise StoreUnavailable unless the store answers."""
-        with _guard("heartbeat"):
+        with chroma_guard("heartbeat"):
             self._client.heartbeat()
 
     # -- collections ---------------------------------------------------------------------------
 
-    def _checked(self, col: Any, identity: str) -> Any:
-        found = (col.metadata or {}).get("identity")
-        if found != identity:
-            raise Conflict(f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}")
-        return col
-
-    def _get(self, identity: str, *, refresh: bool = False) -> Any | None:
-        """The collection of ``identity``, or None when it does not exist."""
-        from chromadb.errors import NotFoundError  # heavy: chromadb
-
-        provider, model = split_identity(identity)
-        identity = f"{provider}/{model}"
-        name = collection_name(identity)
-        with self._lock:
-            if not refresh and name in self._collections:
-                return self._collections[name]
-        try:
-            with _guard(f"open collection {name}"):
-                col = self._client.get_collection(name, embedding_function=None)
-        except NotFoundError:
-            with self._lock:
-                self._collections.pop(name, None)
-            return None
-        self._checked(col, identity)
-        with self._lock:
-            self._collections[name] = col
-        return col
-
-    def _get_or_create(self, fingerprint: str) -> Any:
-        identity, dims = parse_fingerprint(fingerprint)
-        col = self._get(identity)
-        if col is not None:
-            return col
-        provider, model = identity.split("/", 1)
-        name = collection_name(identity)
-        metadata = {
-            "identity": identity,
-            "fingerprint": make_fingerprint(identity, dims),
-            "dims": dims,
-            "provider": provider,
-            "model": model,
-            "gitkb_schema": SCHEMA_VERSION,
-            "hnsw:space": "cosine",
-        }
-        with _guard(f"create collection {name}"):
-            col = self._client.get_or_create_collection(name, metadata=metadata, embedding_function=None)
-        self._checked(col, identity)
-        with self._lock:
-            self._collections[name] = col
-        return col
-
-    def _with_collection(self, identity: str, what: str, fn: Any, default: Any) -> Any:
-        """Run ``fn(col)``; a collection dropped meanwhile (stale handle) is re-fetched once."""
-        from chromadb.errors import NotFoundError  # heavy: chromadb
-
-        for attempt in (0, 1):
-            col = self._get(identity, refresh=attempt == 1)
-            if col is None:
-                return default
-            try:
-                with _guard(what):
-                    return fn(col)
-            except NotFoundError:
-                continue
-        return default
-
-    def _writable(self, fp: str) -> Any:
-        """The collection for fingerprint ``fp``; Conflict when it holds another fingerprint."""
-        col = self._get_or_create(fp)
-        existing = str(col.metadata["fingerprint"])
-        if existing != fp:
-            raise Conflict(
-                f"vector store refuses fingerprint {fp}: collection {col.name!r} holds {existing}",
-                details={"expected_fingerprint": existing, "got_fingerprint": fp, "collection": col.name},
-            )
-        return col
-
     def fingerprint_of(self, identity: str) -> str | None:
         """The fingerprint recorded on ``identity``'s collection, or None when it has none."""
-        col = self._get(identity)
-        return None if col is None else str(col.metadata["fingerprint"])
+        return self._collections.fingerprint_of(identity)
 
     def list_collections(self) -> list[dict[str, Any]]:
         """gitkb's collections (those recording an identity): name, identity, fingerprint, count."""
-        out: list[dict[str, Any]] = []
-        with _guard("list collections"):
-            for col in self._client.list_collections():
-                md = col.metadata or {}
-                if "identity" in md and "fingerprint" in md:
-                    out.append(
-                        {
-                            "name": col.name,
-                            "identity": md["identity"],
-                            "fingerprint": md["fingerprint"],
-                            "count": col.count(),
-                        }
-                    )
-        return sorted(out, key=lambda c: c["name"])
+        return self._collections.list_all()
 
     def drop_collection(self, identity: str) -> bool:
         """Delete ``identity``'s collection; False when there was none."""
-        col = self._get(identity)
-        if col is None:
-            return False
-        with self._lock:
-            self._collections.pop(col.name, None)
-        from chromadb.errors import NotFoundError  # heavy: chromadb
-
-        try:
-            with _guard(f"drop collection {col.name}"):
-                self._client.delete_collection(col.name)
-        except NotFoundError:
-            return False
-        return True
+        return self._collections.drop(identity)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -318,14 +171,14 @@ class VectorStore:
         if not np.isfinite(matrix).all():
             raise InvalidArgument("upsert got a vector with NaN or infinite values")
         metas = [self._metadata(m, fp) for m in metadatas]
-        col = self._writable(fp)
+        col = self._collections.writable(fp)
         from chromadb.errors import NotFoundError  # heavy: chromadb
 
         for start in range(0, len(ids), UPSERT_BATCH):
             end = start + UPSERT_BATCH
             for attempt in (0, 1):
                 try:
-                    with _guard(f"upsert into {col.name}"):
+                    with chroma_guard(f"upsert into {col.name}"):
                         col.upsert(
                             ids=ids[start:end], embeddings=matrix[start:end], metadatas=metas[start:end]
                         )
@@ -335,9 +188,8 @@ class VectorStore:
                         raise StoreUnavailable(
                             f"vector collection {col.name!r} vanished during upsert"
                         ) from None
-                    with self._lock:
-                        self._collections.pop(col.name, None)
-                    col = self._writable(fp)
+                    self._collections.forget(col.name)
+                    col = self._collections.writable(fp)
         return len(ids)
 
     @staticmethod
@@ -362,7 +214,9 @@ class VectorStore:
         """Remove vectors by id; unknown ids and a missing collection are fine."""
         ids = list(ids)
         for batch in _batches(ids, READ_BATCH):
-            self._with_collection(identity, "delete", lambda c, b=batch: c.delete(ids=list(b)), None)
+            self._collections.with_collection(
+                identity, "delete", lambda c, b=batch: c.delete(ids=list(b)), None
+            )
 
     def delete_where(self, identity: str, where: Mapping[str, Any]) -> int:
         """Remove every vector matching ``where`` (e.g. ``{"index_id": "docs"}``); returns how many."""
@@ -377,13 +231,15 @@ class VectorStore:
     def ids_in(self, identity: str, where: Mapping[str, Any] | None = None) -> set[str]:
         """Ids of the vectors matching ``where`` (all when None)."""
         flt = _combine(*_split_where(where))
-        res = self._with_collection(identity, "get ids", lambda c: c.get(where=flt, include=[]), None)
+        res = self._collections.with_collection(
+            identity, "get ids", lambda c: c.get(where=flt, include=[]), None
+        )
         return set() if res is None else set(res["ids"])
 
     def count(self, identity: str, where: Mapping[str, Any] | None = None) -> int:
         if where:
             return len(self.ids_in(identity, where))
-        return int(self._with_collection(identity, "count", lambda c: c.count(), 0))
+        return int(self._collections.with_collection(identity, "count", lambda c: c.count(), 0))
 
     def get_vectors(self, identity: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """``{id: vector}`` for the ids that have one."""
@@ -398,7 +254,7 @@ class VectorStore:
         """``{id: the stored field}`` (``embeddings`` or ``metadatas``), READ_BATCH ids per call."""
         out: dict[str, Any] = {}
         for batch in _batches(list(dict.fromkeys(ids)), READ_BATCH):
-            res = self._with_collection(
+            res = self._collections.with_collection(
                 identity, f"get {field}", lambda c, b=batch: c.get(ids=list(b), include=[field]), None
             )
             if res is None:
@@ -412,7 +268,7 @@ class VectorStore:
         wanted = [h for h in dict.fromkeys(hashes) if h]
         for batch in _batches(wanted, READ_BATCH):
             flt = {"content_hash": {"$in": list(batch)}}
-            res = self._with_collection(
+            res = self._collections.with_collection(
                 identity,
                 "find by content hash",
                 lambda c, f=flt: c.get(where=f, include=["embeddings", "metadatas"]),
@@ -443,7 +299,7 @@ class VectorStore:
             raise InvalidArgument(f"n must be a positive integer, got {n!r}")
         if index_ids is not None and not list(index_ids):
             return []
-        col = self._get(identity)
+        col = self._collections.get(identity)
         if col is None:
             return []
         dims = int(col.metadata["dims"])
@@ -454,7 +310,7 @@ class VectorStore:
             )
         flt = _combine(*([_index_clause(index_ids)] if index_ids else []), *_split_where(where))
         q = np.asarray([vector], dtype=np.float32)
-        res = self._with_collection(
+        res = self._collections.with_collection(
             identity,
             "query",
             lambda c: c.query(query_embeddings=q, n_results=n, where=flt, include=["distances"]),

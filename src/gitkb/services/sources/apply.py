@@ -19,11 +19,13 @@ from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.change_planning import ChangePlan
-from gitkb.core.chunking import chunk_many, resolve_config
-from gitkb.core.loading import LoadError, load_bytes
+from gitkb.core.chunk_config import resolve_config
+from gitkb.core.chunking import chunk_many
+from gitkb.core.exclusions import is_excluded
+from gitkb.core.load_errors import LoadError
+from gitkb.core.loading import load_bytes
 from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
-from gitkb.core.walking import is_excluded
 from gitkb.services.context import Context
 from gitkb.services.sources.selection import EffectiveConfig
 from gitkb.stores.catalog import documents as doc_rows

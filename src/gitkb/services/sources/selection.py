@@ -19,7 +19,7 @@ from typing import Any
 import pathspec
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.core.walking import is_excluded, is_sidecar
+from gitkb.core.exclusions import is_excluded, is_sidecar
 from gitkb.services.sources.sidecars import SCHEMA_FILES, Sidecars
 
 

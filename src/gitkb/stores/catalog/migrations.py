@@ -1,4 +1,4 @@
-"""Named, ordered schema migrations, recorded in ``migrations``.
+"""declarative: named, ordered schema migrations (SQL), recorded in ``migrations``.
 
 Add a new ``mNNN_...`` function at the end of ``MIGRATIONS``; never edit one
 that has shipped."""

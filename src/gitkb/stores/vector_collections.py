@@ -1,0 +1,190 @@
+"""Chroma collections by embedding identity: their names, the identity each records, cached handles.
+
+A collection is named from its identity (:func:`collection_name`) and records the identity and the
+fingerprint it holds; a handle whose collection was dropped meanwhile is fetched again once.
+Chroma and transport failures are mapped onto the gitkb error tree (:func:`chroma_guard`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
+from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, StoreUnavailable
+
+SCHEMA_VERSION = 1
+_SAFE_RE = re.compile(r"[^a-z0-9._-]+")
+_MAX_MODEL_PART = 200
+
+
+def collection_name(identity: str) -> str:
+    """``{provider}_{sanitized_model}_index`` for a (normalised or not) identity. Pure.
+
+    Sanitising keeps ``[a-z0-9._-]``; when it had to change anything (``/``,
+    ``:``, ``+``, ``..``, length) a short hash of the identity is appended so
+    distinct identities never share a name.
+    """
+    provider, model = split_identity(identity)
+    safe = _SAFE_RE.sub("-", model)
+    safe = re.sub(r"\.{2,}", ".", safe).strip("._-") or "model"
+    if safe != model or len(safe) > _MAX_MODEL_PART:
+        digest = hashlib.sha256(f"{provider}/{model}".encode()).hexdigest()[:8]
+        safe = f"{safe[:_MAX_MODEL_PART].rstrip('._-')}-{digest}"
+    return f"{provider}_{safe}_index"
+
+
+@contextmanager
+def chroma_guard(what: str) -> Iterator[None]:
+    """Map Chroma / transport failures onto the gitkb error tree."""
+    import httpx  # heavy: httpx; here chromadb has loaded it already
+    from chromadb import errors as cerr  # heavy: chromadb
+
+    try:
+        yield
+    except (GitkbError, cerr.NotFoundError):
+        raise  # NotFoundError: a missing collection, handled by the caller
+    except (cerr.InvalidArgumentError, cerr.DuplicateIDError, cerr.InvalidDimensionException) as exc:
+        raise InvalidArgument(f"vector store rejected {what}: {exc}") from exc
+    except (httpx.TransportError, ConnectionError, OSError, cerr.ChromaError) as exc:
+        raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
+    except ValueError as exc:
+        if "connect" in str(exc).lower():
+            raise StoreUnavailable(f"vector store unavailable during {what}: {exc}") from exc
+        raise
+
+
+class Collections:
+    """The collections of one Chroma client, one per embedding identity; handles cached, thread-safe."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._handles: dict[str, Any] = {}
+
+    def forget(self, name: str | None = None) -> None:
+        """Drop the cached handle of collection ``name`` (all of them when None)."""
+        with self._lock:
+            if name is None:
+                self._handles.clear()
+            else:
+                self._handles.pop(name, None)
+
+    def _checked(self, col: Any, identity: str) -> Any:
+        found = (col.metadata or {}).get("identity")
+        if found != identity:
+            raise Conflict(f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}")
+        return col
+
+    def get(self, identity: str, *, refresh: bool = False) -> Any | None:
+        """The collection of ``identity``, or None when it does not exist."""
+        from chromadb.errors import NotFoundError  # heavy: chromadb
+
+        provider, model = split_identity(identity)
+        identity = f"{provider}/{model}"
+        name = collection_name(identity)
+        with self._lock:
+            if not refresh and name in self._handles:
+                return self._handles[name]
+        try:
+            with chroma_guard(f"open collection {name}"):
+                col = self._client.get_collection(name, embedding_function=None)
+        except NotFoundError:
+            with self._lock:
+                self._handles.pop(name, None)
+            return None
+        self._checked(col, identity)
+        with self._lock:
+            self._handles[name] = col
+        return col
+
+    def get_or_create(self, fingerprint: str) -> Any:
+        identity, dims = parse_fingerprint(fingerprint)
+        col = self.get(identity)
+        if col is not None:
+            return col
+        provider, model = identity.split("/", 1)
+        name = collection_name(identity)
+        metadata = {
+            "identity": identity,
+            "fingerprint": make_fingerprint(identity, dims),
+            "dims": dims,
+            "provider": provider,
+            "model": model,
+            "gitkb_schema": SCHEMA_VERSION,
+            "hnsw:space": "cosine",
+        }
+        with chroma_guard(f"create collection {name}"):
+            col = self._client.get_or_create_collection(name, metadata=metadata, embedding_function=None)
+        self._checked(col, identity)
+        with self._lock:
+            self._handles[name] = col
+        return col
+
+    def with_collection(self, identity: str, what: str, fn: Any, default: Any) -> Any:
+        """Run ``fn(col)``; a collection dropped meanwhile (stale handle) is re-fetched once."""
+        from chromadb.errors import NotFoundError  # heavy: chromadb
+
+        for attempt in (0, 1):
+            col = self.get(identity, refresh=attempt == 1)
+            if col is None:
+                return default
+            try:
+                with chroma_guard(what):
+                    return fn(col)
+            except NotFoundError:
+                continue
+        return default
+
+    def writable(self, fp: str) -> Any:
+        """The collection for fingerprint ``fp``; Conflict when it holds another fingerprint."""
+        col = self.get_or_create(fp)
+        existing = str(col.metadata["fingerprint"])
+        if existing != fp:
+            raise Conflict(
+                f"vector store refuses fingerprint {fp}: collection {col.name!r} holds {existing}",
+                details={"expected_fingerprint": existing, "got_fingerprint": fp, "collection": col.name},
+            )
+        return col
+
+    def fingerprint_of(self, identity: str) -> str | None:
+        """The fingerprint recorded on ``identity``'s collection, or None when it has none."""
+        col = self.get(identity)
+        return None if col is None else str(col.metadata["fingerprint"])
+
+    def list_all(self) -> list[dict[str, Any]]:
+        """gitkb's collections (those recording an identity): name, identity, fingerprint, count."""
+        out: list[dict[str, Any]] = []
+        with chroma_guard("list collections"):
+            for col in self._client.list_collections():
+                md = col.metadata or {}
+                if "identity" in md and "fingerprint" in md:
+                    out.append(
+                        {
+                            "name": col.name,
+                            "identity": md["identity"],
+                            "fingerprint": md["fingerprint"],
+                            "count": col.count(),
+                        }
+                    )
+        return sorted(out, key=lambda c: c["name"])
+
+    def drop(self, identity: str) -> bool:
+        """Delete ``identity``'s collection; False when there was none."""
+        col = self.get(identity)
+        if col is None:
+            return False
+        with self._lock:
+            self._handles.pop(col.name, None)
+        from chromadb.errors import NotFoundError  # heavy: chromadb
+
+        try:
+            with chroma_guard(f"drop collection {col.name}"):
+                self._client.delete_collection(col.name)
+        except NotFoundError:
+            return False
+        return True
