@@ -48,10 +48,8 @@ from gitkb.services.checkouts import refresh_moved
 from gitkb.services.context import Context
 from gitkb.services.embedding_worker import EmbeddingWorker
 from gitkb.services.job_kinds import JOB_KINDS
-from gitkb.services.nodes import NodeHeartbeat
-from gitkb.services.nodes import register as register_node
 from gitkb.services.sources.cite import cite_check
-from gitkb.services.writer import become_writer, work_left
+from gitkb.services.writer import become_writer, open_node, work_left
 
 log = logging.getLogger("gitkb")
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
@@ -185,11 +183,8 @@ class Workspace:
 
         jobs.load_kinds(JOB_KINDS)
 
-        register_node(self.ctx)  # this home's node row, before it may take the lease
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
-        become_writer(self.ctx)
-        self.ctx.heartbeat = beats = NodeHeartbeat(self.ctx, self.ctx.take_lease)
-        beats.start()
+        open_node(self.ctx)  # the node's row, the writer lease when it is free, the heartbeat
         self._resumed = False  # work a crash left (requeued jobs, vectors behind) resumes in this process
         if self.ctx.is_writer and self.ctx.writer is not None:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()

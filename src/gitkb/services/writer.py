@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from gitkb.services import jobs
+from gitkb.services import jobs, nodes
 from gitkb.services.catchup import catch_up_keywords
 from gitkb.services.context import Context
 from gitkb.services.vectors_catchup import wanted_identities, watermark_name
@@ -107,6 +107,14 @@ def become_writer(ctx: Context) -> bool:
             return False
         _start_writing(ctx)
     return True
+
+
+def open_node(ctx: Context) -> None:
+    """Register this process's node, take the lease if it is free, start the heartbeat (``services.nodes``)."""
+    nodes.register(ctx)
+    become_writer(ctx)
+    ctx.heartbeat = beats = nodes.NodeHeartbeat(ctx, ctx.take_lease)
+    beats.start()
 
 
 def _start_writing(ctx: Context) -> None:
