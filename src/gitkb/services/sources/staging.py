@@ -14,6 +14,7 @@ from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound
 from gitkb.core.paging import page_of, paged
 from gitkb.services import audit
 from gitkb.services.context import Context
+from gitkb.services.sources.branches import move
 from gitkb.services.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog import sources as source_rows
@@ -110,7 +111,7 @@ def restack(
         for p in keep:
             if p.commit_sha in result.commits:
                 new = result.commits[p.commit_sha]
-                prop_rows.move_proposal(w, p.id, parent, new)
+                move(w, repo, p.id, parent, new)
                 parent = new
                 out["kept"].append(p.id)
             elif p.commit_sha in result.conflicts:
@@ -319,7 +320,7 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     repo.reset_branch(branch, tip, expected=before)
     with ctx.catalog.write() as w:
         for p, parent, new in moved:
-            prop_rows.move_proposal(w, p.id, parent, new)
+            move(w, repo, p.id, parent, new)
         for p, c in conflicts:
             state = "merged" if c.get("already_applied") else "conflict"
             prop_rows.set_proposal_state(w, p.id, state, detail={**p.detail, **c, "base": onto})

@@ -574,6 +574,22 @@ def m022_nodes18_lease_nodes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m023_nodes18_proposal_specs(conn: sqlite3.Connection) -> None:
+    """Each staged proposal commit as data (part nodes18): the branch can be rebuilt on any node."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE proposal_specs (
+            proposal_id TEXT PRIMARY KEY REFERENCES proposals(id) ON DELETE CASCADE,
+            parent_sha TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            recorded_at REAL NOT NULL
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -591,6 +607,7 @@ MIGRATIONS: list[Migration] = [
     m021_retired_chunks,
     m020_checkouts,
     m022_nodes18_lease_nodes,
+    m023_nodes18_proposal_specs,
 ]
 
 
