@@ -104,6 +104,16 @@ def test_ingest_through_one_node_is_keyword_searchable_through_the_others(node: 
     )
 
 
+def test_a_second_process_of_a_node_keeps_its_index_when_the_first_goes(node: Node) -> None:
+    a, b1, b2 = node("a"), node("b"), node("b")
+    assert b1.ctx.node_id == b2.ctx.node_id and b1.ctx.keywords_owner and not b2.ctx.keywords_owner
+    ok(a.document_index("CREATE_INDEX", index_name="kb"))
+    b1.close()
+    ok(a.document_index("ADD_TEXT", index_name="kb", text="The zeta drill.", filepath="z.md"))
+    wait_until(lambda: b2.ctx.keywords_owner, timeout=10, what="b2 to own its home's keyword index")
+    assert keyword_paths(b2, "zeta") == ["z.md"]
+
+
 def test_status_and_metrics_name_the_holder_from_the_lease_row(node: Node) -> None:
     a, b = node("a"), node("b")
     row = get_lease(b.ctx.catalog.conn)

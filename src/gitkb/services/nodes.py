@@ -72,6 +72,8 @@ def beat_once(ctx: Context, take_lease: Callable[[], bool]) -> None:
             lost_lease(ctx)
     elif ctx.lease.looks_free():
         take_lease()
+    elif not ctx.keywords_owner:  # the home's owner may have gone: then this process keeps its index
+        ctx.lease.guard.try_acquire()
     if not ctx.is_writer and ctx.keywords_owner and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0:
         catch_up_keywords(ctx)  # this node's own index: another node wrote
 
