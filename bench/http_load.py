@@ -237,7 +237,7 @@ def load(server: Server, upstream: Path, ingest: Path, args: argparse.Namespace)
 
 
 def kill_during_sync(server: Server, upstream: Path) -> None:
-    from gitkb.services.webhooks import github_signature
+    from gitkb.services.changes.webhooks import github_signature
 
     st = wait_caught_up(server, 1800)
     sha = change_files(upstream, SOURCE_GUIDES[1], "killphase", 10_000)

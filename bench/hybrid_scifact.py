@@ -73,9 +73,9 @@ def first_chunks(docs: list[dict[str, str]], n: int) -> list[str]:
 
 def throughput(ws: Workspace, texts: list[str], rounds: int) -> dict[str, float]:
     """Raw fastembed vs the gitkb pipeline on the same texts (same embedder, same session), alternating."""
-    from gitkb.services.embeddings import catch_up_all
-    from gitkb.services.identity import active_identity, embedder_for
-    from gitkb.services.ingest import add_texts
+    from gitkb.services.derived.embeddings import catch_up_all
+    from gitkb.services.derived.identity import active_identity, embedder_for
+    from gitkb.services.indexing.ingest import add_texts
     from gitkb.stores.catalog import vector_state as vs
 
     ctx = ws.ctx
@@ -119,9 +119,12 @@ def ingest(ws: Workspace, docs: list[dict[str, str]], work: Path) -> dict[str, f
     t0 = time.perf_counter()
     r = ok(ws.document_index("ADD_DOCUMENTS", index_name=INDEX, filepath=str(corpus), base_path=str(corpus)))
     t_kw = time.perf_counter() - t0
-    print(f"ingest (keyword-searchable): {len(docs)} docs, {r['chunks_written']} chunks in {t_kw:.1f} s; "
-          f"warnings: {r.get('Warnings')}", flush=True)
-    from gitkb.services.embeddings import catch_up_all
+    print(
+        f"ingest (keyword-searchable): {len(docs)} docs, {r['chunks_written']} chunks in {t_kw:.1f} s; "
+        f"warnings: {r.get('Warnings')}",
+        flush=True,
+    )
+    from gitkb.services.derived.embeddings import catch_up_all
 
     last = [0.0]
 
@@ -133,9 +136,17 @@ def ingest(ws: Workspace, docs: list[dict[str, str]], work: Path) -> dict[str, f
     t1 = time.perf_counter()
     stats = catch_up_all(ws.ctx, progress=progress)
     t_emb = time.perf_counter() - t1
-    print(f"vectors: {stats.embedded} embedded, {stats.reused} reused, {stats.clipped} clipped at the model window, "
-          f"{t_emb:.0f} s ({stats.embedded / max(t_emb, 1e-9):.1f} chunks/s)", flush=True)
-    return {"chunks": r["chunks_written"], "keyword_ingest_s": t_kw, "embed_s": t_emb, "embedded": stats.embedded}
+    print(
+        f"vectors: {stats.embedded} embedded, {stats.reused} reused, {stats.clipped} clipped at the model window, "
+        f"{t_emb:.0f} s ({stats.embedded / max(t_emb, 1e-9):.1f} chunks/s)",
+        flush=True,
+    )
+    return {
+        "chunks": r["chunks_written"],
+        "keyword_ingest_s": t_kw,
+        "embed_s": t_emb,
+        "embedded": stats.embedded,
+    }
 
 
 def evaluate(ws: Workspace, data: Path, n_queries: int | None) -> None:
@@ -150,8 +161,10 @@ def evaluate(ws: Workspace, data: Path, n_queries: int | None) -> None:
     queries = [q for q in queries if str(q["_id"]) in qrels][: n_queries or None]
     for q in queries[:5]:  # warm-up (query cache is per (identity, query): these get re-embedded below)
         ws.document_index("SEARCH", query=q["text"] + " warmup", index_name=INDEX, top_n=10)
-    print(f"\n{len(queries)} train queries; documents ranked by their best chunk (top 100 chunks); "
-          "latency of top_n=10 searches")
+    print(
+        f"\n{len(queries)} train queries; documents ranked by their best chunk (top 100 chunks); "
+        "latency of top_n=10 searches"
+    )
     print(f"{'mode':<9} {'nDCG@10':>8} {'R@100':>7} {'p50 ms':>7} {'p95 ms':>7}")
     for mode in ("keyword", "semantic", "hybrid"):
         run: dict[str, dict[str, float]] = {}
@@ -170,8 +183,10 @@ def evaluate(ws: Workspace, data: Path, n_queries: int | None) -> None:
         scores = rx_evaluate(Qrels({k: qrels[k] for k in run}), Run(run), ["ndcg@10", "recall@100"])
         lat.sort()
         p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-        print(f"{mode:<9} {scores['ndcg@10']:>8.4f} {scores['recall@100']:>7.4f} {statistics.median(lat):>7.1f} {p95:>7.1f}",
-              flush=True)
+        print(
+            f"{mode:<9} {scores['ndcg@10']:>8.4f} {scores['recall@100']:>7.4f} {statistics.median(lat):>7.1f} {p95:>7.1f}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -197,10 +212,12 @@ def main() -> None:
             docs = load_corpus(args.data, args.limit_docs)
             texts = first_chunks(docs, args.tput_chunks)
             tp = throughput(ws, texts, args.tput_rounds)
-            print(f"throughput on the same {tp['chunks']} chunks (best of {args.tput_rounds}): raw "
-                  f"{tp['raw_chunks_per_s']:.1f} chunks/s, pipeline {tp['pipeline_chunks_per_s']:.1f} chunks/s = "
-                  f"{100 * tp['pipeline_vs_raw']:.0f}% of raw (median per-round ratio {100 * tp['median_ratio']:.0f}%)",
-                  flush=True)
+            print(
+                f"throughput on the same {tp['chunks']} chunks (best of {args.tput_rounds}): raw "
+                f"{tp['raw_chunks_per_s']:.1f} chunks/s, pipeline {tp['pipeline_chunks_per_s']:.1f} chunks/s = "
+                f"{100 * tp['pipeline_vs_raw']:.0f}% of raw (median per-round ratio {100 * tp['median_ratio']:.0f}%)",
+                flush=True,
+            )
             if args.only_throughput:
                 return
             ingest(ws, docs, Path(tmp))

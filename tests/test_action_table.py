@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from gitkb.cli.main import cli
 from gitkb.core import action_table as table
-from gitkb.services import actions
+from gitkb.services.dispatch import actions
 from gitkb.workspace import Workspace
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"

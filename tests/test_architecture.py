@@ -211,7 +211,7 @@ def import_side_effects(src: Path) -> list[str]:
 
 
 def test_nothing_registers_itself_at_import() -> None:
-    """Job kinds, actions and routes come from explicit lists (``services/job_kinds.JOB_KINDS``,
+    """Job kinds, actions and routes come from explicit lists (``services/dispatch/job_kinds.JOB_KINDS``,
     the action table, the routers), loaded by the composition root; importing a module registers nothing."""
     bad = import_side_effects(SRC)
     assert bad == [], "\n".join(bad)
@@ -219,8 +219,8 @@ def test_nothing_registers_itself_at_import() -> None:
 
 def test_job_kinds_are_one_literal_list() -> None:
     """Every job kind a Workspace can run is in ``JOB_KINDS``; no other module adds one."""
-    from gitkb.services import jobs
-    from gitkb.services.job_kinds import JOB_KINDS
+    from gitkb.services.dispatch.job_kinds import JOB_KINDS
+    from gitkb.services.runtime import jobs
 
     assert set(JOB_KINDS) == {
         "action",
@@ -281,7 +281,9 @@ def success_envelopes(path: Path) -> list[int]:
 def test_the_workspace_builds_the_success_envelope_once() -> None:
     """Only the ``tool`` decorator adds ``Success: True``; every method returns its service's dict as is."""
     assert len(success_envelopes(SRC / "workspace.py")) == 1
-    assert success_envelopes(SRC / "services" / "scope.py") == []  # what the Workspace returns unchanged
+    assert (
+        success_envelopes(SRC / "services" / "dispatch" / "scoped_search.py") == []
+    )  # what the Workspace returns unchanged
 
 
 def test_every_answer_starts_with_success(ws: Any) -> None:
@@ -392,20 +394,11 @@ def _with_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-def test_package_inits_add_only_the_known_cycle() -> None:
-    """Counting package ``__init__`` files, there is one circle: ``checkouts`` and ``review_push``
-    import ``services.sources.registry``, so ``services/sources/__init__.py`` runs, which imports
-    ``sync`` and ``merges``, which import them back. The two imports that close it stay inside
-    their functions (``# cycle:``); this pins that no other such circle appears."""
-    assert _cycles(_with_packages(_module_graph())) == [
-        [
-            "gitkb.services.checkouts",
-            "gitkb.services.review_push",
-            "gitkb.services.sources",
-            "gitkb.services.sources.merges",
-            "gitkb.services.sources.sync",
-        ]
-    ]
+def test_package_inits_add_no_cycle() -> None:
+    """Counting what importing a package runs first (its ``__init__.py``), there is still no circle:
+    a package ``__init__`` re-exports nothing that imports back into it."""
+    cycles = _cycles(_with_packages(_module_graph()))
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
     assert _with_packages({"p.a": {"q.b"}, "q": {"p.c"}, "q.b": set(), "p": set(), "p.c": {"p.a"}}) == {
         "p.a": {"q.b", "q"},
         "q": {"p.c", "p"},
@@ -418,3 +411,78 @@ def test_package_inits_add_only_the_known_cycle() -> None:
 def test_cycle_check_sees_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The subpackages of services/, lowest first: a module imports only from its own unit or one before it.
+# ``context`` is the one shared module at services/ level (settings, stores, locks; a leaf).
+SERVICES_ORDER = [
+    "context",
+    "access",
+    "derived",
+    "runtime",
+    "retrieval",
+    "indexing",
+    "changes",
+    "operations",
+    "evaluation",
+    "dispatch",
+]
+
+
+def _service_unit(module: str) -> str | None:
+    """``gitkb.services.derived.catchup`` -> ``derived``; None outside services (or services itself)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["gitkb", "services"] and len(parts) > 2 else None
+
+
+def service_order_violations(src: Path, order: list[str]) -> list[str]:
+    """Imports under ``src/services`` (at module level, inside functions, under TYPE_CHECKING) that point
+    at a later unit of ``order``, and modules in a unit ``order`` does not name."""
+    bad = []
+    for path in sorted((src / "services").rglob("*.py")):
+        parts = path.relative_to(src.parent).with_suffix("").parts
+        me = _service_unit(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        if me is None:
+            continue
+        if me not in order:
+            bad.append(f"{path.relative_to(src)}: {me!r} is not in the order")
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                other = _service_unit(target)
+                if other in order and order.index(other) > order.index(me):
+                    bad.append(f"{path.relative_to(src)}:{node.lineno}: {me} imports {target} ({other})")
+    return bad
+
+
+def test_services_import_down_their_order() -> None:
+    """A newcomer reads services/ bottom-up: ``SERVICES_ORDER`` is the order, and no import goes up it."""
+    bad = service_order_violations(SRC, SERVICES_ORDER)
+    assert bad == [], "\n".join(bad)
+    units = {p.name.removesuffix(".py") for p in (SRC / "services").iterdir() if p.name != "__init__.py"}
+    assert units - {"__pycache__"} == set(SERVICES_ORDER)
+
+
+def test_service_order_check_sees_violations(tmp_path: Path) -> None:
+    src = tmp_path / "gitkb"
+    (src / "services" / "low").mkdir(parents=True)
+    (src / "services" / "high").mkdir()
+    (src / "services" / "low" / "a.py").write_text(
+        "from gitkb.services.low import b\n"
+        "def f():\n"
+        "    from gitkb.services.high import c  # late\n"
+        "    import gitkb.services.high.d\n"
+    )
+    (src / "services" / "high" / "c.py").write_text("from gitkb.services.low.a import f\n")
+    (src / "services" / "odd.py").write_text("from gitkb.services import low\n")
+    assert service_order_violations(src, ["low", "high"]) == [
+        "services/low/a.py:3: low imports gitkb.services.high.c (high)",
+        "services/low/a.py:4: low imports gitkb.services.high.d (high)",
+        "services/odd.py: 'odd' is not in the order",
+    ]

@@ -17,7 +17,7 @@ import pytest
 
 from gitkb.core.chunking import chunk_many
 from gitkb.core.models import ChunkConfig
-from gitkb.services.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
+from gitkb.services.indexing.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
 from helpers import wait_until
 
 ITEMS = [

@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"
 
 
 def action_names() -> set[str]:
-    from gitkb.services import actions
+    from gitkb.services.dispatch import actions
 
     return set(getattr(actions, "ACTIONS", {})) | {k for k in COMMANDS if k.isupper()}
 

@@ -61,7 +61,7 @@ def test_a_removed_current_directory(tmp_path: Path) -> None:
 
 def test_an_internal_error_inside_a_job_is_logged_not_printed(home: Path) -> None:
     code = (
-        "import sys; from gitkb.services import reindex\n"
+        "import sys; from gitkb.services.indexing import reindex\n"
         "def boom(*a, **k): raise RuntimeError('planted fault')\n"
         "reindex.reindex = boom\n"
         "from gitkb.cli.main import main; main(sys.argv[1:])"
@@ -87,7 +87,7 @@ def test_ctrl_c_in_a_progress_callback(home: Path, tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.md").write_text("# A\n\nwords\n")
     code = (
-        "import sys; from gitkb.services import ingest\n"
+        "import sys; from gitkb.services.indexing import ingest\n"
         "real = ingest.ingest_entries\n"
         "def interrupted(*a, progress=None, **k):\n"
         "    def p(done, total): raise KeyboardInterrupt\n"

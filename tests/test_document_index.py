@@ -281,7 +281,7 @@ def test_parallel_chunking_gives_the_same_chunks(
     ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Big ingests chunk in a worker process; the result must not depend on where chunking ran."""
-    import gitkb.services.ingest as ingest
+    import gitkb.services.indexing.ingest as ingest
 
     ok(ws.document_index("CREATE_INDEX", index_name="serial", embeddings=False))
     ok(ws.document_index("CREATE_INDEX", index_name="parallel", embeddings=False))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitkb.services import sources
-from gitkb.services.review import local_requester
+from gitkb.services.changes.review import local_requester
+from gitkb.services.changes.sources.merges import request_sync
 from helpers import SOURCE, Upstream, git
 
 BRANCH = "gitkb/proposals/handbook"
@@ -110,7 +110,7 @@ def test_end_to_end_change_flow(source_ws: Any, upstream: Upstream) -> None:
     assert ws.list_pull_requests(SOURCE)["PullRequests"][0]["state"] == "merged"
     again = ws.source_sync(SOURCE)
     assert again["status"] == "unchanged"
-    dedup = sources.request_sync(ws.ctx, SOURCE, merge_commit)
+    dedup = request_sync(ws.ctx, SOURCE, merge_commit)
     assert dedup["queued"] is False and dedup["deduplicated"] is True
 
     actions = [(e["action"], e["result"], e["actor"]) for e in reversed(ws.list_audit()["Entries"])]
@@ -195,8 +195,9 @@ def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstr
     """Two proposals, a direct commit to main, refresh (one applied, one conflict), a review of the
     applied one only, a squash merge settled from the merge webhook, the index at the squash commit,
     the conflicting proposal still held (state ``conflict``: listed, discardable, never pushed)."""
-    from gitkb.services import jobs, webhook_intake
-    from gitkb.services.webhooks import parse_github
+    from gitkb.services.changes import webhook_intake
+    from gitkb.services.changes.webhooks import parse_github
+    from gitkb.services.runtime import jobs
     from gitkb.stores.catalog import sources as source_rows
 
     ws = source_ws

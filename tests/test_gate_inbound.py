@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from gitkb.cli.main import cli
-from gitkb.services import webhook_intake
-from gitkb.services.webhooks import github_signature
+from gitkb.services.changes import webhook_intake
+from gitkb.services.changes.webhooks import github_signature
 from gitkb.stores.repos import ManagedRepo
 from helpers import SOURCE, Upstream, error_code, error_message, git, wait_until
 

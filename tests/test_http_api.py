@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.config import load_server_config
-from gitkb.services import jobs
+from gitkb.services.runtime import jobs
 from helpers import error_code, error_message, wait_until
 
 LOCAL = ("127.0.0.1", 50000)

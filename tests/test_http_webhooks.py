@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gitkb.services import webhook_intake
-from gitkb.services.webhooks import github_signature
+from gitkb.services.changes import webhook_intake
+from gitkb.services.changes.webhooks import github_signature
 from helpers import SOURCE, Upstream, error_code, error_message, wait_until
 
 SECRET = "It's a Secret to Everybody"

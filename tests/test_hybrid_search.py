@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitkb import Workspace
-from gitkb.services.fusion import rrf
+from gitkb.services.retrieval.fusion import rrf
 from helpers import fails, ok
 
 
@@ -184,7 +184,7 @@ def test_cross_index_search_embeds_query_once_per_identity(
         )
     )
     ok(w.build_embeddings())
-    from gitkb.services import identity
+    from gitkb.services.derived import identity
 
     calls: list[tuple[str, list[str]]] = []
     for ident in ("hashing/a", "hashing/b"):
@@ -305,7 +305,7 @@ def test_default_mode_falls_back_to_keyword_when_semantic_fails(
     make_ws: Callable[..., Workspace], kb_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gitkb.core.errors import EmbeddingNotConfigured
-    from gitkb.services import semantic
+    from gitkb.services.retrieval import semantic
 
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kb"))

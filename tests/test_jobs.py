@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gitkb import Workspace
-from gitkb.services import jobs
+from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import jobs as job_rows
 from helpers import ok, wait_until
 

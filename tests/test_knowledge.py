@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitkb.cli.main import cli
-from gitkb.services import scope
+from gitkb.services.dispatch import scope
 
 
 def _setup(ws: Any) -> dict[str, str]:

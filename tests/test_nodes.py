@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gitkb import Workspace
-from gitkb.services import jobs, nodes
+from gitkb.services.runtime import jobs, nodes
 from gitkb.stores import node_rows
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog.documents import all_chunk_cids, count_all
@@ -244,6 +244,6 @@ def test_compaction_waits_for_live_nodes_and_a_stale_node_rebuilds(node: Node) -
 
 
 def jobs_or_vectors_behind(w: Workspace) -> bool:
-    from gitkb.services.writer import work_left  # cycle-free: only this helper needs it
+    from gitkb.services.runtime.writer import work_left  # cycle-free: only this helper needs it
 
     return work_left(w.ctx)

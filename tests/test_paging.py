@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from gitkb.core.paging import PAGE_KEYS, page_fields, page_of, paged
 from gitkb.http import create_app
-from gitkb.services import audit
+from gitkb.services.changes import audit
 from helpers import SOURCE, error_code
 
 ROTATE = "runbooks/rotate-api-keys.md"

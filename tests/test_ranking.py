@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from gitkb import Workspace
-from gitkb.services import fusion, vectors_catchup
-from gitkb.services.fusion import rrf, score_fusion
-from gitkb.services.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from gitkb.services.derived import vectors_catchup
+from gitkb.services.derived.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from gitkb.services.retrieval import fusion
+from gitkb.services.retrieval.fusion import rrf, score_fusion
 from helpers import ok
 
 
@@ -62,7 +63,7 @@ def _hybrid(w: Workspace, **kw: Any) -> dict[str, Any]:
 
 
 def _seed(w: Workspace, settings: dict[str, Any] | None = None) -> None:
-    from gitkb.services.indexes import create_index
+    from gitkb.services.indexing.indexes import create_index
 
     create_index(w.ctx, "kb", settings=settings)
     for i, text in enumerate(
@@ -148,7 +149,7 @@ def test_chunk_over_the_model_window_is_embedded_as_pooled_windows(
     from gitkb.core.chunking import chunk_text
     from gitkb.core.embedders.hashing import HashingEmbedder
     from gitkb.core.models import ChunkConfig
-    from gitkb.services.vectors_catchup import POOL_OVERLAP, POOL_WINDOW
+    from gitkb.services.derived.vectors_catchup import POOL_OVERLAP, POOL_WINDOW
 
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc"))
     text = " ".join(f"Sentence {i} talks about topic{i} and subject{i}." for i in range(120))

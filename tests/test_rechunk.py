@@ -173,7 +173,7 @@ def test_failed_rebuild_leaves_index_untouched(
     w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gitkb.core.errors import StoreUnavailable
-    from gitkb.services import rechunk
+    from gitkb.services.indexing import rechunk
 
     home = tmp_path / "ws"
     before = chunk_rows(home, "kb")
@@ -203,7 +203,7 @@ def test_a_swap_failing_after_the_keyword_switch_gives_the_index_its_keywords_ba
     w: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gitkb.core.errors import StoreUnavailable
-    from gitkb.services import rechunk
+    from gitkb.services.indexing import rechunk
 
     home = tmp_path / "ws"
     before = chunk_rows(home, "kb")
@@ -226,7 +226,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from gitkb import Workspace
-    from gitkb.services import rechunk
+    from gitkb.services.indexing import rechunk
     rechunk.BATCH = 2
     ws = Workspace(sys.argv[1], embedding_provider="hashing", embedding_model="h1")
     print("start", flush=True)

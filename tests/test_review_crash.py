@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gitkb import Workspace
-from gitkb.services.review_push import INTERRUPTED, push_lock
+from gitkb.services.changes.review_push import INTERRUPTED, push_lock
 from gitkb.stores.catalog import proposals as prop_rows
 from helpers import SOURCE, Upstream, git
 

@@ -32,7 +32,7 @@ from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import host_matches
 from gitkb.http import create_app
 from gitkb.http.ui.session import SESSION_COOKIE
-from gitkb.services.sources import credentials as creds
+from gitkb.services.changes.sources import credentials as creds
 from helpers import SOURCE, Upstream, error_code, error_message, git
 
 TOKENS = {

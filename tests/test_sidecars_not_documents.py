@@ -10,8 +10,8 @@ from pathlib import Path
 
 from gitkb import Workspace
 from gitkb.core.exclusions import SIDECAR_FILES
-from gitkb.services.sources.selection import EffectiveConfig
-from gitkb.services.sources.sidecars import SCHEMA_FILES
+from gitkb.services.changes.sources.selection import EffectiveConfig
+from gitkb.services.changes.sources.sidecars import SCHEMA_FILES
 from helpers import SOURCE, ok
 
 QUESTION = "how do I promote the database replica"

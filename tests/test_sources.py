@@ -274,7 +274,7 @@ def test_shipped_schemas_validate_the_example_sidecars() -> None:
     import jsonschema
     import yaml
 
-    from gitkb.services.sources.sidecars import schema
+    from gitkb.services.changes.sources.sidecars import schema
 
     root = Path(__file__).resolve().parents[1] / "example_kb_repo" / "docs"
     jsonschema.validate(json.loads((root / "kb-manifest.json").read_text()), schema("kb-manifest.json"))

@@ -20,8 +20,8 @@ from forge_servers.github_mock import GitHubMock
 from forge_servers.gitlab_mock import GitLabMock
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
-from gitkb.services import webhook_intake
-from gitkb.services.webhooks import github_signature
+from gitkb.services.changes import webhook_intake
+from gitkb.services.changes.webhooks import github_signature
 from helpers import SOURCE, Upstream, git
 
 SECRET = "squash-secret"
@@ -213,7 +213,7 @@ def test_a_merge_commit_not_on_the_branch_settles_nothing(
     home: Path, upstream: Upstream, github: GitHubMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The webhook's sha is a hint: one that is not on the target branch settles no review."""
-    from gitkb.services.sources.merges import change_request_merged
+    from gitkb.services.changes.sources.merges import change_request_merged
 
     monkeypatch.setenv("KB_GH_TOKEN", github.token)
     forge = {

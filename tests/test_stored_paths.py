@@ -107,7 +107,7 @@ def test_library_keeps_ordinary_paths(kb: Any) -> None:
 
 
 def test_bulk_add_texts_refuses_bad_filepaths(kb: Any) -> None:
-    from gitkb.services import ingest
+    from gitkb.services.indexing import ingest
 
     for bad in ("../x.md", ".git/config", "a\x1bb.md"):
         with pytest.raises(Exception) as info:

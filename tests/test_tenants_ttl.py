@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gitkb.services import ttl
+from gitkb.services.runtime import ttl
 
 
 def _add(ws: Any, text: str, **place: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from gitkb import Workspace
-from gitkb.services.vectors_catchup import identity_locks
+from gitkb.services.derived.vectors_catchup import identity_locks
 from gitkb.stores.catalog import vector_state as vs
 from helpers import ok, wait_until
 
@@ -175,7 +175,7 @@ def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path
 def _pause_mid_build(ws: Workspace, chunks: int) -> tuple[threading.Thread, threading.Event]:
     """A real catch-up that stops in its progress callback after its first model batch (64 chunks)
     until released: status is read while the vector build runs."""
-    from gitkb.services.vectors_catchup import catch_up_identity
+    from gitkb.services.derived.vectors_catchup import catch_up_identity
 
     locked, written, paused, release = (threading.Event() for _ in range(4))
 

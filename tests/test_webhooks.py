@@ -1,4 +1,4 @@
-"""services.webhooks: signatures, payload parsing and repository URL matching (pure, no I/O)."""
+"""services.changes.webhooks: signatures, payload parsing and repository URL matching (pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gitkb.core.errors import InvalidArgument
-from gitkb.services import webhooks as wh
+from gitkb.services.changes import webhooks as wh
 
 A = "a" * 40
 B = "b" * 40

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 
-from gitkb.services.writer import finish_left_work
+from gitkb.services.runtime.writer import finish_left_work
 from gitkb.workspace import Workspace
 
 log = logging.getLogger("gitkb.resume")

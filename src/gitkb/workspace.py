@@ -25,31 +25,21 @@ from typing import Any, TypeVar
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
-from gitkb.services import (
-    actions,
-    audit,
-    checkouts,
-    embeddings,
-    evaluation,
-    identity,
-    jobs,
-    knowledge,
-    metrics,
-    proposals,
-    review,
-    scope,
-    sources,
-    status,
-    webhook_intake,
-)
-from gitkb.services.access import policy, principals
+from gitkb.services import evaluation
+from gitkb.services.access import knowledge, policy, principals
 from gitkb.services.access.principals import Principal
-from gitkb.services.checkouts import refresh_moved
+from gitkb.services.changes import audit, checkouts, proposals, review, webhook_intake
+from gitkb.services.changes.checkouts import refresh_moved
+from gitkb.services.changes.sources import merges, registry, sync
+from gitkb.services.changes.sources.cite import cite_check
 from gitkb.services.context import Context
-from gitkb.services.embedding_worker import EmbeddingWorker
-from gitkb.services.job_kinds import JOB_KINDS
-from gitkb.services.sources.cite import cite_check
-from gitkb.services.writer import become_writer, open_node, work_left
+from gitkb.services.derived import embeddings, identity
+from gitkb.services.dispatch import actions, scope, scoped_search
+from gitkb.services.dispatch.job_kinds import JOB_KINDS
+from gitkb.services.operations import metrics, status
+from gitkb.services.runtime import jobs, vector_wait
+from gitkb.services.runtime.embedding_worker import EmbeddingWorker
+from gitkb.services.runtime.writer import become_writer, open_node, work_left
 
 log = logging.getLogger("gitkb")
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
@@ -261,7 +251,7 @@ class Workspace:
 
     @tool
     def document_index(self, action: str, **params: Any) -> dict[str, Any]:
-        """The action API (CREATE_INDEX, ADD_DOCUMENTS, SEARCH, ...); see ``gitkb.services.actions``.
+        """The action API (CREATE_INDEX, ADD_DOCUMENTS, SEARCH, ...); see ``gitkb.services.dispatch.actions``.
 
         Reads run here; writes go through the single writer as a job and this
         call returns when the job is done (searchable by keyword).
@@ -384,7 +374,7 @@ class Workspace:
         params = {"force": bool(force), "index_name": index_name}
         return jobs.run_inline(self.ctx, "reindex", params, progress=progress)
 
-    # -- git sources, proposals, reviews, forges (services.sources, .proposals, .review) --
+    # -- git sources, proposals, reviews, forges (services.changes.sources, .proposals, .review) --
 
     @tool
     def source_add(
@@ -407,7 +397,7 @@ class Workspace:
         ``forge={"credential": ...}`` for a different one on the forge API); ``auth`` with secret
         references is refused. ``webhook_secret`` verifies this source's forge webhooks (else
         ``GITKB_WEBHOOK_SECRET``)."""
-        out = sources.add_source(
+        out = registry.add_source(
             self.ctx,
             name,
             url,
@@ -427,7 +417,7 @@ class Workspace:
 
     @tool
     def source_list(self, start: int | None = None, count: int | None = None) -> dict[str, Any]:
-        return sources.list_sources(self.ctx, start=start, count=count)
+        return registry.list_sources(self.ctx, start=start, count=count)
 
     @tool
     def source_sync(
@@ -435,17 +425,17 @@ class Workspace:
     ) -> dict[str, Any]:
         """Fetch and re-index only what changed since the last synced commit (a job of the writer)."""
         params = {"source": source, "commit": commit, "full": bool(full)}
-        return jobs.run_inline(self.ctx, sources.SYNC_JOB_KIND, params, progress=progress)
+        return jobs.run_inline(self.ctx, merges.SYNC_JOB_KIND, params, progress=progress)
 
     @tool
     def source_rollback(self, source: str, commit: str, progress: Any = None) -> dict[str, Any]:
         """Admin: move the source's indexes back to an older commit of its tracked branch (no sync does)."""
         params = {"source": source, "commit": commit}
-        return jobs.run_inline(self.ctx, sources.ROLLBACK_JOB_KIND, params, progress=progress)
+        return jobs.run_inline(self.ctx, sync.ROLLBACK_JOB_KIND, params, progress=progress)
 
     @tool
     def source_remove(self, source: str, keep_documents: bool = False) -> dict[str, Any]:
-        return sources.remove_source(self.ctx, source, keep_documents=keep_documents)
+        return registry.remove_source(self.ctx, source, keep_documents=keep_documents)
 
     @tool
     def checkout(self, source: str, directory: str) -> dict[str, Any]:
@@ -595,16 +585,16 @@ class Workspace:
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
         """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
-        return sources.forge_merge(self.ctx, source, number, wait=wait)
+        return merges.forge_merge(self.ctx, source, number, wait=wait)
 
     @tool
     def forge_close(self, source: str, number: int) -> dict[str, Any]:
         """Local forge: close change request NUMBER unmerged (its reviews become 'closed')."""
-        return sources.forge_close(self.ctx, source, number)
+        return merges.forge_close(self.ctx, source, number)
 
     @tool
     def list_pull_requests(self, source: str, state: str | None = None) -> dict[str, Any]:
-        return sources.list_pull_requests(self.ctx, source, state)
+        return merges.list_pull_requests(self.ctx, source, state)
 
     @tool
     def list_audit(
@@ -617,7 +607,7 @@ class Workspace:
         """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
         return audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)
 
-    # -- knowledge bases, agents, agent-scoped calls (services.knowledge, services.scope) --
+    # -- knowledge bases, agents, agent-scoped calls (services.access.knowledge, services.dispatch.scope) --
 
     @tool
     def kb_create(self, name: str, indexes: list[str]) -> dict[str, Any]:
@@ -689,7 +679,7 @@ class Workspace:
         """Search with citations, limited to the agent's indexes (the agent principal's, or
         ``agent_id`` when the operator asks as that agent)."""
         sc = scope.load_scope(self.ctx, self._agent_ref(agent_id))
-        return scope.search_index(
+        return scoped_search.search_index(
             self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
         )
 
@@ -718,7 +708,7 @@ class Workspace:
         """Block until the chunks a write reported (its ``vectors_range``) have their vectors; returns
         ``vectors: ready`` with how many were embedded and reused, whoever did the work."""
         after, upto = _seq_range(vectors_range)
-        return embeddings.wait_for_range(self.ctx, after, upto, progress=progress)
+        return vector_wait.wait_for_range(self.ctx, after, upto, progress=progress)
 
     @tool
     def embeddings_status(self) -> dict[str, Any]:
@@ -731,7 +721,9 @@ class Workspace:
         ``repair`` fixes what the derived stores can. ``clean``: nothing differs (after the repair)."""
         if repair:  # it writes the keyword index and the vectors: the writer runs it, as a job
             return jobs.run_inline(self.ctx, "verify_repair", {"index_name": index_name})
-        from gitkb.services import verify  # loads pygit2 and the source registry: only when it runs
+        from gitkb.services.operations import (
+            verify,  # loads pygit2 and the source registry: only when it runs
+        )
 
         return verify.verify(self.ctx, index_name=index_name)
 

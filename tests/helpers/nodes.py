@@ -38,7 +38,9 @@ def node_settings(home: Path, catalog: Path, nodes: dict[str, Any] | None = None
 
 def _slow_docs(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
     """Add ``n`` documents one by one (ADD_TEXT, idempotent by path), slowly: a crash lands mid-way."""
-    from gitkb.services import actions  # cycle: the test kind runs a service action like the job kinds
+    from gitkb.services.dispatch import (
+        actions,  # cycle: the test kind runs a service action like the job kinds
+    )
 
     n = int(params["n"])
     for i in range(n):
@@ -52,7 +54,7 @@ def _slow_docs(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any
 
 
 def add_slow_kind() -> None:
-    from gitkb.services import jobs  # cycle: loaded after gitkb, as the composition root loads kinds
+    from gitkb.services.runtime import jobs  # cycle: loaded after gitkb, as the composition root loads kinds
 
     jobs.add_kind(SLOW_KIND, jobs.JobKind(_slow_docs))
 

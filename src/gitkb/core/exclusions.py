@@ -15,7 +15,7 @@ import pathspec
 from gitkb.core.errors import InvalidArgument
 
 BUILTIN_EXCLUDES = ["__pycache__", "node_modules", ".git", "*.o", "target", "build", "dist"]
-# Files that configure ingestion (gitkb.services.sources.sidecars): walks leave them out as "sidecar".
+# Files that configure ingestion (gitkb.services.changes.sources.sidecars): walks leave them out as "sidecar".
 SIDECAR_FILES = ("gitkb.yml", "kb-manifest.json")
 
 

@@ -8,7 +8,7 @@ touches every path-like argument as ``unknown``); a shell command is classified 
 :mod:`gitkb.core.shell_touches` (split by :mod:`gitkb.core.shell_words`, ``git`` by
 :mod:`gitkb.core.git_touches`).
 
-The guard (``gitkb.services.checkout_guard``) resolves the paths (symlinks, ``..``) and denies a
+The guard (``gitkb.services.changes.checkout_guard``) resolves the paths (symlinks, ``..``) and denies a
 ``write`` or ``unknown`` touch inside a managed checkout. No I/O here.
 """
 

@@ -1,6 +1,6 @@
 """The compact ``search_index`` page an agent reads: every citation field, each long value once.
 
-The library and HTTP answer (``gitkb.services.scope.search_index``) repeats per
+The library and HTTP answer (``gitkb.services.dispatch.scoped_search.search_index``) repeats per
 result the index id and name, the document's path, id and title and a
 ``source_uri`` whose prefix (``git+<remote>@<commit>:``) is the same for every
 document of an index. On the MCP page those go into two tables and each result

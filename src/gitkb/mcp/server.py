@@ -24,7 +24,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
-from gitkb.services import scope
+from gitkb.services.dispatch import scope
 from gitkb.workspace import internal_error_response
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from gitkb.services.search import MAX_QUERY_CHARS, MAX_TOP_N
-from gitkb.services.tenancy import TIERS
+from gitkb.services.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_N
+from gitkb.services.retrieval.tenancy import TIERS
 
 STRING: dict[str, Any] = {"type": "string"}
 INDEX_NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -24,7 +24,7 @@ INDEX_LIST: dict[str, Any] = {"type": "array", "items": INDEX_NAME, "maxItems": 
 TIER_LIST: dict[str, Any] = {"type": "array", "items": {"enum": list(TIERS)}, "maxItems": len(TIERS)}
 SEARCH_MODE: dict[str, Any] = {"enum": ["keyword", "semantic", "hybrid"]}
 
-# The JSON type of every action parameter document_index accepts (see services.actions).
+# The JSON type of every action parameter document_index accepts (see services.dispatch.actions).
 ACTION_PARAMS: dict[str, dict[str, Any]] = {
     "index_name": INDEX_NAME,
     "new_index_name": INDEX_NAME,

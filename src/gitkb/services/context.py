@@ -52,7 +52,7 @@ class EmbeddingWorkerLike(Protocol):
 
 
 class WriterLike(Protocol):
-    """What the services need of the writer thread (``services.writer.WriterThread``)."""
+    """What the services need of the writer thread (``services.runtime.writer.WriterThread``)."""
 
     recovered: dict[str, list[str]]  # what taking the lease found left over: requeued / failed job ids
 
@@ -100,7 +100,7 @@ class Context:
         self.catalog = Catalog(settings.catalog_path)
         self.keywords = KeywordIndex(settings.keywords_path)
         # Serialises index writes inside this process (the cross-process writer
-        # lease is held by whoever runs jobs; see services.jobs).
+        # lease is held by whoever runs jobs; see services.runtime.jobs).
         self.write_lock = threading.RLock()
         self.keyword_lock = threading.Lock()
         self.caches = Caches()
@@ -110,15 +110,15 @@ class Context:
         self.node_id = node_id_for(settings.home)
         self.keywords_mark = keywords_mark(settings, self.node_id)
         # The writer lease: a catalog row any node may hold, taken only by the process holding this
-        # home's local guard (services.writer.become_writer takes it).
+        # home's local guard (services.runtime.writer.become_writer takes it).
         seconds = float(settings.section("nodes").get("lease_seconds", DEFAULT_LEASE_SECONDS))
         self.lease = WriterLease(
             LocalGuard(settings.home / WRITER_LOCK_FILE), self.catalog, self.node_id, seconds
         )
         self.heartbeat: StoppableLike | None = (
-            None  # services.nodes.NodeHeartbeat, set by the composition root
+            None  # services.runtime.nodes.NodeHeartbeat, set by the composition root
         )
-        self.writer: WriterLike | None = None  # services.writer.WriterThread while we hold the lease
+        self.writer: WriterLike | None = None  # services.runtime.writer.WriterThread while we hold the lease
         # Takes the writer lease when it is free (set by the composition root; a job waiter calls it
         # when the holder went away). Returns whether this process now holds it.
         self.take_lease: Callable[[], bool] = lambda: False
@@ -156,7 +156,7 @@ class Context:
     @property
     def embedding_worker(self) -> EmbeddingWorkerLike:
         """This process's background embedder, built on first use by the factory the composition root
-        handed in (``Workspace`` gives ``services.embedding_worker.EmbeddingWorker``); its thread starts
+        handed in (``Workspace`` gives ``services.runtime.embedding_worker.EmbeddingWorker``); its thread starts
         on ``kick()``."""
         with self._lazy_lock:
             worker = self.caches.embedding_worker

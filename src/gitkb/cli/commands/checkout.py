@@ -37,7 +37,7 @@ def guard() -> None:
     A write, edit, delete, move or git mutation inside a gitkb checkout is denied (Claude Code: a
     permissionDecision of deny; the plain form: exit 2 and the denial as JSON); anything else exits 0
     and prints nothing."""
-    from gitkb.services.checkout_guard import run_guard  # CLI start: ~9 ms that only this command needs
+    from gitkb.services.changes.checkout_guard import run_guard  # CLI start: ~9 ms only it needs
 
     code, out, err = run_guard(sys.stdin.read(), default_cwd=os.getcwd(), env=os.environ)
     if out:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from gitkb.http.errors import error_response, ok_body
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
-from gitkb.services.status import probe_catalog
+from gitkb.services.operations.status import probe_catalog
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("gitkb.http")

@@ -25,10 +25,10 @@ from gitkb.core.errors import Unauthorized
 from gitkb.http.auth import Principal, authenticated
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import AppState, get_state
-from gitkb.services import webhook_intake as intake
-from gitkb.services import webhooks as wh
 from gitkb.services.access import policy
-from gitkb.services.webhooks import WebhookEvent
+from gitkb.services.changes import webhook_intake as intake
+from gitkb.services.changes import webhooks as wh
+from gitkb.services.changes.webhooks import WebhookEvent
 from gitkb.stores.catalog.sources import SourceRow
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])

@@ -4,7 +4,7 @@
   checks its ``Authorization`` header (``gitkb.http.auth.authenticate``). The browser then holds
   only a random session id (HTTP-only, ``SameSite=Strict``, scoped to ``/ui``, ``Secure`` when the
   request came over HTTPS -- directly or through a ``[server] trusted_proxies`` proxy); the
-  session lives in the catalog (``gitkb.services.ui_sessions``) for 12 h, and logout deletes it.
+  session lives in the catalog (``gitkb.services.access.ui_sessions``) for 12 h, and logout deletes it.
   Each request maps the session back to its token's configuration entry (name and digest), so a
   revoked token ends its sessions. The token's name is the principal, so it is the reviewer
   recorded on approve and deny. A token bound to an agent is refused here (agents use the MCP
@@ -39,8 +39,7 @@ from gitkb.http.config import token_digest
 from gitkb.http.hosts import is_https
 from gitkb.http.limits import run_blocking
 from gitkb.http.state import get_state
-from gitkb.services import ui_sessions
-from gitkb.services.access import principals
+from gitkb.services.access import principals, ui_sessions
 
 SESSION_COOKIE = "gitkb_session"
 CSRF_COOKIE = "gitkb_csrf"

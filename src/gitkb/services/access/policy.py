@@ -12,7 +12,7 @@ dispatcher (``gitkb.workspace``), whichever interface the call came through:
    action the table does not mark for agents, and never ``operate``,
    ``review`` or ``admin``; which indexes and sources an agent reaches, and in
    which binding mode, is decided against its bindings by
-   ``gitkb.services.scope``.
+   ``gitkb.services.dispatch.scope``.
 
 Deny by default: anything not in the table is refused.
 """

@@ -33,13 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import Busy, InvalidArgument
-from gitkb.services import ask as ask_service
-from gitkb.services import embeddings, ingest
-from gitkb.services import indexes as index_service
-from gitkb.services import search as search_service
 from gitkb.services.context import Context
+from gitkb.services.derived import embeddings
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate
+from gitkb.services.indexing import indexes as index_service
+from gitkb.services.indexing import ingest
+from gitkb.services.retrieval import ask as ask_service
+from gitkb.services.retrieval import search as search_service
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.indexes import IndexRow
 

@@ -3,7 +3,7 @@
 ``settings`` holds what ``source add`` was given (include/exclude globs, the
 index names asked for, the forge and the *name* of an admin-configured
 credential; older rows may hold environment-variable or secrets-file
-references, see ``services.sources.credentials``) -- never a secret value.
+references, see ``services.changes.sources.credentials``) -- never a secret value.
 ``source_files`` is the exact ``path -> blob sha`` state the indexes hold for
 a source: the "old" side of a full comparison when history cannot be used.
 """

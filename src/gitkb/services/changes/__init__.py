@@ -1,0 +1,1 @@
+"""Changes to knowledge bases: git sources (``sources/``), proposals, the review gate and its push (``review``, ``review_push``), webhooks (``webhooks``, ``webhook_intake``), read-only checkouts and their guard, and the audit log."""

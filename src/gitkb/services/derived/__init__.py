@@ -1,0 +1,1 @@
+"""Derived stores catching up with the catalog: the keyword index (``catchup``), vectors per embedding identity (``vectors_catchup``, ``embeddings``, ``identity``, ``vector_counts``), index lookup and the rebuild guard."""

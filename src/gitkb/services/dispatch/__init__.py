@@ -1,0 +1,1 @@
+"""What the interfaces call: the action API (``actions``), its scoped form for agents (``scope``), the checks before a job is queued (``preflight``) and the job kinds (``job_kinds``). The top of services/."""

@@ -1,0 +1,1 @@
+"""Writing the indexes: their lifecycle (``indexes``), ADD_DOCUMENTS/ADD_TEXT (``ingest``, ``chunk_pipeline``), documents (``documents``), RECHUNK (``rechunk``), reindex from disk (``reindex``) and the guard on source-fed indexes (``guard``)."""

@@ -1,0 +1,384 @@
+"""Verify and repair: do the derived stores still agree with the catalog?
+
+``verify`` compares, without writing anything:
+
+* the catalog's chunks with the keyword index (``keyword_missing``, ``keyword_orphan``,
+  ``keyword_duplicate``; ``keyword_index_unreadable`` when tantivy cannot open its files);
+* the chunks of each index bound to an embedding identity with that identity's collection
+  (``vector_missing``, ``vector_orphan``, ``vector_fingerprint``: a vector whose fingerprint is not
+  its collection's), and collections no index is bound to (``unused_collection``);
+* each source's managed clone (``clone_missing``: gone or not a git repository; ``clone_behind``:
+  it lacks the commit the catalog says was synced; ``clone_orphan``: a clone no source owns);
+* the change-log watermarks (``watermark_ahead``: past the log's head).
+
+Change-log entries past a store's watermark are not yet applied by design: the chunks they touch
+are left out of that store's comparison (they are ``pending``, not differences).
+
+``repair`` fixes what the derived stores can: re-feeds missing keyword entries and deletes orphan
+and duplicate ones (or rebuilds an unreadable keyword index from the catalog), deletes orphan
+vectors and vectors of a wrong fingerprint, re-embeds missing vectors through the usual catch-up
+(a ``reembed_index`` entry for each index missing some, then ``build_embeddings``: chunks that
+have a vector are skipped), drops unused collections, re-clones missing clones and fetches those
+behind. An orphan clone is only reported: it may hold work nobody else has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitkb.core.errors import GitkbError, NotFound
+from gitkb.services.changes.sources import registry
+from gitkb.services.context import Context
+from gitkb.services.derived import catchup
+from gitkb.services.derived.vectors_catchup import live_bindings, watermark_name
+from gitkb.services.runtime import jobs
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import documents as doc_rows
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog import vector_state as vs
+
+SAMPLE = 10  # ids shown per difference
+
+
+@dataclass
+class Difference:
+    kind: str
+    store: str  # "keywords", "vectors:<identity>", "clones", "watermarks"
+    count: int
+    detail: str
+    sample: list[str] = field(default_factory=list)
+    repairable: bool = True
+    # what repair needs (cids, ids, index ids, source ids); not part of the answer
+    items: list[Any] = field(default_factory=list, repr=False)
+    index_ids: list[str] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("items")
+        d.pop("index_ids")
+        return d
+
+
+def _diff(kind: str, store: str, items: Iterable[Any], detail: str, **kw: Any) -> Difference | None:
+    got = sorted(items, key=str)
+    if not got:
+        return None
+    return Difference(kind, store, len(got), detail, [str(i) for i in got[:SAMPLE]], items=got, **kw)
+
+
+def _scope(ctx: Context, index_name: str | None) -> set[str] | None:
+    """The index ids checked (None: all of them, and the workspace-wide checks too)."""
+    if index_name is None:
+        return None
+    row = index_rows.get_by_name(ctx.catalog.conn, index_name)
+    if row is None:
+        raise NotFound(f"no index {index_name!r}", next_steps=["list them with `gitkb index list`"])
+    return {row.id}
+
+
+def _rebuild_temps(ctx: Context) -> set[str]:
+    """Temporary indexes of a RECHUNK going on: their chunks are not the derived stores' yet."""
+    conn = ctx.catalog.conn
+    out = set()
+    for row in index_rows.list_all(conn, include_hidden=True):
+        rb = vs.get_rebuild(conn, row.id)
+        if rb is not None:
+            out.add(rb.temp_index_id)
+    return out
+
+
+def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
+    conn = ctx.catalog.conn
+    try:
+        stored = ctx.keywords.all_cids()
+    except GitkbError as exc:
+        return [Difference("keyword_index_unreadable", "keywords", 1, exc.message)]
+    head = changes.head(conn)
+    wm = changes.watermark(conn, ctx.keywords_mark)
+    pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
+    temps = _rebuild_temps(ctx)
+    skip_ix = pending_ix | temps
+    want = {c for c, ix in chunks.items() if (only is None or ix in only) and ix not in skip_ix}
+    want -= pending_cids
+    out = [
+        _diff(
+            "keyword_missing",
+            "keywords",
+            want - set(stored),
+            "chunks of the catalog the keyword index lacks",
+            index_ids=sorted({chunks[c] for c in want - set(stored)}),
+        ),
+        _diff(
+            "keyword_duplicate",
+            "keywords",
+            (c for c, n in stored.items() if n > 1 and c in want),
+            "chunks the keyword index holds more than once",
+        ),
+    ]
+    if only is None:
+        in_rebuild = {c for c, ix in chunks.items() if ix in temps}
+        out.append(
+            _diff(
+                "keyword_orphan",
+                "keywords",
+                set(stored) - set(chunks) - pending_cids - in_rebuild,
+                "keyword entries of chunks the catalog no longer has",
+            )
+        )
+    return [d for d in out if d is not None]
+
+
+def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
+    conn = ctx.catalog.conn
+    head = changes.head(conn)
+    temps = _rebuild_temps(ctx)
+    live = live_bindings(ctx)
+    bound = vs.bindings(conn)  # stranded ones too: their vectors stay until the re-embed
+    store = ctx.vectors
+    try:
+        collections = store.list_collections()
+    except GitkbError as exc:
+        return [Difference("vector_store_unavailable", "vectors", 1, exc.message, repairable=False)]
+    out: list[Difference | None] = []
+    for identity in sorted({b.identity for b in bound.values()} | {c["identity"] for c in collections}):
+        name = f"vectors:{identity}"
+        ixs = {ix for ix, b in bound.items() if b.identity == identity}
+        live_ixs = {ix for ix, b in live.items() if b.identity == identity}
+        if not ixs:
+            if only is None:
+                count = next(c["count"] for c in collections if c["identity"] == identity)
+                out.append(
+                    Difference(
+                        "unused_collection",
+                        name,
+                        1,
+                        f"no index is bound to this collection ({count} vectors)",
+                        [identity],
+                        items=[identity],
+                    )
+                )
+            continue
+        wm = changes.watermark(conn, watermark_name(identity))
+        pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
+        if only is not None:
+            live_ixs &= only
+            ixs &= only
+            if not ixs:
+                continue
+        have_meta = _vector_metadata(ctx, identity, ixs if only is not None else None)
+        have = set(have_meta)
+        want = {str(c) for c, ix in chunks.items() if ix in live_ixs and ix not in pending_ix | temps}
+        want -= {str(c) for c in pending_cids}
+        missing = want - have
+        out.append(
+            _diff(
+                "vector_missing",
+                name,
+                missing,
+                "chunks of indexes bound to this identity without a vector",
+                index_ids=sorted({chunks[int(c)] for c in missing}),
+            )
+        )
+        known = {str(c) for c, ix in chunks.items() if ix in ixs or ix in temps}
+        out.append(
+            _diff(
+                "vector_orphan",
+                name,
+                have - known - {str(c) for c in pending_cids},
+                "vectors of chunks the catalog does not have in an index bound to this identity",
+            )
+        )
+        fp = store.fingerprint_of(identity)
+        out.append(
+            _diff(
+                "vector_fingerprint",
+                name,
+                (i for i, m in have_meta.items() if m.get("fingerprint") != fp),
+                f"vectors whose fingerprint is not their collection's ({fp})",
+            )
+        )
+    return [d for d in out if d is not None]
+
+
+def _vector_metadata(ctx: Context, identity: str, ixs: set[str] | None) -> dict[str, dict[str, Any]]:
+    store = ctx.vectors
+    if ixs is None:
+        ids = store.ids_in(identity)
+    else:
+        ids = set().union(*(store.ids_in(identity, {"index_id": ix}) for ix in sorted(ixs)))
+    meta: dict[str, dict[str, Any]] = store.get_metadata(identity, sorted(ids))
+    return meta
+
+
+def _check_clones(ctx: Context) -> list[Difference]:
+    conn = ctx.catalog.conn
+    rows = source_rows.list_all(conn)
+    missing, behind = [], []
+    for row in rows:
+        path = registry.repo_path(ctx, row)
+        try:
+            repo = pygit2.Repository(str(path))
+        except (pygit2.GitError, OSError):
+            missing.append(row.id)
+            continue
+        if row.synced_commit:
+            try:
+                repo.revparse_single(row.synced_commit)
+            except (KeyError, ValueError, pygit2.GitError):
+                behind.append(row.id)
+    names = {r.id: r.name for r in rows}
+    root: Path = ctx.settings.repos_path
+    owned = set(names)
+    orphans = [p.name for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+    out = [
+        _diff("clone_missing", "clones", missing, "sources whose managed clone is gone or broken"),
+        _diff("clone_behind", "clones", behind, "clones without the commit the catalog says was synced"),
+        _diff(
+            "clone_orphan",
+            "clones",
+            [o for o in orphans if o not in owned],
+            f"directories under {root} no source owns (not removed: they may hold work)",
+            repairable=False,
+        ),
+    ]
+    found = [d for d in out if d is not None]
+    for d in found:
+        if d.kind != "clone_orphan":
+            d.sample = [f"{names.get(i, i)} ({i})" for i in d.items[:SAMPLE]]
+    return found
+
+
+def _check_watermarks(ctx: Context) -> list[Difference]:
+    conn = ctx.catalog.conn
+    head = changes.head(conn)
+    ahead = [n for n, seq in changes.watermarks(conn).items() if seq > head]
+    d = _diff("watermark_ahead", "watermarks", ahead, f"watermarks past the change log's head ({head})")
+    return [] if d is None else [d]
+
+
+def check(ctx: Context, index_name: str | None = None) -> list[Difference]:
+    """Every difference between the catalog and the derived stores (no writes)."""
+    only = _scope(ctx, index_name)
+    chunks = doc_rows.chunk_index_ids(ctx.catalog.conn)
+    found = _check_keywords(ctx, only, chunks) + _check_vectors(ctx, only, chunks)
+    if only is None:
+        found += _check_clones(ctx) + _check_watermarks(ctx)
+    return found
+
+
+def _repair(ctx: Context, found: list[Difference]) -> list[str]:
+    """Fix what can be fixed; what was done, one line each."""
+    done: list[str] = []
+    by_kind: dict[str, list[Difference]] = {}
+    for d in found:
+        by_kind.setdefault(d.kind, []).append(d)
+    conn = ctx.catalog.conn
+    head = changes.head(conn)
+    for d in by_kind.get("watermark_ahead", []):
+        with ctx.catalog.write() as w:
+            for name in d.items:
+                changes.set_watermark(w, name, head)
+        done.append(f"set {d.count} watermark(s) back to the log's head ({head}): {', '.join(d.items)}")
+    if "keyword_index_unreadable" in by_kind or any(
+        n == ctx.keywords_mark for d in by_kind.get("watermark_ahead", []) for n in d.items
+    ):
+        with ctx.keyword_lock:
+            ctx.keywords.reset()
+        n = catchup.rebuild_keywords(ctx)
+        done.append(f"rebuilt the keyword index from the catalog ({n} chunks)")
+    else:
+        adds = [
+            c
+            for d in by_kind.get("keyword_missing", []) + by_kind.get("keyword_duplicate", [])
+            for c in d.items
+        ]
+        removes = [c for d in by_kind.get("keyword_orphan", []) for c in d.items]
+        if adds or removes:
+            catchup.refeed_keywords(ctx, adds, removes)
+            done.append(f"keyword index: re-fed {len(adds)} entries, deleted {len(removes)} orphan entries")
+    for kind in ("vector_orphan", "vector_fingerprint"):
+        for d in by_kind.get(kind, []):
+            identity = d.store.split(":", 1)[1]
+            ctx.vectors.delete(identity, d.items)
+            done.append(f"{d.store}: deleted {d.count} {kind.replace('_', ' ')} vectors")
+    reembed: set[str] = set()
+    for d in by_kind.get("vector_missing", []):
+        reembed.update(d.index_ids)
+    for d in by_kind.get("vector_fingerprint", []):
+        reembed.update(doc_rows.chunk_index_ids(conn).get(int(i), "") for i in d.items if i.isdigit())
+    for d in by_kind.get("watermark_ahead", []):
+        for name in d.items:
+            if name.startswith("vectors:"):
+                identity = name.split(":", 1)[1]
+                reembed.update(ix for ix, b in vs.bindings(conn).items() if b.identity == identity)
+    reembed.discard("")
+    if reembed:
+        with ctx.catalog.write() as w:
+            for ix in sorted(reembed):
+                vs.log_reembed(w, ix)
+        result = jobs.run_inline(ctx, "build_embeddings", {})
+        done.append(
+            f"re-embedded what lacked a vector in {len(reembed)} index(es): {result.get('Message', '')}"
+        )
+    for d in by_kind.get("unused_collection", []):
+        for identity in d.items:
+            if ctx.vectors.drop_collection(identity):
+                done.append(f"deleted the collection of {identity}: no index uses it")
+    for kind in ("clone_missing", "clone_behind"):
+        for d in by_kind.get(kind, []):
+            for source_id in d.items:
+                row = source_rows.get_by_id(conn, source_id)
+                if row is None:
+                    continue
+                repo = registry.open_repo(ctx, row)  # clones again when the clone is gone
+                if kind == "clone_behind" or not repo.commit_by_id(row.synced_commit or ""):
+                    repo.fetch(row.branch)
+                done.append(f"{'re-cloned' if kind == 'clone_missing' else 'fetched'} source {row.name}")
+    return done
+
+
+def _broken_clone(ctx: Context, found: list[Difference]) -> None:
+    """A clone that exists but is not a repository: moved aside so ``open_repo`` clones again."""
+    for d in found:
+        if d.kind != "clone_missing":
+            continue
+        for source_id in d.items:
+            path = ctx.settings.repos_path / source_id
+            if path.exists():
+                path.rename(path.with_name(f"{source_id}.broken"))
+
+
+def verify(ctx: Context, index_name: str | None = None, repair: bool = False) -> dict[str, Any]:
+    """``{clean, differences, repaired, remaining, Message}``; ``clean``: nothing differs (after the
+    repair, with ``repair``)."""
+    found = check(ctx, index_name)
+    out: dict[str, Any] = {"differences": [d.as_dict() for d in found], "repaired": [], "remaining": []}
+    remaining = found
+    if repair and any(d.repairable for d in found):
+        with ctx.write_lock:
+            _broken_clone(ctx, found)
+            out["repaired"] = _repair(ctx, [d for d in found if d.repairable])
+        remaining = check(ctx, index_name)
+        out["remaining"] = [d.as_dict() for d in remaining]
+    elif repair:
+        out["remaining"] = out["differences"]
+    out["clean"] = not remaining
+    if not found:
+        out["Message"] = "the catalog, keyword index, vectors, clones and watermarks agree"
+    elif not repair:
+        kinds = ", ".join(f"{d.kind} ({d.count})" for d in found)
+        out["Message"] = (
+            f"{len(found)} difference(s): {kinds}; `gitkb verify --repair` fixes the repairable ones"
+        )
+    elif remaining:
+        kinds = ", ".join(f"{d.kind} ({d.count})" for d in remaining)
+        out["Message"] = f"repaired what could be; {len(remaining)} difference(s) remain: {kinds}"
+    else:
+        out["Message"] = f"repaired {len(found)} difference(s); the stores agree now"
+    return out

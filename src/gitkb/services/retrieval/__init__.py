@@ -1,0 +1,1 @@
+"""Reading the indexes: SEARCH (``search``, ``semantic``, ``fusion``, ``search_settings``, ``tenancy``) and ASK (``ask``, ``ask_llm``)."""

@@ -1,0 +1,238 @@
+"""SEARCH: keyword (tantivy BM25) over one index, several, or all.
+
+Every hit is resolved against the catalog (a chunk deleted but not yet removed
+from a derived index is never returned) and comes back as a citation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from gitkb.core.errors import GitkbError, InvalidArgument
+from gitkb.core.snippets import make_snippet
+from gitkb.services.context import Context
+from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
+from gitkb.services.derived.index_lookup import get_index
+from gitkb.services.retrieval import search_settings
+from gitkb.services.retrieval.fusion import rrf, score_fusion
+from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
+from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
+from gitkb.stores.catalog.indexes import IndexRow
+
+MAX_TOP_N = 100
+MAX_QUERY_CHARS = 4000
+
+
+def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -> list[IndexRow]:
+    names: list[Any] = []
+    if index_name not in (None, ""):
+        names.append(index_name)
+    if indexes not in (None, ""):
+        if isinstance(indexes, str):
+            names.append(indexes)
+        elif isinstance(indexes, list | tuple):
+            names.extend(indexes)
+        else:
+            raise InvalidArgument("indexes must be a list of index names")
+    if not names:
+        return index_rows.list_all(ctx.catalog.conn)
+    seen: dict[str, IndexRow] = {}
+    for n in names:
+        row = get_index(ctx, n)
+        seen[row.id] = row
+    return list(seen.values())
+
+
+def validate_query(query: Any) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    return query.strip()
+
+
+def validate_top_n(top_n: Any, *, default: int = 10, name: str = "top_n") -> int:
+    if top_n is None:
+        return default
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        raise InvalidArgument(f"{name} must be an integer between 1 and {MAX_TOP_N}, got {top_n!r}")
+    if not 1 <= top_n <= MAX_TOP_N:
+        raise InvalidArgument(f"{name} must be between 1 and {MAX_TOP_N}, got {top_n}")
+    return top_n
+
+
+def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, score: float) -> dict[str, Any]:
+    return {
+        "id": chunk.id,
+        "score": score,
+        "snippet": make_snippet(chunk.text, query),
+        "index_name": index_name,
+        "index_id": chunk.index_id,
+        "filepath": doc.path,
+        "file_id": doc.id,
+        "document_title": doc.title,
+        "heading_path": list(chunk.heading_path),
+        "source_uri": doc.source_uri,
+        "location": {
+            "line_start": chunk.line_start,
+            "line_end": chunk.line_end,
+            "char_start": chunk.char_start,
+            "char_end": chunk.char_end,
+        },
+    }
+
+
+def keyword_hits(
+    ctx: Context,
+    query: str,
+    rows: list[IndexRow],
+    limit: int,
+    *,
+    tenant: str | None = None,
+    tiers: frozenset[str] | None = None,
+) -> list[tuple[ChunkRow, DocumentRow, float]]:
+    """Live, unexpired keyword hits (of the tiers asked for), best first."""
+    if (
+        ctx.keywords_owner  # the writer, or the process keeping this node's own index
+        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
+        and ctx.write_lock.acquire(blocking=False)
+    ):
+        try:  # another process wrote; catch up if nobody else is writing here
+            catch_up_keywords(ctx)
+        finally:
+            ctx.write_lock.release()
+    ids = [r.id for r in rows]
+    fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
+    bm25 = search_settings.bm25_of(ctx, rows)
+    rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
+    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
+    live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
+    now = time.time()
+    out = []
+    for cid, score in raw:
+        hit = live.get(cid)
+        if hit is None:
+            continue
+        chunk, doc = hit
+        if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
+            own = rebuilt[chunk.index_id]
+            chunk, doc = replace(chunk, index_id=own), replace(doc, index_id=own)
+        if doc.expires_at is not None and doc.expires_at <= now:
+            continue
+        if not tier_matches(doc, tiers):
+            continue
+        out.append((chunk, doc, score))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def search(
+    ctx: Context,
+    query: Any,
+    *,
+    index_name: Any = None,
+    indexes: Any = None,
+    top_n: Any = 10,
+    mode: Any = None,
+    tenant: Any = None,
+    tiers: Any = None,
+) -> dict[str, Any]:
+    q = validate_query(query)
+    n = validate_top_n(top_n)
+    tier_set = validate_tiers(tiers)
+    if mode is not None and mode not in MODES:
+        raise InvalidArgument(
+            f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}"
+        )
+    rows = resolve_indexes(ctx, index_name, indexes)
+    names = {r.id: r.name for r in rows}
+    t0 = time.perf_counter()
+    plan = plan_modes(ctx, rows, mode)
+    results: list[dict[str, Any]] | None = None
+    if plan.mode != "keyword":
+        try:
+            results = fused_results(ctx, q, rows, plan, n, names, tenant=tenant, tiers=tier_set)
+        except GitkbError as exc:
+            if mode is not None:
+                raise
+            # The default mode never fails for want of vectors: keyword search answers.
+            plan.mode = "keyword"
+            plan.warnings.append(f"semantic search is unavailable ({exc.message}); searched by keyword only")
+    if results is None:
+        hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
+        results = []
+        for chunk, doc, score in hits:
+            c = citation(chunk, doc, names[chunk.index_id], q, score)
+            c["retrievers"] = ["keyword"]
+            results.append(c)
+    took = time.perf_counter() - t0
+    ctx.meters.search(plan.mode, took)
+    out: dict[str, Any] = {
+        "query": q,
+        "mode": plan.mode,
+        "indexes": [r.name for r in rows],
+        "Results": results,
+        "count": len(results),
+        "took_ms": round(took * 1000, 2),
+        "Message": f"{len(results)} result(s)",
+    }
+    warnings = plan.warnings + tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap
+    if warnings:
+        out["Warnings"] = warnings
+    return out
+
+
+def fused_results(
+    ctx: Context,
+    q: str,
+    rows: list[IndexRow],
+    plan: Plan,
+    n: int,
+    names: dict[str, str],
+    *,
+    tenant: str | None,
+    tiers: frozenset[str] | None,
+) -> list[dict[str, Any]]:
+    """Semantic (one list per identity) and, for hybrid, keyword lists fused (``search_settings``)."""
+    depth = max(n * 2, 20)  # RRF (k=60) gains little from deeper lists
+    lists: dict[str, list[int]] = {}
+    scored: dict[str, list[tuple[int, float]]] = {}
+    hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
+    scores: dict[int, dict[str, float]] = {}
+    if plan.mode == "hybrid":
+        kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers)
+        lists["keyword"] = [c.cid for c, _, _ in kw]
+        scored["keyword"] = [(c.cid, s) for c, _, s in kw]
+        for c, d, s in kw:
+            hits[c.cid] = (c, d)
+            scores.setdefault(c.cid, {})["keyword"] = s
+    for identity, group in sorted(plan.groups.items()):
+        sem = semantic_hits(ctx, q, identity, group, depth, tenant=tenant, tiers=tiers)
+        lists[f"semantic:{identity}"] = [c.cid for c, _, _ in sem]
+        scored[f"semantic:{identity}"] = [(c.cid, s) for c, _, s in sem]
+        for c, d, s in sem:
+            hits[c.cid] = (c, d)
+            scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
+    out = []
+    single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
+    method = search_settings.setting(ctx, rows, "fusion")
+    if method == "score" and not single:
+        w = float(search_settings.setting(ctx, rows, "semantic_weight"))
+        fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
+    else:
+        fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
+    for f in fused[:n]:
+        chunk, doc = hits[f.key]
+        score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
+        cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        cited["retrievers"] = f.retrievers
+        cited["scores"] = scores[f.key]
+        cited["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}
+        out.append(cited)
+    return out

@@ -1,0 +1,1 @@
+"""The process runtime: the persistent job queue (``jobs``), the single writer (``writer``), the background embedder and waiting for vectors (``embedding_worker``, ``vector_wait``) and document expiry (``ttl``)."""

@@ -1,0 +1,90 @@
+"""The per-process background embedder: a thread that catches vectors up.
+
+Started lazily (``Context.embedding_worker.kick()``) when a write leaves
+embedding work; it then sleeps until kicked again or ``POLL_SECONDS`` pass
+(another process may have written). ``close`` stops it between batches and
+joins it; a batch that was not finished is redone next time (idempotent).
+Errors never escape the thread: the last one is kept for ``embeddings_status``
+and the worker retries after a back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from gitkb.core.errors import GitkbError
+from gitkb.services.context import Context
+from gitkb.services.derived.embeddings import catch_up_all
+
+log = logging.getLogger("gitkb.embeddings")
+
+POLL_SECONDS = 2.0
+BACKOFF_SECONDS = (1.0, 5.0, 30.0)
+
+
+class EmbeddingWorker:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.last_error: dict[str, Any] | None = None
+        self.busy = False
+        self.runs = 0
+
+    @property
+    def running(self) -> bool:
+        t = self._thread
+        return t is not None and t.is_alive()
+
+    def kick(self) -> None:
+        """Wake the worker, starting its thread the first time."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="gitkb-embedder", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.busy = True
+            try:
+                catch_up_all(self._ctx, stop=self._stop)
+                self.last_error = None
+                failures = 0
+            except GitkbError as exc:
+                failures += 1
+                self.last_error = {"Error": exc.message, "code": exc.code, "at": time.time()}
+                log.warning("background embedding failed: %s", exc.message)
+            except Exception as exc:  # noqa: BLE001 - a background thread must not die silently
+                failures += 1
+                self.last_error = {
+                    "Error": f"{type(exc).__name__}: {exc}",
+                    "code": "internal",
+                    "at": time.time(),
+                }
+                log.exception("background embedding crashed")
+            finally:
+                self.busy = False
+                self.runs += 1
+            wait = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS)) - 1] if failures else POLL_SECONDS
+            self._wake.wait(wait)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop.set()
+            self._wake.set()
+            t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"running": self.running, "busy": self.busy, "runs": self.runs, "last_error": self.last_error}
