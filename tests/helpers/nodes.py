@@ -29,10 +29,11 @@ class SharedCatalogSettings(Settings):
 
 
 def node_settings(home: Path, catalog: Path, nodes: dict[str, Any] | None = None) -> Settings:
-    """A node at ``home`` on the catalog file ``catalog``; ``nodes`` is its ``[nodes]`` section."""
+    """A node at ``home`` (its ``gitkb.toml`` read as usual) on the catalog file ``catalog``; ``nodes``
+    is its ``[nodes]`` section."""
     base = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     values = {f.name: getattr(base, f.name) for f in fields(base)}
-    values["raw"] = {**base.raw, "nodes": dict(nodes or {})}
+    values["raw"] = {**base.raw, "nodes": {**dict(base.raw.get("nodes") or {}), **dict(nodes or {})}}
     return SharedCatalogSettings(**values, shared_catalog=catalog)
 
 
@@ -68,3 +69,20 @@ def child_writer(home: str, catalog: str, nodes_json: str) -> None:
     print(json.dumps({"writer": ws.ctx.is_writer, "node_id": ws.ctx.node_id}), flush=True)
     sys.stdin.read()  # until the parent closes our stdin (or kills us)
     ws.close()
+
+
+def serve_child(home: str, catalog: str) -> None:
+    """A child process: ``gitkb serve`` of one node on the shared catalog file; prints its URL."""
+    import socket
+
+    import uvicorn  # heavy: only the server child needs it
+
+    from gitkb.http.app import create_app  # heavy: fastapi
+
+    settings = node_settings(Path(home), Path(catalog))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=10)
+    uvicorn.Server(config).run(sockets=[sock])
