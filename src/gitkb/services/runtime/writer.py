@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords
+from gitkb.services.derived.embeddings import resume_if_pending
 from gitkb.services.derived.vectors_catchup import wanted_identities, watermark_name
 from gitkb.services.runtime import jobs, nodes
 from gitkb.stores.catalog import changes
@@ -135,6 +136,10 @@ def _start_writing(ctx: Context) -> None:
         lambda stop: jobs.run_next(ctx, stop), first=None if small else catch_up, recovered=outcome
     )
     ctx.writer.start()
+    try:  # vectors a dead writer left behind catch up now, not at the next write (a lease taken later)
+        resume_if_pending(ctx)
+    except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the derived vectors
+        log.warning("could not resume background embedding: %s", exc)
 
 
 def _jobs_active(conn: sqlite3.Connection) -> bool:
