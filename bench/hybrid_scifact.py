@@ -75,7 +75,7 @@ def throughput(ws: Workspace, texts: list[str], rounds: int) -> dict[str, float]
     """Raw fastembed vs the gitkb pipeline on the same texts (same embedder, same session), alternating."""
     from gitkb.services.derived.embeddings import catch_up_all
     from gitkb.services.derived.identity import active_identity, embedder_for
-    from gitkb.services.indexing.ingest import add_texts
+    from gitkb.services.indexing.ingest_text import add_texts
     from gitkb.stores.catalog import vector_state as vs
 
     ctx = ws.ctx

@@ -105,7 +105,7 @@ def ingest(
     ws: Any, name: str, root: Path, index: str, *, prefix: str = "", limit: int | None = None
 ) -> dict[str, Any]:
     """Add one corpus (or its first ``limit`` documents) to ``index``; keyword-ready when it returns."""
-    from gitkb.services.indexing.ingest import add_texts
+    from gitkb.services.indexing.ingest_text import add_texts
 
     t0 = time.perf_counter()
     if name == "awsdocs":
@@ -139,8 +139,9 @@ def copy_vectors(dst: Any, sources: list[Any]) -> tuple[int, int]:
     """Give ``dst``'s chunks that lack a vector the vector another workspace stores for the same model
     input (the content-hash key the vector catch-up reuses by). Returns (copied, missing)."""
     from gitkb.core.embedders import fingerprint
+    from gitkb.services.derived.embedding_inputs import input_key, model_inputs
     from gitkb.services.derived.identity import active_identity, embedder_for
-    from gitkb.services.derived.vectors_catchup import _upsert, input_key, model_inputs
+    from gitkb.services.derived.vectors_catchup import _upsert
     from gitkb.stores.catalog import vector_state as vs
 
     ctx = dst.ctx
@@ -242,7 +243,7 @@ def embed_sample(name: str, root: Path, chunks: int) -> dict[str, Any]:
             copy_tree(root / "docs", sub, max_chunks=chunks)
             ok(ws.document_index("ADD_DOCUMENTS", index_name="sample", filepath=str(sub), base_path=str(sub)))
         else:
-            from gitkb.services.indexing.ingest import add_texts
+            from gitkb.services.indexing.ingest_text import add_texts
 
             add_texts(ws.ctx, "sample", scifact_items(root, max(1, chunks // 2)))
         n = chunk_count(ws, "sample")
@@ -280,7 +281,7 @@ def copy_tree(src: Path, dst: Path, *, max_chunks: int | None = None) -> int:
 def grow(ws: Any, index: str, data: dict[str, Path], target: int, state: dict[str, Any], tmp: Path) -> float:
     """Add copies (``c<n>/`` prefixes) of the awsdocs pages and SciFact abstracts until ``index``
     holds at least ``target`` chunks; returns the keyword-ready seconds spent."""
-    from gitkb.services.indexing.ingest import add_texts
+    from gitkb.services.indexing.ingest_text import add_texts
 
     spent = 0.0
     aws = sorted(p for p in (data["awsdocs"] / "docs").rglob("*") if p.is_file())

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gitkb import Workspace
-from gitkb.services.derived import vectors_catchup
-from gitkb.services.derived.vectors_catchup import EMBED_CONTEXT, context_path, embedding_input
+from gitkb.services.derived import embedding_inputs
+from gitkb.services.derived.embedding_inputs import EMBED_CONTEXT, context_path, embedding_input
 from gitkb.services.retrieval import fusion
 from gitkb.services.retrieval.fusion import rrf, score_fusion
 from helpers import ok
@@ -52,7 +52,7 @@ def test_score_fusion_normalises_each_list_and_weights_them() -> None:
 
 def test_measured_defaults_are_pinned() -> None:
     assert fusion.DEFAULT_FUSION == "score" and fusion.DEFAULT_SEMANTIC_WEIGHT == 0.4
-    assert EMBED_CONTEXT is True and vectors_catchup.POOL_WINDOWS is False
+    assert EMBED_CONTEXT is True and embedding_inputs.POOL_WINDOWS is False
     assert [f.key for f in rrf({"k": ["a", "b"], "s": ["b", "a"]})] == ["a", "b"]
 
 
@@ -145,11 +145,11 @@ def test_chunk_over_the_model_window_is_clipped_by_default(ws: Workspace) -> Non
 def test_chunk_over_the_model_window_is_embedded_as_pooled_windows(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectors_catchup, "POOL_WINDOWS", True)
+    monkeypatch.setattr(embedding_inputs, "POOL_WINDOWS", True)
     from gitkb.core.chunking import chunk_text
     from gitkb.core.embedders.hashing import HashingEmbedder
     from gitkb.core.models import ChunkConfig
-    from gitkb.services.derived.vectors_catchup import POOL_OVERLAP, POOL_WINDOW
+    from gitkb.services.derived.embedding_inputs import POOL_OVERLAP, POOL_WINDOW
 
     ok(ws.document_index("CREATE_INDEX", index_name="kb", chunk_strategy="one_chunk_per_doc"))
     text = " ".join(f"Sentence {i} talks about topic{i} and subject{i}." for i in range(120))

@@ -24,7 +24,7 @@ from gitkb.core.embedders.fastembed_minilm import MAX_INPUT_TOKENS
 from gitkb.core.loading import read_and_load
 from gitkb.core.models import LoadedText
 from gitkb.core.tokenizer import count_tokens
-from gitkb.services.derived.vectors_catchup import SPECIAL_TOKENS, embedding_input
+from gitkb.services.derived.embedding_inputs import SPECIAL_TOKENS, embedding_input
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text("utf-8")

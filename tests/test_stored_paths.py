@@ -107,11 +107,11 @@ def test_library_keeps_ordinary_paths(kb: Any) -> None:
 
 
 def test_bulk_add_texts_refuses_bad_filepaths(kb: Any) -> None:
-    from gitkb.services.indexing import ingest
+    from gitkb.services.indexing import ingest_text
 
     for bad in ("../x.md", ".git/config", "a\x1bb.md"):
         with pytest.raises(Exception) as info:
-            ingest.add_texts(
+            ingest_text.add_texts(
                 kb.ctx, "kb", [{"text": "fine", "filepath": "ok.md"}, {"text": "x", "filepath": bad}]
             )
         assert getattr(info.value, "code", None) == "invalid_argument"

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from gitkb import Workspace
-from gitkb.services.derived.vectors_catchup import identity_locks
+from gitkb.services.derived.vector_locks import identity_locks
 from gitkb.stores.catalog import vector_state as vs
 from helpers import ok, wait_until
 

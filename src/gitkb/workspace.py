@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gitkb import workspace_backup
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound, write_crash_log
@@ -737,6 +738,7 @@ class Workspace:
         """Change the workspace's active embedding identity (indexes with vectors elsewhere need a re-embed)."""
         return identity.set_active_identity(self.ctx, provider, model)
 
+    backup, restore = tool(workspace_backup.backup), tool(workspace_backup.restore)  # workspace_backup.py
     # -- evaluation (services.evaluation) ------------------------------------
 
     @tool

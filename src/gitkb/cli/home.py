@@ -43,6 +43,7 @@ READ_COMMANDS = frozenset(
         "review list",
         "review show",
         "pr list",
+        "backup",
     }
 )
 INIT_HINT = "create one with `gitkb init` (./.gitkb), or name one with --home DIR or GITKB_HOME"

@@ -453,6 +453,28 @@ METHODS: tuple[Action, ...] = (
         "compare the catalog with the keyword index, vectors, clones and watermarks; repair them",
         "gitkb verify",
     ),
+    # Backup and restore read or write files on the disk of the process that runs them and carry the
+    # whole catalog (webhook secrets and audit included): admin, never offered to agents, and on
+    # purpose not on HTTP or MCP -- the CLI (`gitkb backup`, `gitkb restore`) and the library only.
+    _m(
+        "backup",
+        "admin",
+        (P("path", PATH, "the archive file to write (a new file)", required=True), PROGRESS),
+        "one archive of the catalog, gitkb.toml and the clones' branches, taken while the server runs",
+        "gitkb backup",
+    ),
+    _m(
+        "restore",
+        "admin",
+        (
+            P("archive", PATH, "an archive `gitkb backup` wrote", required=True),
+            P("directory", PATH, "the new workspace's directory, absent or empty", required=True),
+            P("sha256", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, "the archive's sha256"),
+            PROGRESS,
+        ),
+        "a new workspace from an archive: catalog, settings, clones; keyword index and vectors rebuilt",
+        "gitkb restore",
+    ),
     _m(
         "set_embedding_identity",
         "admin",

@@ -8,6 +8,7 @@ from gitkb.cli.commands import (
     actions,
     add,
     agent,
+    backup,
     checkout,
     cite,
     docs,
@@ -37,5 +38,5 @@ def register_all(group: click.Group) -> None:
     for mod in (ask_cmd, eval_cmd, embeddings):
         mod.register(group)
 
-    for mod in (source, proposals, cite, pr, review, forge, actions, checkout, verify):
+    for mod in (source, proposals, cite, pr, review, forge, actions, checkout, verify, backup):
         mod.register(group)

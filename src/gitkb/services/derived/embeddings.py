@@ -14,26 +14,22 @@ from typing import Any
 from gitkb.core.embedders import fingerprint, split_identity
 from gitkb.core.errors import EmbeddingNotConfigured, GitkbError, InvalidArgument
 from gitkb.services.context import Context
+from gitkb.services.derived.embedding_inputs import clipped_count
 from gitkb.services.derived.identity import active_identity, effective_identity, embedder_for, identity_state
 from gitkb.services.derived.index_lookup import get_index
 from gitkb.services.derived.rebuild_guard import ensure_not_rebuilding
 from gitkb.services.derived.vector_counts import counts_answer as counts_answer
 from gitkb.services.derived.vector_counts import range_vectors as range_vectors
+from gitkb.services.derived.vector_locks import identity_locks, running_builds, try_identity_locks
 from gitkb.services.derived.vector_purge import has_vectors, retry_purges
-from gitkb.services.derived.vectors_catchup import (
-    CatchupStats,
-    Progress,
+from gitkb.services.derived.vector_wants import (
     asks_in_range,
-    catch_up_identity,
-    clipped_count,
-    identity_locks,
     live_bindings,
     pending_chunks,
-    running_builds,
-    try_identity_locks,
     wanted_identities,
     watermark_name,
 )
+from gitkb.services.derived.vectors_catchup import CatchupStats, Progress, catch_up_identity
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.services.context import Context
-from gitkb.services.derived.vectors_catchup import asks_in_range, watermark_name
+from gitkb.services.derived.vector_wants import asks_in_range, watermark_name
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_outcomes as outcomes
 

@@ -22,25 +22,20 @@ tokens, seconds) in the catalog ``events`` table.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from gitkb.core import ids
-from gitkb.core.chunk_config import AUTO_CHUNK_OVERLAP, AUTO_CHUNK_SIZE
-from gitkb.core.chunking import chunk_text
 from gitkb.core.embedders import Embedder, count_tokens, fingerprint
 from gitkb.core.faults import crash_point
-from gitkb.core.models import ChunkConfig
 from gitkb.services.context import Context
-from gitkb.services.derived.identity import embedder_for, identity_state
+from gitkb.services.derived.embedding_inputs import input_key, model_inputs
+from gitkb.services.derived.identity import embedder_for
+from gitkb.services.derived.vector_locks import identity_lock
+from gitkb.services.derived.vector_wants import live_bindings, pending_chunks, watermark_name
 from gitkb.stores.catalog import changes
-from gitkb.stores.catalog import documents as doc_rows
-from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.vector_state import VectorSource
@@ -48,28 +43,8 @@ from gitkb.stores.catalog.vector_state import VectorSource
 LOG_BATCH = 2000  # change-log entries per step
 READ_BATCH = 512  # chunks read from the catalog (and looked up in the store) at once
 EMBED_BATCH = 64  # texts per model call, vectors per upsert
-# Special tokens the model adds around each text ([CLS] ... [SEP]) but chunk token counts leave out.
-SPECIAL_TOKENS = {"fastembed": 2}
-# What the model reads for a chunk (measured with the default model, README "Performance"): the
-# document title and heading path the chunk's text does not start with ("Title > Section"), a blank
-# line, then the text (SciFact train, semantic nDCG@10 of 256-piece windows: 0.673 -> 0.677; one
-# mean-pooled vector per abstract: 0.650 -> 0.666). With POOL_WINDOWS, a chunk longer than the
-# model's window is cut into sentence windows (POOL_WINDOW/POOL_OVERLAP pieces) embedded the same
-# way and their vectors averaged; off by default: on whole SciFact abstracts it read 1.86x the
-# texts for semantic 0.661 -> 0.666 and hybrid 0.739 -> 0.735 (the ``auto`` chunking already
-# keeps chunks within the window).
-EMBED_CONTEXT = True
-POOL_WINDOWS = False
-POOL_WINDOW = AUTO_CHUNK_SIZE
-POOL_OVERLAP = AUTO_CHUNK_OVERLAP
-_LEAD = re.compile(r"^[\s#>*_`]+")
 
 Progress = Callable[[int, int], None]
-_locks_lock = threading.Lock()
-
-
-def watermark_name(identity: str) -> str:
-    return f"vectors:{identity}"
 
 
 @dataclass
@@ -98,106 +73,6 @@ class CatchupStats:
         return {"texts": self.texts, "tokens": self.tokens, "seconds": round(self.seconds, 3)}
 
 
-def _identity_lock(ctx: Context, identity: str) -> threading.RLock:
-    with _locks_lock:
-        locks = ctx.caches.vector_locks
-        return locks.setdefault(identity, threading.RLock())
-
-
-@contextmanager
-def identity_locks(ctx: Context, identities: Iterable[str]) -> Iterator[None]:
-    """Hold the catch-up locks of ``identities`` (sorted, so two holders never deadlock)."""
-    with ExitStack() as stack:
-        for identity in sorted(set(identities)):
-            stack.enter_context(_identity_lock(ctx, identity))
-        yield
-
-
-def live_bindings(ctx: Context) -> dict[str, vs.Binding]:
-    """Bindings of embedding indexes that are not stranded: index_id -> binding.
-
-    An index is stranded when its binding differs from its effective identity
-    (its pin, else the active identity): its vectors wait for a re-embed.
-    """
-    conn = ctx.catalog.conn
-    active = identity_state(ctx).identity
-    out = {}
-    binds = vs.bindings(conn)
-    for row in index_rows.list_all(conn, include_hidden=True):
-        b = binds.get(row.id)
-        if not row.embeddings or b is None:
-            continue
-        if b.identity == (row.embedding_identity or active):
-            out[row.id] = b
-    return out
-
-
-def wanted_identities(ctx: Context) -> list[str]:
-    return sorted({b.identity for b in live_bindings(ctx).values()})
-
-
-def pending_chunks(ctx: Context, identity: str) -> int:
-    """Chunks still waiting for a vector in ``identity`` (an estimate for progress bars)."""
-    conn = ctx.catalog.conn
-    wm = changes.watermark(conn, watermark_name(identity))
-    total = 0
-    for b in live_bindings(ctx).values():
-        if b.identity != identity:
-            continue
-        total += vs.plain_adds_after(conn, b.index_id, wm, b.since_seq)
-        if vs.has_reembed_after(conn, b.index_id, wm, b.since_seq):
-            total += doc_rows.chunk_count_of_index(conn, b.index_id)
-    return total
-
-
-def asks_in_range(ctx: Context, after_seq: int, upto_seq: int) -> dict[str, int]:
-    """identity -> how many chunk vectors the entries ``after_seq < seq <= upto_seq`` ask for
-    (adds of live-bound indexes; a re-embed entry asks for every chunk of its index)."""
-    conn = ctx.catalog.conn
-    out: dict[str, int] = {}
-    for b in live_bindings(ctx).values():
-        lo = max(after_seq, b.since_seq - 1)
-        if lo >= upto_seq:
-            continue
-        n = vs.adds_in_range(conn, b.index_id, lo, upto_seq)
-        reembeds = vs.reembeds_in_range(conn, b.index_id, lo, upto_seq)
-        if reembeds:
-            n += reembeds * doc_rows.chunk_count_of_index(conn, b.index_id)
-        if n:
-            out[b.identity] = out.get(b.identity, 0) + n
-    return out
-
-
-def running_builds(ctx: Context) -> list[outcomes.Build]:
-    """Catch-up runs going on now (their process is alive): one per identity at most."""
-    return [b for b in outcomes.builds(ctx.catalog.conn) if _alive(b.pid)]
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def try_identity_locks(ctx: Context, identities: Iterable[str]) -> list[threading.RLock] | None:
-    """The catch-up locks of ``identities`` if all are free now (the caller releases them), else None."""
-    got: list[threading.RLock] = []
-    for identity in sorted(set(identities)):
-        lock = _identity_lock(ctx, identity)
-        if not lock.acquire(blocking=False):
-            for held in reversed(got):
-                held.release()
-            return None
-        got.append(lock)
-    return got
-
-
 def catch_up_identity(
     ctx: Context,
     identity: str,
@@ -206,7 +81,7 @@ def catch_up_identity(
     stop: threading.Event | None = None,
 ) -> CatchupStats:
     """Apply every pending change-log entry to ``identity``'s collection. Blocks; thread-safe."""
-    with _identity_lock(ctx, identity):
+    with identity_lock(ctx, identity):
         conn = ctx.catalog.conn
         wm0 = changes.watermark(conn, watermark_name(identity))
         if wm0 >= changes.head(conn):
@@ -291,74 +166,107 @@ def _apply_adds(
     if not seq_of:
         return True
     cids = list(seq_of)
-    vectors = ctx.vectors
     emb: Embedder | None = None
-
-    def record(rows: list[outcomes.Row]) -> None:
-        if rows:
-            with ctx.catalog.write() as w:
-                outcomes.record(w, identity, rows)
-
     for start in range(0, len(cids), READ_BATCH):
         if stop is not None and stop.is_set():
             return False
-        part = cids[start : start + READ_BATCH]
-        sources = vs.vector_sources(ctx.catalog.conn, part)
-        have = vectors.get_metadata(identity, [str(s.cid) for s in sources]) if sources else {}
-        _relabel(
-            ctx,
-            identity,
-            [s for s in sources if str(s.cid) in have and not _placed(have[str(s.cid)], s)],
-            have,
-        )
-        todo = [s for s in sources if str(s.cid) not in have]
-        live = {s.cid for s in sources}
-        record(
-            [(seq_of[c], c, outcomes.GONE, 0, 0, 0.0) for c in part if c not in live]
-            + [(seq_of[s.cid], s.cid, outcomes.HAD, 0, 0, 0.0) for s in sources if str(s.cid) in have]
-        )
-        stats.skipped += len(sources) - len(todo)
-        step(len(sources) - len(todo))
+        todo = _settle_stored(ctx, identity, cids[start : start + READ_BATCH], seq_of, stats, step)
         if not todo:
             continue
         emb = emb or embedder_for(ctx, identity)
-        fp = fingerprint(emb)
-        inputs = model_inputs(ctx, emb, todo)
-        keys = {s.cid: input_key(s, inputs[s.cid]) for s in todo}
-        reuse = vectors.find_by_content_hash(identity, list(dict.fromkeys(keys.values())))
-        reused = [s for s in todo if keys[s.cid] in reuse]
-        if reused:
-            _upsert(ctx, identity, fp, reused, [reuse[keys[s.cid]] for s in reused], keys)
-            record([(seq_of[s.cid], s.cid, outcomes.REUSED, 0, 0, 0.0) for s in reused])
-            stats.reused += len(reused)
-            step(len(reused))
-        fresh = [s for s in todo if keys[s.cid] not in reuse]
-        by_key: dict[str, list[VectorSource]] = {}
-        for s in fresh:
-            by_key.setdefault(keys[s.cid], []).append(s)
-        groups = list(by_key.values())
-        for g0 in range(0, len(groups), EMBED_BATCH):
-            if stop is not None and stop.is_set():
-                return False
-            part_groups = groups[g0 : g0 + EMBED_BATCH]
-            cost0 = (stats.tokens, stats.seconds)
-            texts0 = stats.texts
-            try:
-                vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
-            except Exception:
-                ctx.meters.embedding_failed(identity)
-                raise
-            ctx.meters.embedded(
-                identity, stats.texts - texts0, stats.tokens - cost0[0], stats.seconds - cost0[1]
-            )
-            flat = [(s, v) for g, v in zip(part_groups, vecs, strict=True) for s in g]
-            _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat], keys)
-            record(
-                _embedded_rows(part_groups, inputs, seq_of, stats.tokens - cost0[0], stats.seconds - cost0[1])
-            )
-            stats.embedded += len(flat)
-            crash_point("vectors.after_upsert")
-            step(len(flat))
+        if not _embed_todo(ctx, identity, emb, todo, seq_of, stats, step, stop):
+            return False
+    return True
+
+
+def _record(ctx: Context, identity: str, rows: list[outcomes.Row]) -> None:
+    if rows:
+        with ctx.catalog.write() as w:
+            outcomes.record(w, identity, rows)
+
+
+def _settle_stored(
+    ctx: Context,
+    identity: str,
+    part: list[int],
+    seq_of: dict[int, int],
+    stats: CatchupStats,
+    step: Callable[[int], None],
+) -> list[VectorSource]:
+    """Of the chunks ``part``, record the gone ones and those that have a vector (relabelled if
+    they moved); returns the live ones still without a vector."""
+    vectors = ctx.vectors
+    sources = vs.vector_sources(ctx.catalog.conn, part)
+    have = vectors.get_metadata(identity, [str(s.cid) for s in sources]) if sources else {}
+    _relabel(
+        ctx,
+        identity,
+        [s for s in sources if str(s.cid) in have and not _placed(have[str(s.cid)], s)],
+        have,
+    )
+    todo = [s for s in sources if str(s.cid) not in have]
+    live = {s.cid for s in sources}
+    _record(
+        ctx,
+        identity,
+        [(seq_of[c], c, outcomes.GONE, 0, 0, 0.0) for c in part if c not in live]
+        + [(seq_of[s.cid], s.cid, outcomes.HAD, 0, 0, 0.0) for s in sources if str(s.cid) in have],
+    )
+    stats.skipped += len(sources) - len(todo)
+    step(len(sources) - len(todo))
+    return todo
+
+
+def _embed_todo(
+    ctx: Context,
+    identity: str,
+    emb: Embedder,
+    todo: list[VectorSource],
+    seq_of: dict[int, int],
+    stats: CatchupStats,
+    step: Callable[[int], None],
+    stop: threading.Event | None,
+) -> bool:
+    """Vectors for ``todo``: copied where one is stored for the same input, else from the model
+    (``EMBED_BATCH`` groups per call); False when ``stop`` interrupted."""
+    vectors = ctx.vectors
+    fp = fingerprint(emb)
+    inputs = model_inputs(ctx, emb, todo)
+    keys = {s.cid: input_key(s, inputs[s.cid]) for s in todo}
+    reuse = vectors.find_by_content_hash(identity, list(dict.fromkeys(keys.values())))
+    reused = [s for s in todo if keys[s.cid] in reuse]
+    if reused:
+        _upsert(ctx, identity, fp, reused, [reuse[keys[s.cid]] for s in reused], keys)
+        _record(ctx, identity, [(seq_of[s.cid], s.cid, outcomes.REUSED, 0, 0, 0.0) for s in reused])
+        stats.reused += len(reused)
+        step(len(reused))
+    fresh = [s for s in todo if keys[s.cid] not in reuse]
+    by_key: dict[str, list[VectorSource]] = {}
+    for s in fresh:
+        by_key.setdefault(keys[s.cid], []).append(s)
+    groups = list(by_key.values())
+    for g0 in range(0, len(groups), EMBED_BATCH):
+        if stop is not None and stop.is_set():
+            return False
+        part_groups = groups[g0 : g0 + EMBED_BATCH]
+        cost0 = (stats.tokens, stats.seconds)
+        texts0 = stats.texts
+        try:
+            vecs = _embed_pooled(emb, [inputs[g[0].cid] for g in part_groups], stats)
+        except Exception:
+            ctx.meters.embedding_failed(identity)
+            raise
+        ctx.meters.embedded(identity, stats.texts - texts0, stats.tokens - cost0[0], stats.seconds - cost0[1])
+        flat = [(s, v) for g, v in zip(part_groups, vecs, strict=True) for s in g]
+        _upsert(ctx, identity, fp, [s for s, _ in flat], [v for _, v in flat], keys)
+        _record(
+            ctx,
+            identity,
+            _embedded_rows(part_groups, inputs, seq_of, stats.tokens - cost0[0], stats.seconds - cost0[1]),
+        )
+        stats.embedded += len(flat)
+        crash_point("vectors.after_upsert")
+        step(len(flat))
     return True
 
 
@@ -411,47 +319,6 @@ def _relabel(ctx: Context, identity: str, moved: list[VectorSource], have: dict[
     _upsert(ctx, identity, fp, keep, [vecs[str(s.cid)] for s in keep], keys)
 
 
-def context_path(text: str, title: str | None, heading_path: list[str]) -> list[str]:
-    """Title, then headings (repeats dropped), less the trailing ones ``text`` already starts with."""
-    parts: list[str] = []
-    for p in [title or "", *heading_path]:
-        p = " ".join(str(p).split())
-        if p and (not parts or parts[-1].casefold() != p.casefold()):
-            parts.append(p)
-    head = _LEAD.sub("", text[:400]).casefold()
-    while parts and head.startswith(parts[-1].casefold()):
-        parts.pop()
-    return parts
-
-
-def embedding_input(text: str, title: str | None, heading_path: list[str]) -> str:
-    """What the model reads for one text: ``"Title > Section\\n\\n" + text`` (just ``text`` with no context)."""
-    parts = context_path(text, title, heading_path) if EMBED_CONTEXT else []
-    return f"{' > '.join(parts)}\n\n{text}" if parts else text
-
-
-def model_inputs(ctx: Context, emb: Embedder, sources: list[VectorSource]) -> dict[int, list[str]]:
-    """cid -> the texts embedded for that chunk: one, or its windows when it overflows the model."""
-    ctxs = vs.embedding_contexts(ctx.catalog.conn, [s.cid for s in sources])
-    # Windows of the model's input size, never finer than POOL_WINDOW pieces.
-    window = max(emb.max_input_tokens - SPECIAL_TOKENS.get(emb.identity.split("/", 1)[0], 0), POOL_WINDOW)
-    out: dict[int, list[str]] = {}
-    for s in sources:
-        title, hp, n = ctxs.get(s.cid, (None, [], None))
-        if POOL_WINDOWS and n is not None and n > window:
-            windows = [w.text for w in chunk_text(s.text, ChunkConfig("sentence", window, POOL_OVERLAP))]
-        else:
-            windows = [s.text]
-        out[s.cid] = [embedding_input(w, title, hp) for w in windows]
-    return out
-
-
-def input_key(source: VectorSource, inputs: list[str]) -> str:
-    """The content-hash key a vector is stored and reused under: the chunk's own hash when the
-    model reads just its text, else a hash of exactly what it reads."""
-    return source.content_hash if inputs == [source.text] else ids.content_hash("\x00".join(inputs))
-
-
 def _embed_pooled(emb: Embedder, inputs: list[list[str]], stats: CatchupStats) -> list[list[float]]:
     """One vector per entry of ``inputs``: the mean of its texts' vectors, normalised."""
     flat = [t for texts in inputs for t in texts]
@@ -501,9 +368,3 @@ def _upsert(
         for s in sources
     ]
     ctx.vectors.upsert(fp, [str(s.cid) for s in sources], vecs, metas)
-
-
-def clipped_count(emb: Embedder, token_counts: list[int]) -> int:
-    """How many chunks of these word-piece counts exceed the embedder's input window."""
-    extra = SPECIAL_TOKENS.get(emb.identity.split("/", 1)[0], 0)
-    return sum(1 for n in token_counts if n + extra > emb.max_input_tokens)

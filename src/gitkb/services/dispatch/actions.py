@@ -19,7 +19,7 @@ from gitkb.services.access import policy
 from gitkb.services.context import Context
 from gitkb.services.derived import rebuild_guard
 from gitkb.services.derived.identity import identity_state
-from gitkb.services.indexing import documents, indexes, ingest, rechunk
+from gitkb.services.indexing import documents, indexes, ingest, ingest_text, rechunk
 from gitkb.services.indexing.guard import ensure_not_managed
 from gitkb.services.retrieval import ask, search
 from gitkb.stores.catalog import indexes as index_rows
@@ -40,7 +40,7 @@ FUNCTIONS: dict[str, ActionFn] = {
     "LIST_INDICES": lambda ctx: indexes.list_indices(ctx),
     "GET_INDICES_STATS": lambda ctx: indexes.indices_stats(ctx),
     "ADD_DOCUMENTS": ingest.add_documents,
-    "ADD_TEXT": ingest.add_text,
+    "ADD_TEXT": ingest_text.add_text,
     "LIST_DOCUMENTS": _list_documents,
     "GET_DOCUMENT": documents.get_document,
     "DELETE_DOCUMENT": documents.delete_document,

@@ -2,7 +2,7 @@
 
 ``jobs.submit`` and ``jobs.run_inline`` call ``check(ctx, kind, params)`` before they insert a
 job row. Each check reads only, and raises the same error the job itself would raise first
-(it calls the same validators: ``get_index``, ``chunk_config_for``, ``placement``,
+(the same validators, in ``indexing/admission.py``: ``get_index``, ``chunk_config_for``, ``placement``,
 ``resolve_document`` ...). What only the run can find out (a file that vanishes between the
 check and the run, a vector store that is down) still fails the job.
 """
@@ -19,10 +19,10 @@ from gitkb.core.names import validate_index_name, validate_new_filename
 from gitkb.services.changes.sources.registry import resolve_source
 from gitkb.services.changes.sources.sync import COMMIT_ID
 from gitkb.services.context import Context
+from gitkb.services.indexing.admission import admit_documents, admit_text
 from gitkb.services.indexing.documents import resolve_document
 from gitkb.services.indexing.guard import ensure_not_managed
 from gitkb.services.indexing.indexes import get_index
-from gitkb.services.indexing.ingest import admit_documents, admit_text
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_state as vs

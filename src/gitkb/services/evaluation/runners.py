@@ -38,7 +38,7 @@ from gitkb.services.derived import embeddings
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate
 from gitkb.services.indexing import indexes as index_service
-from gitkb.services.indexing import ingest
+from gitkb.services.indexing import ingest, ingest_text
 from gitkb.services.retrieval import ask as ask_service
 from gitkb.services.retrieval import search as search_service
 from gitkb.stores.catalog import indexes as index_rows
@@ -170,7 +170,7 @@ def eval_beir(
     items = [
         {"text": d.body(), "filepath": doc_path(d.id), "metadata": {"title": d.title}} for d in data.corpus
     ]
-    added = ingest.add_texts(
+    added = ingest_text.add_texts(
         ctx,
         row.name,
         items,

@@ -21,8 +21,9 @@ from gitkb.core.models import WalkEntry
 from gitkb.core.walking import walk
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_keywords
+from gitkb.services.indexing.admission import Placement
 from gitkb.services.indexing.indexes import get_index
-from gitkb.services.indexing.ingest import IngestReport, Placement, ingest_entries, leave_out_sidecars
+from gitkb.services.indexing.ingest import IngestReport, ingest_entries, leave_out_sidecars
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.indexes import IndexRow

@@ -1,1 +1,1 @@
-"""Looking at a running workspace: status, verify and repair, metrics, per-agent usage."""
+"""Looking at a running workspace: status, verify and repair, metrics, per-agent usage, backup and restore."""

@@ -13,12 +13,8 @@ from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.context import Context
-from gitkb.services.derived.vectors_catchup import (
-    asks_in_range,
-    pending_chunks,
-    running_builds,
-    wanted_identities,
-)
+from gitkb.services.derived.vector_locks import running_builds
+from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows

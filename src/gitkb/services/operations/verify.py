@@ -35,7 +35,7 @@ from gitkb.core.errors import GitkbError, NotFound
 from gitkb.services.changes.sources import registry
 from gitkb.services.context import Context
 from gitkb.services.derived import catchup
-from gitkb.services.derived.vectors_catchup import live_bindings, watermark_name
+from gitkb.services.derived.vector_wants import live_bindings, watermark_name
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import documents as doc_rows

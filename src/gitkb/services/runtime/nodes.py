@@ -24,7 +24,7 @@ from typing import Any
 from gitkb.core.config import Settings
 from gitkb.services.context import DEFAULT_LEASE_SECONDS, Context
 from gitkb.services.derived.catchup import catch_up_keywords
-from gitkb.services.derived.vectors_catchup import wanted_identities, watermark_name
+from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
 from gitkb.stores import node_rows
 from gitkb.stores.catalog import changes
 

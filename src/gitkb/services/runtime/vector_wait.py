@@ -11,7 +11,8 @@ from typing import Any
 from gitkb.services.context import Context
 from gitkb.services.derived.embeddings import locks_reporting, range_reporter
 from gitkb.services.derived.vector_counts import range_vectors
-from gitkb.services.derived.vectors_catchup import Progress, asks_in_range, catch_up_identity
+from gitkb.services.derived.vector_wants import asks_in_range
+from gitkb.services.derived.vectors_catchup import Progress, catch_up_identity
 from gitkb.services.runtime import jobs
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords
 from gitkb.services.derived.embeddings import resume_if_pending
-from gitkb.services.derived.vectors_catchup import wanted_identities, watermark_name
+from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
 from gitkb.services.runtime import jobs, nodes
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows

@@ -75,3 +75,10 @@ def upsert(conn: sqlite3.Connection, *, source_id: str, node: str, path: str, co
 
 def delete(conn: sqlite3.Connection, checkout_id: str) -> None:
     conn.execute("DELETE FROM checkouts WHERE id = ?", (checkout_id,))
+
+
+def all_paths(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """``(node, path)`` of every checkout, of every node."""
+    return [
+        (str(r[0]), str(r[1])) for r in conn.execute("SELECT node, path FROM checkouts ORDER BY node, path")
+    ]

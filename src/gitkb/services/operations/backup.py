@@ -1,0 +1,280 @@
+"""Backup and restore of a workspace: what is the truth goes in one archive, what is derived is
+rebuilt.
+
+In the archive (``gitkb.stores.backup_archive``): the catalog (indexes, documents, chunks, the
+change log, jobs, sources, proposals, reviews, change requests, audit, webhook deliveries and
+secrets, knowledge bases, bindings, sessions), ``gitkb.toml`` as it is (it holds references to
+secrets -- ``token_env``, ``secrets_file`` -- and only the literal ``token = ...`` values an admin
+wrote into it; the environment and secrets files stay out), and one git bundle per managed clone
+(the tracked branch as fetched, the proposal branches with their staged commits). Not in it: the
+keyword index and the vectors (derived: rebuilt), the clones' guard tokens and hooks (made anew),
+logs, the writer lock.
+
+``backup`` reads while a server writes: the catalog through SQLite's online backup API (one
+snapshot), then the clones. A proposal staged between the two is on its branch in the bundle but
+not in the catalog copy: a commit nobody reviews, dropped by the next ``refresh_proposals``.
+
+``unpack`` lays an archive out as a new workspace directory (absent or empty; refused otherwise,
+before anything is written), after checking it whole; ``rebuild`` then runs on the restored
+workspace: the keyword index from the catalog's chunks, and every embedding index's vectors through
+the usual catch-up (vectors still in the vector store -- a Chroma server's collection -- are kept
+and reused, the rest embedded again), and says what still differs (``verify``'s check).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from gitkb.core.config import CONFIG_FILE
+from gitkb.core.errors import Conflict, InvalidArgument, ValidationFailed
+from gitkb.core.files import DIR_MODE
+from gitkb.services.context import Context
+from gitkb.services.derived import catchup
+from gitkb.services.operations import verify
+from gitkb.services.runtime import jobs
+from gitkb.stores import backup_archive, git_bundle
+from gitkb.stores.catalog import backup as catalog_backup
+from gitkb.stores.catalog import checkouts as checkout_rows
+from gitkb.stores.catalog import vector_state as vs
+
+CATALOG_MEMBER = "catalog/catalog.sqlite3"
+SETTINGS_MEMBER = f"settings/{CONFIG_FILE}"
+PROPOSAL_PREFIX = "refs/heads/gitkb/proposals/"
+Progress = Any  # progress(done, total, stage)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gitkb")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _staging(near: Path, prefix: str) -> Path:
+    near.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=near))  # 0700
+
+
+def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[str, Any]:
+    """Write the archive at ``path``; what it holds and its sha256."""
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidArgument("path must name the archive file to write")
+    archive = Path(path).expanduser().absolute()
+    if archive.exists():
+        raise Conflict(
+            f"{archive} exists; a backup never replaces a file", next_steps=["give a new file name"]
+        )
+    home = ctx.settings.home
+    staged = _staging(archive.parent, f".{archive.name}.")
+    try:
+        catalog_file = staged / CATALOG_MEMBER
+        catalog_file.parent.mkdir(mode=DIR_MODE)
+        catalog_backup.copy_online(ctx.catalog.path, catalog_file)
+        tables = catalog_backup.table_counts(catalog_file)
+        settings_file = home / CONFIG_FILE
+        if settings_file.is_file():
+            (staged / "settings").mkdir(mode=DIR_MODE)
+            shutil.copyfile(settings_file, staged / SETTINGS_MEMBER)
+        rows = catalog_backup.sources(catalog_file)
+        clones = []
+        for i, (source_id, name, url, branch) in enumerate(rows):
+            if progress is not None:
+                progress(i, len(rows), "clones")
+            clones.append(_bundle(ctx, staged, source_id, name, url, branch))
+        manifest: dict[str, Any] = {
+            "format": backup_archive.FORMAT,
+            "version": backup_archive.VERSION,
+            "created_at": time.time(),
+            "gitkb_version": _version(),
+            "home": str(home),
+            "catalog": {
+                "backend": "sqlite",
+                "format": catalog_backup.SQLITE_FILE,
+                "file": CATALOG_MEMBER,
+                "migrations": catalog_backup.migrations_applied(catalog_file),
+                "tables": tables,
+            },
+            "settings": {"file": SETTINGS_MEMBER if settings_file.is_file() else None},
+            "clones": clones,
+            "not_copied": [
+                "keyword index (rebuilt)",
+                "vectors (reused or re-embedded)",
+                "logs",
+                "writer lock",
+            ],
+        }
+        digest = backup_archive.write(archive, staged, manifest)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    warnings = [
+        f"no managed clone to bundle for source {c['name']}: a restore clones it again from its remote, "
+        "without the branches only the clone had"
+        for c in clones
+        if c["file"] is None
+    ]
+    return ({"Warnings": warnings} if warnings else {}) | {
+        "path": str(archive),
+        "sha256": digest,
+        "checksum_file": str(backup_archive.checksum_path(archive)),
+        "bytes": archive.stat().st_size,
+        "tables": tables,
+        "sources": [{k: c[k] for k in ("source_id", "name", "branch", "refs")} for c in clones],
+        "proposal_branches": sorted(b for c in clones for b in c["proposal_branches"]),
+        "settings": manifest["settings"]["file"] is not None,
+        "Message": (
+            f"wrote {archive} ({archive.stat().st_size} bytes, {sum(tables.values())} catalog rows in "
+            f"{len(tables)} tables, {len(clones)} clone(s)); sha256 {digest}"
+        ),
+    }
+
+
+def _bundle(ctx: Context, staged: Path, source_id: str, name: str, url: str, branch: str) -> dict[str, Any]:
+    git_dir = ctx.settings.repos_path / source_id
+    member = f"clones/{source_id}.bundle"
+    refs: dict[str, str] = {}
+    if git_dir.is_dir():
+        (staged / "clones").mkdir(mode=DIR_MODE, exist_ok=True)
+        refs = git_bundle.create(git_dir, staged / member)
+    return {
+        "source_id": source_id,
+        "name": name,
+        "url": url,
+        "branch": branch,
+        "file": member if refs else None,
+        "refs": refs,
+        "proposal_branches": sorted(
+            r.removeprefix("refs/heads/") for r in refs if r.startswith(PROPOSAL_PREFIX)
+        ),
+    }
+
+
+# -- restore -------------------------------------------------------------------------------
+
+
+def check_target(directory: str) -> Path:
+    """The restore target: absent, or an empty directory (``Conflict`` otherwise)."""
+    if not isinstance(directory, str) or not directory.strip():
+        raise InvalidArgument("directory must name the new workspace's directory")
+    target = Path(directory).expanduser().absolute()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise Conflict(
+            f"{target} is not empty; restore writes a new workspace only into an empty or absent "
+            "directory; nothing was written",
+            next_steps=["give a new directory, or move the old workspace away first"],
+        )
+    return target
+
+
+def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[str, Any]:
+    """Check the archive and lay it out as a new workspace at ``directory``; what was restored."""
+    target = check_target(directory)
+    source = Path(archive).expanduser().absolute()
+    staged = _staging(target.parent, f".{target.name}.restoring-")
+    try:
+        files = staged / "archive"
+        manifest = backup_archive.read(source, files, checksum)
+        home = staged / "home"
+        home.mkdir(mode=DIR_MODE)
+        _place_catalog(manifest, files, home)
+        if manifest.get("settings", {}).get("file"):
+            os.replace(files / SETTINGS_MEMBER, home / CONFIG_FILE)
+        clones = manifest.get("clones") or []
+        _place_clones(clones, files, home)
+        if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
+            for child in home.iterdir():
+                os.replace(child, target / child.name)
+        else:
+            os.replace(home, target)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return {
+        "directory": str(target),
+        "archive": str(source),
+        "sha256": backup_archive.sha256_of(source),
+        "created_at": manifest.get("created_at"),
+        "tables": manifest["catalog"].get("tables", {}),
+        "sources": [{k: c.get(k) for k in ("source_id", "name", "branch", "refs")} for c in clones],
+        "proposal_branches": sorted(b for c in clones for b in c.get("proposal_branches", [])),
+    }
+
+
+def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
+    cat = manifest.get("catalog") or {}
+    if cat.get("format") != catalog_backup.SQLITE_FILE:
+        raise ValidationFailed(
+            f"the archive's catalog is a {cat.get('format')!r} export ({cat.get('backend')}); "
+            "this gitkb restores SQLite catalogs only"
+        )
+    path = files / CATALOG_MEMBER
+    catalog_backup.check_copy(path)
+    if unknown := catalog_backup.unknown_migrations(path):
+        raise ValidationFailed(
+            f"the archive's catalog was made by a newer gitkb (migrations {unknown}); upgrade gitkb to restore it"
+        )
+    if catalog_backup.table_counts(path) != cat.get("tables"):
+        raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
+    os.replace(path, home / "catalog.sqlite3")
+
+
+def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path) -> None:
+    """A clone per bundle, for the sources the restored catalog has (their ids and URLs are the
+    catalog's: the manifest only says which file holds which refs)."""
+    urls = {
+        source_id: url for source_id, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")
+    }
+    for c in clones:
+        sid = c.get("source_id") if isinstance(c, dict) else None
+        if not isinstance(sid, str) or sid not in urls or Path(sid).name != sid or sid.startswith("."):
+            raise ValidationFailed(
+                f"the archive's manifest lists a clone of no source in its catalog: {c!r:.200}"
+            )
+        if not c.get("file"):
+            continue  # the source had no clone at backup time: gitkb clones it again when it needs it
+        if c["file"] != f"clones/{c['source_id']}.bundle" or not isinstance(c.get("refs"), dict):
+            raise ValidationFailed(f"the archive's manifest entry for {c['source_id']} is malformed")
+        repos = home / "repos"
+        repos.mkdir(mode=DIR_MODE, exist_ok=True)
+        git_bundle.clone_from(
+            files / c["file"], repos / c["source_id"], url=urls[c["source_id"]], refs=c["refs"]
+        )
+
+
+def rebuild(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
+    """On a workspace just restored: rebuild the keyword index, bring every embedding index's
+    vectors back (kept when the vector store still has them, embedded otherwise)."""
+    if progress is not None:
+        progress(0, 1, "keywords")
+    with ctx.write_lock:
+        chunks = catchup.rebuild_keywords(ctx)
+    if progress is not None:
+        progress(1, 1, "keywords")
+    out: dict[str, Any] = {"keyword_chunks": chunks}
+    binds = vs.bindings(ctx.catalog.conn)
+    if binds:
+        with ctx.catalog.write() as w:
+            for index_id in sorted(binds):
+                vs.log_reembed(w, index_id)  # the catch-up keeps what the store has, embeds the rest
+        built = jobs.run_inline(
+            ctx,
+            "build_embeddings",
+            {},
+            progress=(lambda d, t, *_: progress(d, t, "vectors")) if progress else None,
+        )
+        out["embeddings"] = {
+            k: built.get(k) for k in ("chunks_embedded", "chunks_reused", "chunks_had_vector", "vectors")
+        }
+    out["differences"] = [d.as_dict() for d in verify.check(ctx)]
+    if rows := checkout_rows.all_paths(ctx.catalog.conn):
+        out["Warnings"] = [
+            f"{len(rows)} checkout(s) came back with the catalog and are refreshed by this workspace on "
+            f"their node when a source syncs: {', '.join(f'{n}:{p}' for n, p in rows[:5])}"
+            + (" ..." if len(rows) > 5 else "")
+            + "; while the original workspace also runs on that host, both refresh them: run one of the two"
+        ]
+    return out

@@ -1,0 +1,58 @@
+"""The ``Workspace``'s ``backup`` and ``restore`` methods (``workspace.py`` binds them with ``tool``,
+which asks the policy and builds the envelope), and ``Operator``: the local operator as the caller
+of ``restore`` when no workspace is open (``gitkb restore FILE DIR``).
+
+Both actions are admin and offered on neither HTTP nor MCP (see ``core/action_table.py``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gitkb.core.config import Settings
+from gitkb.core.errors import GitkbError
+from gitkb.services.access import policy, principals
+from gitkb.services.operations import backup as backups
+
+
+class Operator:
+    """What ``tool`` and ``restore`` need of a caller: the principal the policy checks, a home for a
+    crash log, and how to open the restored workspace (``opens``: the ``Workspace`` class)."""
+
+    def __init__(self, opens: Callable[[str], Any]) -> None:
+        self.principal = principals.local()
+        self.settings = Settings(home=Path(tempfile.gettempdir()) / "gitkb-restore")
+        self.opens = opens
+
+    def _check(self, name: str, params: dict[str, Any]) -> None:
+        policy.check(self.principal, name, params)
+
+
+def backup(self: Any, path: str, progress: Any = None) -> dict[str, Any]:
+    """One archive (catalog, gitkb.toml, the clones' branches) at ``path``, taken while others write."""
+    return backups.backup(self.ctx, path, progress=progress)
+
+
+def restore(
+    self: Any, archive: str, directory: str, sha256: str | None = None, progress: Any = None
+) -> dict[str, Any]:
+    """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
+    untouched. The restored one is opened to rebuild its keyword index and vectors, then closed."""
+    opens = self.opens if isinstance(self, Operator) else type(self)
+    out = backups.unpack(archive, directory, sha256)
+    try:
+        with opens(out["directory"]) as restored:
+            out.update(backups.rebuild(restored.ctx, progress))
+    except GitkbError as exc:  # the files are in place: what is left is derived
+        exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
+        raise
+    n = len(out.get("differences") or [])
+    out["Message"] = (
+        f"restored {archive} into {out['directory']} ({sum(out['tables'].values())} catalog rows, "
+        f"{len(out['sources'])} clone(s), {out['keyword_chunks']} chunks in the keyword index)"
+        + ("; `gitkb verify` agrees" if n == 0 else f"; `gitkb verify` reports {n} difference(s)")
+    )
+    return out

@@ -1,0 +1,391 @@
+"""gitkb backup FILE / gitkb restore FILE DIR: an archive taken while another process holds the
+writer, restored into a new directory with the same answers (top-10 ids of 20 queries, keyword and
+hybrid), the pending review and its diff (approving it after the restore pushes that diff to the
+bare remote), audit and webhook deliveries; a damaged archive and a non-empty target are refused
+with nothing written; agents and read tokens cannot call either. Real SQLite, tantivy, embedded
+Chroma (hashing embedder), real clones of a bare remote, the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from cli_tty import no_tty, on_tty
+from gitkb import Workspace
+from gitkb.cli.main import cli
+from gitkb.core import action_table as table
+from gitkb.services.access import principals
+from gitkb.stores import backup_archive
+from gitkb.stores.catalog import deliveries
+from helpers import SOURCE, Upstream, git, ok, wait_until
+from helpers.http_shape import error_code
+
+BRANCH = "gitkb/proposals/handbook"
+CHROMA = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "chroma"
+ROTATE = "runbooks/rotate-api-keys.md"
+TOPICS = [
+    "database failover",
+    "password rotation",
+    "incident response",
+    "data retention",
+    "onboarding laptop",
+    "api keys",
+    "backup schedule",
+    "network outage",
+    "disk space alert",
+    "certificate renewal",
+    "access review",
+    "vendor contract",
+    "release checklist",
+    "on call handover",
+    "log retention",
+    "encryption at rest",
+    "postmortem template",
+    "capacity planning",
+    "dns change",
+    "cost report",
+]
+QUERIES = [*TOPICS]
+WORDS = "amber birch cedar delta ember fjord garnet harbor iris juniper kestrel lagoon maple".split()
+
+
+def gitkb(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, as an operator runs it next to a server."""
+    return subprocess.run(
+        [sys.executable, "-c", "from gitkb.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ},
+        timeout=300,
+    )
+
+
+def fill(w: Any) -> None:
+    ok(w.document_index("CREATE_INDEX", index_name="notes"))
+    for i in range(60):  # distinct texts: no two notes tie on a score (ties would cut at random)
+        a, b = TOPICS[i % len(TOPICS)], TOPICS[(i * 7 + 3 + i // 20) % len(TOPICS)]
+        team, site = WORDS[i % len(WORDS)], WORDS[(i * 3 + 1) % len(WORDS)]
+        text = f"# Note on {a}\n\nSteps for {a} when {b} happens, by the {team} team at the {site} site.\n"
+        ok(w.document_index("ADD_TEXT", index_name="notes", text=text, filepath=f"note-{i}.md"))
+    ok(w.build_embeddings())
+
+
+def top10(w: Any, mode: str) -> list[list[tuple[float, Any]]]:
+    """Each query's top 10 as runs of equal scores: the ids of each run (their order among
+    themselves is the vector store's, by insertion), and of the run the 10th place cuts, how many.
+    The restore re-inserts the vectors in another order; equal scores are all it may change."""
+    out = []
+    for q in QUERIES:
+        got = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=10))
+        runs: list[tuple[float, set[str]]] = []
+        for r in got["Results"]:
+            score = round(float(r["score"]), 6)
+            if runs and runs[-1][0] == score:
+                runs[-1][1].add(str(r["id"]))
+            else:
+                runs.append((score, {str(r["id"])}))
+        cut = [(s, frozenset(ids)) for s, ids in runs[:-1]]
+        out.append([*cut, (runs[-1][0], len(runs[-1][1]))] if runs else [])
+    return out
+
+
+def test_backup_while_another_process_writes_then_restore_brings_everything_back(
+    source_ws: Any, upstream: Upstream, tmp_path: Path, home: Path
+) -> None:
+    ws = source_ws  # this process holds the writer lease, as a running `gitkb serve` does
+    assert ws.ctx.is_writer
+    fill(ws)
+    ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days"))
+    pr = ok(ws.open_kb_pull_request(SOURCE))
+    review_before = ok(ws.show_review(pr["review_id"]))
+    with ws.ctx.catalog.write() as w:
+        source_id = ok(ws.source_list())["Sources"][0]["source_id"]
+        deliveries.claim(w, "github", "delivery-1", source_id=source_id, commit=None, event="push")
+        deliveries.set_secret(w, source_id, "whsec-kept-in-the-catalog")
+    keyword, hybrid = top10(ws, "keyword"), top10(ws, "hybrid")
+    assert all(keyword[:5]) and all(hybrid)
+    ok(ws.checkout(SOURCE, str(tmp_path / "checkout")))
+    audit_before = ok(ws.list_audit(count=500))["Entries"]
+
+    archive = tmp_path / "kb.backup"
+    made = gitkb("--home", str(home), "--json", "backup", str(archive))
+    assert made.returncode == 0, made.stderr
+    held = json.loads(made.stdout)
+    assert held["sha256"] and (tmp_path / "kb.backup.sha256").read_text().split()[0] == held["sha256"]
+    assert held["tables"]["reviews"] == 1 and held["tables"]["chunks"] >= 60
+    assert held["tables"]["webhook_deliveries"] == 1 and held["tables"]["audit"] == len(audit_before)
+    assert held["proposal_branches"] == [BRANCH]
+    assert [s["name"] for s in held["sources"]] == [SOURCE]
+    assert oct(archive.stat().st_mode & 0o777) == "0o600"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names[0] == "manifest.json" and "catalog/catalog.sqlite3" in names
+    assert not any(n.startswith(("keywords", "vectors")) for n in names)  # derived: rebuilt
+    human = gitkb("--home", str(home), "backup", str(tmp_path / "again.backup"))
+    assert human.returncode == 0 and "sha256" in human.stdout and "reviews" in human.stdout, human
+
+    restored = tmp_path / "restored"
+    back = gitkb("--json", "restore", str(archive), str(restored))
+    assert back.returncode == 0, back.stderr
+    got = json.loads(back.stdout)
+    assert got["differences"] == [] and got["tables"] == held["tables"], got
+    assert got["embeddings"]["chunks_embedded"] > 0  # a new embedded store: the vectors were embedded
+    assert str(tmp_path / "checkout") in " ".join(got["Warnings"])  # followed by both: said so
+    ws.close()
+
+    with Workspace(restored) as r:
+        assert top10(r, "keyword") == keyword
+        assert top10(r, "hybrid") == hybrid
+        assert ok(r.list_audit(count=500))["Entries"][: len(audit_before)] == audit_before
+        with r.ctx.catalog.read() as conn:
+            assert deliveries.get(conn, "github", "delivery-1") is not None
+            assert deliveries.get_secret(conn, source_id) == "whsec-kept-in-the-catalog"
+        review = ok(r.show_review(pr["review_id"]))
+        assert review["review_state"] == "pending" and review["diff"] == review_before["diff"]
+        assert upstream.remote_sha(BRANCH) is None
+        ok(r.approve_review(pr["review_id"]))
+    pushed = git(upstream.remote, "diff", "main", BRANCH)
+    assert changed_lines(pushed) == changed_lines(review_before["diff"]) != []
+    assert "every 60 days" in upstream.read_remote(BRANCH, f"docs/{ROTATE}")
+
+
+def changed_lines(diff: str) -> list[str]:
+    return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_restore_refuses_a_damaged_archive_and_a_non_empty_directory(
+    make_ws: Callable[..., Any], tmp_path: Path, home: Path
+) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes"))
+    ok(w.document_index("ADD_TEXT", index_name="notes", text="# a\n\nsome text\n", filepath="a.md"))
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    assert error_code(w.backup(str(archive))) == "conflict"  # never replaces a file
+    w.close()
+    runner = CliRunner()
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    refused = runner.invoke(cli, ["restore", str(archive), str(full)])
+    assert refused.exit_code == 2 and "not empty" in refused.output, refused.output
+    assert sorted(p.name for p in full.iterdir()) == ["keep.txt"]
+
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.backup"
+    damaged.write_bytes(bytes(data))
+    for sidecar in (False, True):
+        if sidecar:
+            (tmp_path / "damaged.backup.sha256").write_text((tmp_path / "kb.backup.sha256").read_text())
+        target = tmp_path / f"out-{sidecar}"
+        r = runner.invoke(cli, ["--json", "restore", str(damaged), str(target)])
+        assert r.exit_code == 1, r.output
+        body = json.loads(r.stdout)
+        assert body["code"] == "validation" and "damaged" in body["Error"], body
+        assert not target.exists()
+        assert not [p for p in tmp_path.iterdir() if "restoring" in p.name]
+    wrong = runner.invoke(cli, ["restore", str(archive), str(tmp_path / "x"), "--sha256", "0" * 64])
+    assert wrong.exit_code == 1 and "sha256" in wrong.output and not (tmp_path / "x").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o750)
+    fine = runner.invoke(cli, ["restore", str(archive), str(empty), "--sha256", full_sha(archive)])
+    assert fine.exit_code == 0, fine.output
+    assert (empty / "catalog.sqlite3").is_file() and oct(empty.stat().st_mode & 0o777) == "0o750"
+
+
+def full_sha(path: Path) -> str:
+    return (path.parent / f"{path.name}.sha256").read_text().split()[0]
+
+
+def test_backup_and_restore_are_refused_to_agents_and_read_tokens(ws: Any, tmp_path: Path) -> None:
+    archive = tmp_path / "kb.backup"
+    for who in (principals.agent("helper"), principals.token("ci", {"read"})):
+        view = ws.as_principal(who)
+        assert error_code(view.backup(str(archive))) == "forbidden"
+        assert error_code(view.restore(str(archive), str(tmp_path / "r"))) == "forbidden"
+    assert not archive.exists() and not (tmp_path / "r").exists()
+    operate = ws.as_principal(principals.token("ops", {"operate"}))
+    assert error_code(operate.backup(str(archive))) == "forbidden"  # the whole catalog: admin
+    ok(ws.backup(str(archive)))
+    ok(ws.restore(str(archive), str(tmp_path / "r")))
+    assert (tmp_path / "r" / "catalog.sqlite3").is_file()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A Chroma server of this test's own (a shared one holds other tests' vectors in the same
+    collections, which verify would report)."""
+    if not CHROMA.exists():
+        pytest.skip("no chroma CLI in .venv")
+    port = _free_port()
+    cmd = [str(CHROMA), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, timeout=90, interval=0.3, what="the chroma server")
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.slow
+def test_restore_keeps_the_vectors_a_chroma_server_still_holds(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path, chroma_server: tuple[str, int]
+) -> None:
+    host, port = chroma_server
+    home.mkdir()
+    (home / "gitkb.toml").write_text(
+        f'[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n[chroma]\nhost = "{host}"\nport = {port}\n'
+    )
+    w = make_ws()
+    fill(w)
+    hybrid = top10(w, "hybrid")
+    chunks = ok(w.embeddings_status())["chunk_count"]
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    w.close()
+
+    got = CliRunner().invoke(cli, ["--json", "restore", str(archive), str(tmp_path / "restored")])
+    assert got.exit_code == 0, got.output
+    emb = json.loads(got.stdout)["embeddings"]
+    assert emb["chunks_embedded"] == 0 and emb["chunks_had_vector"] == chunks > 0, emb
+    assert json.loads(got.stdout)["differences"] == []
+    with Workspace(tmp_path / "restored") as r:
+        assert top10(r, "hybrid") == hybrid
+
+
+def test_restore_shows_its_progress_on_a_terminal(make_ws: Callable[..., Any], tmp_path: Path) -> None:
+    w = make_ws()
+    fill(w)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    w.close()
+    ran = on_tty("restore", str(archive), str(tmp_path / "restored"))
+    assert ran.code == 0, ran.tty
+    assert "keywords" in ran.tty and "vectors" in ran.tty and "/60" in ran.tty, ran.tty
+    assert "restored" in ran.stdout and "60 embedded" in ran.stdout, ran.stdout
+    quiet = no_tty("--json", "restore", str(archive), str(tmp_path / "again"))
+    assert quiet.code == 0 and "vectors" not in quiet.stderr and json.loads(quiet.stdout)["Success"]
+
+
+def test_backup_while_the_writer_commits_is_one_consistent_snapshot(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path
+) -> None:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    stop = threading.Event()
+    written: list[int] = []
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            ok(
+                w.document_index(
+                    "ADD_TEXT", index_name="notes", text=f"# n{i}\n\nbody {i}\n", filepath=f"n{i}.md"
+                )
+            )
+            written.append(i)
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: len(written) >= 5, timeout=60, what="writes before the backup")
+        made = gitkb("--home", str(home), "--json", "backup", str(tmp_path / "kb.backup"))
+        during = len(written)
+    finally:
+        stop.set()
+        writer.join(60)
+    assert made.returncode == 0, made.stderr
+    rows = json.loads(made.stdout)["tables"]
+    assert 5 <= rows["documents"] <= during + 1 and rows["chunks"] == rows["documents"], rows
+    back = CliRunner().invoke(cli, ["--json", "restore", str(tmp_path / "kb.backup"), str(tmp_path / "r")])
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["differences"] == []
+    with Workspace(tmp_path / "r") as r:
+        # an ADD_TEXT running at the snapshot is in the catalog as a running job: the restored writer
+        # runs it again (its document was not in the snapshot), as after a crash
+        wait_until(
+            lambda: not [j for j in ok(r.list_jobs())["Jobs"] if j["status"] in ("queued", "running")],
+            timeout=60,
+            what="the restored writer's jobs",
+        )
+        docs = ok(r.document_index("LIST_DOCUMENTS", index_name="notes", count=50))
+        assert rows["documents"] <= docs["total_count"] <= rows["documents"] + 1, docs
+        assert ok(r.document_index("SEARCH", query="body", mode="keyword", top_n=5))["Results"]
+
+
+def test_backup_and_restore_are_on_neither_http_nor_mcp() -> None:
+    """Admin actions over files on the server's disk: the CLI and the library only."""
+    from gitkb.core.config import load_settings
+    from gitkb.http import create_app
+    from gitkb.mcp import tools as mcp_tools
+
+    app = create_app(load_settings("/nonexistent-gitkb-home"))
+    paths = " ".join(getattr(r, "path", "") for r in app.routes)
+    assert "backup" not in paths and "restore" not in paths
+    assert table.ACTIONS["backup"].cls == table.ACTIONS["restore"].cls == "admin"
+    assert not table.ACTIONS["backup"].agents and not table.ACTIONS["restore"].agents
+    assert not {"backup", "restore"} & mcp_tools.TOOL_NAMES
+
+
+def test_a_crafted_manifest_cannot_place_a_clone_outside_the_workspace(
+    source_ws: Any, tmp_path: Path
+) -> None:
+    archive = tmp_path / "kb.backup"
+    ok(source_ws.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    (clone,) = manifest["clones"]
+    evil = "../../../evil"  # from <out>/.r.restoring-*/home/repos/: <out>/evil
+    (files / "clones" / f"{clone['source_id']}.bundle").rename(files / "clones" / "evil.bundle")
+    manifest["clones"] = [{**clone, "source_id": evil, "file": "clones/evil.bundle"}]
+    crafted = tmp_path / "crafted.backup"
+    backup_archive.write(crafted, files, manifest)  # a well-formed archive, sha256s and all
+    got = source_ws.restore(str(crafted), str(tmp_path / "out" / "r"))
+    assert error_code(got) == "validation" and "no source in its catalog" in got["Error"], got
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out" / "evil").exists()
+
+
+def test_a_source_without_its_clone_is_said_and_cloned_again_on_restore(
+    source_ws: Any, tmp_path: Path
+) -> None:
+    source_id = ok(source_ws.source_list())["Sources"][0]["source_id"]
+    shutil.rmtree(source_ws.settings.repos_path / source_id)
+    made = ok(source_ws.backup(str(tmp_path / "kb.backup")))
+    assert "no managed clone to bundle for source handbook" in " ".join(made["Warnings"]), made
+    got = ok(source_ws.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
+    assert [d["kind"] for d in got["differences"]] == ["clone_missing"], got
+    with Workspace(tmp_path / "r") as r:
+        assert ok(r.verify(repair=True))["clean"] is True  # cloned again from the remote
