@@ -120,6 +120,8 @@ def test_status_and_metrics_name_the_holder_from_the_lease_row(node: Node) -> No
     assert row is not None and row.node_id == a.ctx.node_id and row.pid == os.getpid()
     writer = ok(b.get_index_status())["writer"]
     assert writer["node_id"] == a.ctx.node_id and writer["pid"] == os.getpid() and not writer["expired"]
+    own = ok(a.get_index_status())["writer"]
+    assert own["this_process"] is True and own["node_id"] == a.ctx.node_id  # from the row too
     a.close()  # a clean close gives the row up: b's heartbeat takes it
     wait_until(lambda: b.ctx.is_writer, timeout=10, what="b to take the released lease")
     row = get_lease(b.ctx.catalog.conn)

@@ -102,7 +102,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
             and vector_build is None
             and dirty_paths == 0
             and dirty_emb == 0,
-            "writer": ctx.lease.holder() if not ctx.is_writer else {"this_process": True},
+            "writer": {**(ctx.lease.holder() or {}), "this_process": True}
+            if ctx.is_writer
+            else ctx.lease.holder(),
         }
     )
     job = out["in_flight_job"]
