@@ -42,6 +42,7 @@ CLI_ONLY: dict[str, str] = {
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("index tune", "unset"): "names keys of settings to drop (settings={key: None})",
     ("propose", "content_file"): "content, read from a file",
+    ("jobs list", "limit"): "the older spelling of --count, hidden from --help",
     ("propose", "delete"): "selects propose_kb_delete (its cli field: gitkb propose --delete)",
     ("propose", "rename_to"): "selects propose_kb_rename and carries new_relative_path (its cli field)",
 }
@@ -111,7 +112,8 @@ def test_exceptions_are_still_needed() -> None:
     [
         ("docs get", "--pagination-mode", "--mode"),
         ("docs list", "--show-files-only", "--files-only"),
-        ("agent assign", "--default-top-k", "--top-k"),
+        ("agent assign", "--default-top-n", "--top-k"),
+        ("agent assign", "--default-top-n", "--default-top-k"),
     ],
 )
 def test_renamed_options_keep_their_old_spelling_hidden(path: str, new: str, old: str) -> None:
@@ -141,5 +143,6 @@ def test_old_and_new_spellings_do_the_same(tmp_path: Path) -> None:
     new_list = gitkb("docs", "list", "kb", "--show-files-only")
     assert new_list["Documents"] == gitkb("docs", "list", "kb", "--files-only")["Documents"]
     gitkb("kb", "create", "ops", "--index", "kb")
-    assert gitkb("agent", "assign", "bot", "ops", "--default-top-k", "7")["default_top_k"] == 7
-    assert gitkb("agent", "assign", "bot", "ops", "--top-k", "9")["default_top_k"] == 9
+    assert gitkb("agent", "assign", "bot", "ops", "--default-top-n", "7")["default_top_n"] == 7
+    assert gitkb("agent", "assign", "bot", "ops", "--default-top-k", "8")["default_top_n"] == 8
+    assert gitkb("agent", "assign", "bot", "ops", "--top-k", "9")["default_top_n"] == 9

@@ -152,10 +152,10 @@ def test_per_caller_limit_refuses_and_queues_nothing(ws: Workspace, slow_kind: s
         ok(ws.promoted(slow_kind, steps=100, delay=0.02, wait=0, caller="agent-x"))["job_id"]
         for _ in range(4)
     ]
-    before = len(ok(ws.list_jobs(limit=100))["Jobs"])
+    before = len(ok(ws.list_jobs(count=100))["Jobs"])
     r = ws.promoted(slow_kind, steps=1, wait=0, caller="agent-x")
     assert r["Success"] is False and r["code"] == "busy"
-    assert len(ok(ws.list_jobs(limit=100))["Jobs"]) == before
+    assert len(ok(ws.list_jobs(count=100))["Jobs"]) == before
     other = ok(ws.promoted(slow_kind, steps=1, wait=0, caller="agent-y"))
     for j in ids + [other["job_id"]]:
         ws.cancel_job(j)

@@ -79,17 +79,17 @@ def test_agent_assign_validates(ws: Any) -> None:
     assert ws.agent_assign("bad id!", ["ops"])["code"] == "invalid_argument"
     assert ws.agent_assign("bot", ["missing"])["code"] == "not_found"
     for top_k in (0, 51, "10", True):
-        assert ws.agent_assign("bot", ["ops"], default_top_k=top_k)["code"] == "invalid_argument"
+        assert ws.agent_assign("bot", ["ops"], default_top_n=top_k)["code"] == "invalid_argument"
     assert ws.agent_show("bot")["code"] == "not_found"  # nothing was created by the refusals
 
 
-def test_agent_show_read_only_and_default_top_k(ws: Any) -> None:
+def test_agent_show_read_only_and_default_top_n(ws: Any) -> None:
     ids = _setup(ws)
     ws.kb_create("ops", ["runbooks"])
     ws.kb_create("legal", ["policies", "runbooks"])
-    ws.agent_assign("bot", ["ops"], mode="write", default_top_k=3)
+    ws.agent_assign("bot", ["ops"], mode="write", default_top_n=3)
     shown = ws.agent_assign("bot", ["legal"], read_only=True)
-    assert shown["Success"] and shown["default_top_k"] == 3  # kept when not given again
+    assert shown["Success"] and shown["default_top_n"] == 3  # kept when not given again
     access = {i["index_name"]: i for i in shown["Indexes"]}
     assert access["runbooks"]["read_only"] is False and sorted(access["runbooks"]["via"]) == ["legal", "ops"]
     assert access["policies"]["read_only"] is True

@@ -92,7 +92,7 @@ CONTRACT: dict[str, tuple[list[str], dict[str, Any], tuple[bool, bool, bool, boo
         {
             "query": QUERY,
             "indexes": INDEXES,
-            "top_k": {"type": "integer", "minimum": 1, "maximum": 50},
+            "top_n": {"type": "integer", "minimum": 1, "maximum": 50},
             "tenant": S,
             "tiers": TIERS,
             "mode": MODE,

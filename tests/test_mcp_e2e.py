@@ -57,7 +57,7 @@ def test_search_read_propose_open_pull_request(agent_ws: Any, upstream: Upstream
             got["kbs"] = kbs
             hits = _data(
                 await client.call_tool(
-                    "search_index", {"query": "rotate API keys payments gateway", "top_k": 3}
+                    "search_index", {"query": "rotate API keys payments gateway", "top_n": 3}
                 )
             )
             got["hits"] = hits

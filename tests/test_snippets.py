@@ -27,3 +27,12 @@ def test_window_centres_on_the_densest_matches() -> None:
 def test_no_match_starts_at_the_beginning() -> None:
     text = "word " * 200
     assert make_snippet(text, "absent", max_chars=50).startswith("word word")
+
+
+def test_matches_near_the_end_still_give_a_full_window() -> None:
+    """A match in the last lines used to give a stub of the chunk's tail (150 of 300 characters on
+    the handbook's incident runbook): the window slides back so the snippet is as long as any other."""
+    text = "opening words here. " * 40 + "the blameless postmortem follows within five days."
+    snip = make_snippet(text, "blameless postmortem", max_chars=300)
+    assert snip.startswith("… ") and not snip.endswith("…") and "postmortem follows" in snip
+    assert len(snip) >= 290

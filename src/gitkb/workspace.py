@@ -311,6 +311,9 @@ class Workspace:
             return {**(done.result or {}), "job_id": done.id}
         if done.state in ("failed", "cancelled"):
             raise jobs.error_from_row(done)
+        # Not waited for: if this process (the CLI) closes first, the job it queued, or began and
+        # hands back at exit, is finished by the detached resume like a crash's work, not left queued.
+        self._resumed = True
         return {
             "status": "working",
             "job_id": done.id,
@@ -348,13 +351,12 @@ class Workspace:
     @tool
     def list_jobs(
         self,
-        limit: int | None = None,
         state: str | None = None,
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        """Newest first, paged (``start``/``count``; ``limit`` is the older name of ``count``)."""
-        return jobs.list_jobs(self.ctx, limit=limit, state=state, start=start, count=count)
+        """Newest first, paged (``start``/``count``)."""
+        return jobs.list_jobs(self.ctx, state=state, start=start, count=count)
 
     @tool
     def cancel_job(self, job_id: str) -> dict[str, Any]:
@@ -601,12 +603,11 @@ class Workspace:
     def list_audit(
         self,
         target: str | None = None,
-        limit: int | None = None,
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        """The audit log, newest first: who, when, what, result (paged; ``limit``: older name of ``count``)."""
-        return audit.list_audit(self.ctx, target=target, limit=limit, start=start, count=count)
+        """The audit log, newest first: who, when, what, result (paged)."""
+        return audit.list_audit(self.ctx, target=target, start=start, count=count)
 
     # -- knowledge bases, agents, agent-scoped calls (services.access.knowledge, services.dispatch.scope) --
 
@@ -631,12 +632,12 @@ class Workspace:
         kbs: list[str],
         mode: str | None = None,
         read_only: bool = False,
-        default_top_k: int | None = None,
+        default_top_n: int | None = None,
     ) -> dict[str, Any]:
         """Bind an agent to knowledge bases in a mode: ``read``, ``propose`` (default) or ``write``
         (``read_only=True`` is the older spelling of mode ``read``)."""
         return knowledge.agent_assign(
-            self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_k=default_top_k
+            self.ctx, agent_id, kbs, mode=mode, read_only=read_only, default_top_n=default_top_n
         )
 
     @tool
@@ -670,7 +671,7 @@ class Workspace:
         self,
         query: str,
         indexes: list[str] | None = None,
-        top_k: int | None = None,
+        top_n: int | None = None,
         *,
         tenant: str | None = None,
         tiers: list[str] | None = None,
@@ -681,7 +682,7 @@ class Workspace:
         ``agent_id`` when the operator asks as that agent)."""
         sc = scope.load_scope(self.ctx, self._agent_ref(agent_id))
         return scoped_search.search_index(
-            self.ctx, sc, query, indexes=indexes, top_k=top_k, tenant=tenant, tiers=tiers, mode=mode
+            self.ctx, sc, query, indexes=indexes, top_n=top_n, tenant=tenant, tiers=tiers, mode=mode
         )
 
     @tool

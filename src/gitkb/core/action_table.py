@@ -36,7 +36,7 @@ CLASS_INCLUDES: dict[str, frozenset[str]] = {
 
 # Limits, the same on every interface.
 MAX_TOP_N = 100  # SEARCH / ASK results (an evaluation needs 100-deep lists)
-MAX_TOP_K = 50  # search_index results for an agent
+MAX_TOP_K = 50  # search_index results for an agent (its parameter is top_n, like SEARCH's)
 MAX_QUERY_CHARS = 4000
 MAX_PAGE = 50  # LIST_DOCUMENTS page
 MAX_READ_COUNT = 10 * 1024 * 1024  # GET_DOCUMENT page (lines, chars or chunks): a whole 10 MB file
@@ -361,7 +361,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_jobs",
         "read",
-        (P("limit", _int(1, MAX_LIST), "older name of count"), P("state", STRING), *PAGE),
+        (P("state", STRING), *PAGE),
         "the job queue",
         "gitkb jobs list",
     ),
@@ -693,7 +693,7 @@ METHODS: tuple[Action, ...] = (
     _m(
         "list_audit",
         "admin",
-        (P("target", STRING), P("limit", _int(1, MAX_LIST), "older name of count"), *PAGE),
+        (P("target", STRING), *PAGE),
         "the audit log",
         "",
     ),
@@ -721,7 +721,11 @@ METHODS: tuple[Action, ...] = (
             P("kbs", NAMES, required=True),
             P("mode", BINDING_MODE),
             P("read_only", BOOL),
-            P("default_top_k", _int(1, MAX_TOP_K)),
+            P(
+                "default_top_n",
+                _int(1, MAX_TOP_K),
+                f"the agent's default number of search results, 1-{MAX_TOP_K}",
+            ),
         ),
         "bind an agent to knowledge bases",
         "gitkb agent assign",
@@ -750,7 +754,7 @@ METHODS: tuple[Action, ...] = (
         (
             P("query", QUERY, required=True),
             P("indexes", NAMES),
-            P("top_k", _int(1, MAX_TOP_K)),
+            P("top_n", _int(1, MAX_TOP_K), f"how many results, 1-{MAX_TOP_K}"),
             P("tenant", STRING),
             P("tiers", SEARCHING[-1].schema),
             P("mode", MODE),

@@ -41,13 +41,15 @@ def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
             if score > best_score:
                 best_score, best_start = score, positions[j]
     start = max(0, best_start - max_chars // 6) if best_score > 0 else 0
+    start = min(start, len(text) - max_chars)  # near the end: a full window ending at the end, not a stub
+    end = start + max_chars
     # align to a word boundary
     if start > 0:
         sp = text.rfind(" ", 0, start)
         start = sp + 1 if sp >= 0 and start - sp < 30 else start
-    piece = text[start : start + max_chars]
+    piece = text[start:end]
     snippet = " ".join(piece.split())
-    return ("… " if start > 0 else "") + snippet + (" …" if start + max_chars < len(text) else "")
+    return ("… " if start > 0 else "") + snippet + (" …" if end < len(text) else "")
 
 
 def location(doc_text: str, start: int, end: int) -> dict[str, int]:

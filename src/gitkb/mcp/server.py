@@ -18,10 +18,13 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp
 
 from gitkb import __version__
 from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
+from gitkb.http.config import ServerConfig
+from gitkb.http.hosts import HostGate
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -135,7 +138,9 @@ def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         data, passages = await anyio.to_thread.run_sync(call, ws, agent_id, params.name, params.arguments)
-        return render.to_result(data, passages=passages, compact=params.name == "search_index")
+        return render.to_result(
+            data, passages=passages, compact=tools.compacts(params.name, params.arguments)
+        )
 
     name = "gitkb" if agent_id is None else f"gitkb ({agent_id})"
     return Server(
@@ -152,9 +157,18 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def serve_http(server: Server[Any], host: str = "127.0.0.1", port: int = 8781, path: str = "/mcp") -> None:
-    """Streamable HTTP on ``host:port`` (DNS-rebinding protection is on for loopback hosts)."""
+def http_app(server: Server[Any], cfg: ServerConfig, host: str = "127.0.0.1", path: str = "/mcp") -> ASGIApp:
+    """The streamable HTTP app behind the HTTP API's ``Host`` allowlist (``gitkb.http.hosts``):
+    localhost, ``[server] public_host``, ``allowed_hosts`` and the address the connection
+    reached; any other ``Host`` is refused with 403 before the MCP transport reads the request
+    (the SDK's own check covers loopback binds only, not ``--allow-remote`` ones)."""
+    return HostGate(server.streamable_http_app(streamable_http_path=path, host=host), cfg)
+
+
+def serve_http(
+    server: Server[Any], cfg: ServerConfig, host: str = "127.0.0.1", port: int = 8781, path: str = "/mcp"
+) -> None:
+    """Streamable HTTP on ``host:port``, answering only the allowed ``Host`` names (``http_app``)."""
     import uvicorn  # heavy: uvicorn, only for the HTTP transport
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(http_app(server, cfg, host, path), host=host, port=port, log_level="warning")

@@ -27,22 +27,22 @@ def agent_group() -> None:
 )
 @click.option("--read-only", is_flag=True, help="The same as --mode read.")
 @click.option(
-    "--default-top-k",
-    "default_top_k",
+    "--default-top-n",
+    "default_top_n",
     cls=Renamed,
-    old=("--top-k",),
+    old=("--default-top-k", "--top-k"),
     type=int,
     help="The agent's default number of search results (1-50).",
 )
 def assign(
-    agent_id: str, kbs: tuple[str, ...], mode: str | None, read_only: bool, default_top_k: int | None
+    agent_id: str, kbs: tuple[str, ...], mode: str | None, read_only: bool, default_top_n: int | None
 ) -> None:
     """Bind AGENT_ID to the knowledge bases KBS in a mode."""
     if read_only and mode not in (None, "read"):
         raise click.UsageError("--read-only is --mode read; give one of them")
     chosen = "read" if read_only else mode
     run(
-        lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_k=default_top_k),
+        lambda ws: ws.agent_assign(agent_id, list(kbs), mode=chosen, default_top_n=default_top_n),
         _render_show,
     )
 
@@ -58,7 +58,7 @@ def unassign(agent_id: str, kbs: tuple[str, ...]) -> None:
 def _render_show(data: dict[str, Any]) -> None:
     if data.get("Message"):
         click.echo(data["Message"])
-    click.echo(f"agent {data['agent_id']}  default top_k {data['default_top_k']}")
+    click.echo(f"agent {data['agent_id']}  default top_n {data['default_top_n']}")
     rows = [
         (i["index_name"], i["index_id"], i.get("mode") or "read", ", ".join(i["via"]))
         for i in data.get("Indexes", [])

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gitkb.cli.commands.embeddings import wait_for_vectors
+from gitkb.cli.commands.embeddings import vectors_line, wait_for_vectors
 from gitkb.cli.output import emit_json, table
 from gitkb.cli.paging import page_options, with_more
 from gitkb.cli.progress import Bar
@@ -34,11 +34,14 @@ def _render_list(d: dict[str, Any]) -> None:
 
 @jobs_group.command("list")
 @click.option("--state", type=click.Choice(["queued", "running", "completed", "failed", "cancelled"]))
-@click.option("--limit", type=int, default=None, help="The older name of --count.")
+@click.option("--limit", type=int, default=None, hidden=True, help="The older spelling of --count.")
 @page_options
 def list_(state: str | None, limit: int | None, start: int | None, count: int | None) -> None:
     """Recent jobs, newest first, a page at a time (50 by default)."""
-    run(lambda ws: ws.list_jobs(limit=limit, state=state, start=start, count=count), with_more(_render_list))
+    run(
+        lambda ws: ws.list_jobs(state=state, start=start, count=count if count is not None else limit),
+        with_more(_render_list),
+    )
 
 
 def _render_job(d: dict[str, Any]) -> None:
@@ -46,6 +49,8 @@ def _render_job(d: dict[str, Any]) -> None:
     click.echo(f"{d['job_id']}  {d['kind']}  {d['status']}  {p.get('done')}/{p.get('total')}")
     if d.get("error"):
         click.echo(f"error: {d['error']}")
+    if isinstance(d.get("result"), dict) and vectors_line(d["result"]):
+        click.echo(vectors_line(d["result"]))  # what became of the vectors of what the job wrote
     if d.get("result") is not None:
         emit_json(d["result"])
 

@@ -31,10 +31,12 @@ def mcp(
         )
     import anyio  # serving only: anyio (~12 ms) stays off every CLI start
 
+    from gitkb.http.config import load_server_config  # heavy: fastapi, for the Host allowlist
     from gitkb.mcp.server import build_server, serve_http, serve_stdio  # heavy: mcp
 
     try:
         ws = state.workspace()
+        cfg = load_server_config(ws.settings)  # [server] public_host / allowed_hosts, as gitkb serve
         server = build_server(ws, agent_id)
     except GitkbError as exc:
         click.echo(f"error: {exc.message}", err=True)
@@ -51,7 +53,7 @@ def mcp(
         anyio.run(serve_stdio, server)
     else:
         click.echo(f"gitkb MCP (streamable HTTP) on http://{host}:{port}/mcp", err=True)
-        serve_http(server, host=host, port=port)
+        serve_http(server, cfg, host=host, port=port)
 
 
 def register(group: click.Group) -> None:

@@ -28,7 +28,6 @@ def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[st
     """This server's limits on an action's parameters (shared with the dedicated routes)."""
     cfg = get_state(request).cfg
     cap("top_n", params.get("top_n"), cfg.max_top_n)
-    cap("top_k", params.get("top_k"), cfg.max_top_n)
     if "count" in policy.document_index_action(name).fields:
         cap("count", params.get("count"), cfg.max_count)
     if name == "ADD_DOCUMENTS":

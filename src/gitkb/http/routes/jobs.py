@@ -70,9 +70,10 @@ async def list_jobs(
     state: str | None = None,
     start: int | None = START,
     count: int | None = COUNT,
-    limit: int | None = Query(None, description="the older name of count"),
+    limit: int | None = Query(None, include_in_schema=False),  # the older spelling of count
 ) -> JSONResponse:
-    return await call(request, "list_jobs", limit=limit, state=state, start=start, count=count)
+    count = count if count is not None else limit
+    return await call(request, "list_jobs", state=state, start=start, count=count)
 
 
 @router.get("/jobs/{job_id}", dependencies=AUTH, summary="A job: status, progress, result or error")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from gitkb.http.auth import Principal, authenticated
 from gitkb.http.calls import ActionBody, Body, call
@@ -29,7 +29,10 @@ class Assign(Body):
     kbs: list[str]
     mode: str | None = Field(None, description="read, propose (default) or write")
     read_only: bool | None = None
-    default_top_k: int | None = None
+    default_top_n: int | None = Field(
+        None,
+        validation_alias=AliasChoices("default_top_n", "default_top_k"),  # the older spelling works
+    )
 
 
 class Unassign(Body):
@@ -41,7 +44,7 @@ class SearchIndex(ActionBody):
     indexes: list[str] | None = Field(
         None, description="names or kidx_ ids; ids outside the agent's set are ignored"
     )
-    top_k: int | None = None
+    top_n: int | None = Field(None, validation_alias=AliasChoices("top_n", "top_k"))  # top_k: older spelling
     tenant: str | None = None
     tiers: list[str] | None = None
     mode: str | None = None

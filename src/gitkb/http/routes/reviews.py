@@ -29,9 +29,10 @@ async def audit(
     target: str | None = Query(None),
     start: int | None = START,
     count: int | None = COUNT,
-    limit: int | None = Query(None, description="the older name of count"),
+    limit: int | None = Query(None, include_in_schema=False),  # the older spelling of count
 ) -> JSONResponse:
-    return await call(request, "list_audit", target=target, limit=limit, start=start, count=count)
+    count = count if count is not None else limit
+    return await call(request, "list_audit", target=target, start=start, count=count)
 
 
 @router.get("/reviews", dependencies=AUTH, summary="Reviews (pending first)")

@@ -87,10 +87,10 @@ async def add_source(request: Request, body: AddSource) -> JSONResponse:
     return await call(request, "source_add", write=True, **params)
 
 
-@router.post("/sources/{name}/sync", dependencies=AUTH, summary="Fetch and re-index what changed; long")
-async def sync_source(request: Request, name: str, body: SyncSource | None = None) -> JSONResponse:
+@router.post("/sources/{source}/sync", dependencies=AUTH, summary="Fetch and re-index what changed; long")
+async def sync_source(request: Request, source: str, body: SyncSource | None = None) -> JSONResponse:
     extra = body.params() if body else {}
-    return await call(request, "source_sync", write=True, long=True, source=name, **extra)
+    return await call(request, "source_sync", write=True, long=True, source=source, **extra)
 
 
 class RollbackSource(Body):
@@ -98,14 +98,14 @@ class RollbackSource(Body):
 
 
 @router.post(
-    "/sources/{name}/rollback",
+    "/sources/{source}/rollback",
     dependencies=AUTH,
     summary="Admin: move a source's indexes back to an older commit of its branch; long",
 )
-async def rollback_source(request: Request, name: str, body: RollbackSource) -> JSONResponse:
-    return await call(request, "source_rollback", write=True, long=True, source=name, **body.params())
+async def rollback_source(request: Request, source: str, body: RollbackSource) -> JSONResponse:
+    return await call(request, "source_rollback", write=True, long=True, source=source, **body.params())
 
 
-@router.delete("/sources/{name}", dependencies=AUTH, summary="Remove a source (and its documents)")
-async def remove_source(request: Request, name: str, keep_documents: bool = False) -> JSONResponse:
-    return await call(request, "source_remove", write=True, source=name, keep_documents=keep_documents)
+@router.delete("/sources/{source}", dependencies=AUTH, summary="Remove a source (and its documents)")
+async def remove_source(request: Request, source: str, keep_documents: bool = False) -> JSONResponse:
+    return await call(request, "source_remove", write=True, source=source, keep_documents=keep_documents)

@@ -105,7 +105,7 @@ def status_view(raw: dict[str, Any]) -> dict[str, Any]:
 async def overview(request: Request) -> Response:
     require_page(request)
     status = status_view(expect(await ws_call(request, "get_index_status")))
-    jobs = expect(await ws_call(request, "list_jobs", limit=8)).get("Jobs", [])
+    jobs = expect(await ws_call(request, "list_jobs", count=8)).get("Jobs", [])
     indexes = expect(await ws_call(request, "document_index", "LIST_INDICES")).get("IndexDetails", {})
     got = await ws_call(request, "list_reviews", state="pending")
     pending = got.get("total_count", len(got.get("Reviews", []))) if got.get("Success") else None

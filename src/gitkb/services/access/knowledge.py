@@ -169,7 +169,7 @@ def agent_assign(
     *,
     mode: object = None,
     read_only: bool = False,
-    default_top_k: object = None,
+    default_top_n: object = None,
 ) -> dict[str, Any]:
     aid = validate_agent_id(agent_id)
     names = _names(kbs, "kbs")
@@ -178,14 +178,14 @@ def agent_assign(
         raise InvalidArgument(f"knowledge base(s) listed twice: {', '.join(dup)}; bind each once")
     chosen = binding_mode(mode, read_only)
     top_k = None
-    if default_top_k is not None:
+    if default_top_n is not None:
         if (
-            isinstance(default_top_k, bool)
-            or not isinstance(default_top_k, int)
-            or not 1 <= default_top_k <= MAX_TOP_K
+            isinstance(default_top_n, bool)
+            or not isinstance(default_top_n, int)
+            or not 1 <= default_top_n <= MAX_TOP_K
         ):
-            raise InvalidArgument(f"default_top_k must be an integer from 1 to {MAX_TOP_K}")
-        top_k = default_top_k
+            raise InvalidArgument(f"default_top_n must be an integer from 1 to {MAX_TOP_K}")
+        top_k = default_top_n
     rows = [get_kb(ctx, n) for n in names]
     with ctx.catalog.write() as conn:
         kb_rows.agent_upsert(conn, aid, top_k)
@@ -237,7 +237,7 @@ def agent_show(ctx: Context, agent_id: object) -> dict[str, Any]:
             cur["read_only"] = cur["mode"] == "read"
     return {
         "agent_id": aid,
-        "default_top_k": agent.default_top_k,
+        "default_top_n": agent.default_top_k,
         "KnowledgeBases": kbs,
         "Indexes": sorted(index_access.values(), key=lambda d: d["index_name"]),
         "read_only": all(k["read_only"] for k in kbs) if kbs else True,

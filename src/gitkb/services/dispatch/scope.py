@@ -7,7 +7,7 @@ Every agent-facing entry point goes through here:
 * ``search_index`` (in ``scoped_search``) searches only readable indexes; requested indexes outside
   the scope (ids or names, known or not) are listed under ``ignored`` and are
   never searched, and an all-ignored request searches nothing — the scope is
-  never widened. ``top_k`` is an integer from 1 to 50 (default from the
+  never widened. ``top_n`` is an integer from 1 to 50 (default from the
   binding).
 * ``plan_action`` / ``finish_action`` wrap ``document_index`` for an agent:
   reads need the index in scope, the agent's writes need a read-write binding,

@@ -1,7 +1,7 @@
 """SEARCH for an agent (``search_index``): only the indexes its scope can read, citations out.
 
 Requested indexes outside the scope (ids or names, known or not) are listed under ``ignored`` and
-never searched; an all-ignored request searches nothing. ``top_k`` is an integer from 1 to
+never searched; an all-ignored request searches nothing. ``top_n`` is an integer from 1 to
 ``MAX_TOP_K`` (default from the binding). An agent's query embeddings are recorded as its usage.
 """
 
@@ -17,14 +17,14 @@ from gitkb.services.operations import usage
 from gitkb.services.retrieval import search, tenancy
 
 
-def validate_top_k(top_k: Any, default: int) -> int:
-    if top_k is None:
+def validate_top_n(top_n: Any, default: int) -> int:
+    if top_n is None:
         return default
-    if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise InvalidArgument(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidArgument(f"top_k must be from 1 to {MAX_TOP_K}, got {top_k}")
-    return top_k
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        raise InvalidArgument(f"top_n must be an integer from 1 to {MAX_TOP_K}, got {top_n!r}")
+    if not 1 <= top_n <= MAX_TOP_K:
+        raise InvalidArgument(f"top_n must be from 1 to {MAX_TOP_K}, got {top_n}")
+    return top_n
 
 
 def citation(hit: dict[str, Any]) -> dict[str, Any]:
@@ -52,13 +52,13 @@ def search_index(
     query: Any,
     *,
     indexes: Any = None,
-    top_k: Any = None,
+    top_n: Any = None,
     tenant: Any = None,
     tiers: Any = None,
     mode: Any = None,
 ) -> dict[str, Any]:
     q = search.validate_query(query)
-    k = validate_top_k(top_k, scope.default_top_k)
+    k = validate_top_n(top_n, scope.default_top_k)
     rows, ignored = resolve_refs(ctx, scope, indexes)
     warnings: list[str] = []
     cost = usage.QueryCost()
@@ -85,7 +85,7 @@ def search_index(
     out: dict[str, Any] = {
         "query": q,
         "mode": res.get("mode"),
-        "top_k": k,
+        "top_n": k,
         "indexes": [{"index_id": r.id, "index_name": r.name} for r in rows],
         "ignored": ignored,
         "Results": results,

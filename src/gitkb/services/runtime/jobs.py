@@ -142,6 +142,15 @@ def error_from_row(job: JobRow) -> GitkbError:
 # -- running ---------------------------------------------------------------
 
 
+# Staged on an interrupted job: the change-log head when its first run began, so the run that
+# completes it summarises the vectors of everything the job wrote (not only its own last run).
+WROTE_FROM = "_wrote_from_seq"
+RESUMED_NOTE = (
+    "this job was interrupted and resumed: its counts are those of its last run (what an earlier run"
+    " wrote counts as unchanged); the vectors summary covers every run"
+)
+
+
 def runner_name() -> str:
     """Who runs a job: host, process and thread."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
@@ -168,18 +177,24 @@ def _execute(
             raise Interrupted()
 
     state, result, err, code = "completed", None, None, None
+    seq0: int | None = None
     try:
         if spec is None:
             raise errors.InvalidArgument(f"unknown job kind {job.kind!r}")
         params = job_rows.params_for_run(ctx.catalog.conn, job)
+        first = params.pop(WROTE_FROM, None)
         with ctx.write_lock:
             seq0 = changes.head(ctx.catalog.conn)
             result = spec.fn(ctx, params, progress)
-            result = _with_vectors(ctx, result, seq0)
+            result = _with_vectors(ctx, result, first if isinstance(first, int) else seq0)
+            if isinstance(first, int) and isinstance(result, dict):
+                result = {**result, "Warnings": [*(result.get("Warnings") or []), RESUMED_NOTE]}
     except CancelRequested:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
     except Interrupted:
         with ctx.catalog.write() as conn:
+            if seq0 is not None:  # what this run wrote counts in the vectors summary of the run that ends it
+                job_rows.stage_once(conn, job.id, WROTE_FROM, seq0)
             job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
         got = job_rows.get(ctx.catalog.conn, job.id)
         assert got is not None

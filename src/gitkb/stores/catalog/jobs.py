@@ -217,6 +217,14 @@ def finish(
     conn.execute("DELETE FROM job_staged WHERE job_id=?", (job_id,))
 
 
+def stage_once(conn: sqlite3.Connection, job_id: str, key: str, value: Any) -> None:
+    """Keep ``value`` under ``key`` for the job's later runs, unless a value is kept there already."""
+    conn.execute(
+        "INSERT INTO job_staged(job_id, key, value) VALUES (?,?,?) ON CONFLICT(job_id, key) DO NOTHING",
+        (job_id, key, json.dumps(value)),
+    )
+
+
 def requeue(conn: sqlite3.Connection, job_id: str, note: str) -> None:
     conn.execute(
         "UPDATE jobs SET state='queued', runner=NULL, started_at=NULL, progress_note=? WHERE id=?",
