@@ -249,3 +249,61 @@ def jobs_or_vectors_behind(w: Workspace) -> bool:
     from gitkb.services.runtime.writer import work_left  # cycle-free: only this helper needs it
 
     return work_left(w.ctx)
+
+
+def test_a_signed_webhook_sent_to_another_node_syncs_once(
+    node: Node, tmp_path: Path, catalog: Path, upstream: Any
+) -> None:
+    """The webhook reaches node c (not the writer): it is recorded once in the shared catalog, the sync
+    runs on the writer a, and the new page is keyword-searchable through b; a replay to b is a duplicate."""
+    import uuid  # only this test signs deliveries
+
+    from fastapi.testclient import TestClient  # heavy: fastapi
+
+    from gitkb.http import create_app  # heavy: fastapi
+    from gitkb.services.changes import webhook_intake
+    from gitkb.services.changes.webhooks import github_signature
+    from helpers import SOURCE
+
+    a, b = node("a"), node("b")
+    ok(a.source_add(SOURCE, str(upstream.remote)))
+    ok(a.source_sync(SOURCE))
+    webhook_intake.set_webhook_secret(a.ctx, SOURCE, "s3cret")
+    before = upstream.remote_sha("main")
+    upstream.write(
+        "docs/runbooks/zz-nodes.md",
+        "---\ntitle: Nodes page\n---\n# Nodes page\n\nThe nebula failover procedure.\n",
+    )
+    after = upstream.commit_push("add a page")
+    payload = {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "repository": {"clone_url": f"file://{upstream.remote}", "html_url": "https://example.invalid/x"},
+        "commits": [],
+    }
+    body = json.dumps(payload).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": github_signature("s3cret", body),
+    }
+    apps = [create_app(node_settings(tmp_path / name, catalog)) for name in ("c", "b2")]
+    with (
+        TestClient(apps[0], client=("127.0.0.1", 1)) as c,
+        TestClient(apps[1], client=("127.0.0.1", 1)) as b2,
+    ):
+        r = c.post("/webhooks/github", content=body, headers=headers)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+        done = jobs.wait(b.ctx, job_id, timeout=60)
+        assert done.state == "completed", done
+        assert a.ctx.is_writer  # run by the writer, not by c
+        hits = ok(b.document_index("SEARCH", query="nebula", mode="keyword"))["Results"]
+        assert hits and hits[0]["filepath"].endswith("zz-nodes.md")
+        again = b2.post("/webhooks/github", content=body, headers=headers)  # the replay, to another node
+        assert again.status_code == 200 and again.json()["duplicate"] is True
+        assert again.json()["job_id"] == job_id
+    syncs = [j for j in ok(a.list_jobs(count=100))["Jobs"] if j["kind"] == done.kind]
+    assert len(syncs) == 2  # the first sync and the webhook's: one each
