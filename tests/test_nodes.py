@@ -23,6 +23,7 @@ from gitkb import Workspace
 from gitkb.services.runtime import jobs, nodes
 from gitkb.stores import node_rows
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.documents import all_chunk_cids, count_all
 from gitkb.stores.node_lease import get_lease
 from helpers import ok, wait_until
@@ -151,6 +152,42 @@ def test_a_dead_writer_elsewhere_passes_the_lease_within_lease_seconds(node: Nod
     assert not a.ctx.is_writer and a.ctx.writer is None
     ok(a.document_index("CREATE_INDEX", index_name="kb"))  # a's writes now go through the queue to b
     assert ok(b.document_index("LIST_INDICES"))
+
+
+def test_a_writer_that_lost_its_lease_leaves_the_job_to_the_new_writer(node: Node) -> None:
+    """The old writer stops at its job's next step and does not hand back a job the new writer runs."""
+    add_slow_kind()
+    try:
+        a = node("a", lease_seconds=2)
+        b = node("b", lease_seconds=2)
+        ok(a.document_index("CREATE_INDEX", index_name="kb"))
+        job = jobs.submit(a.ctx, SLOW_KIND, {"index_name": "kb", "n": 40, "sleep": 0.1})
+        wait_until(
+            lambda: jobs.job_result(a.ctx, job.id)["status"] == "running", timeout=30, what="a to run it"
+        )
+        old = a.ctx.writer
+        assert a.ctx.heartbeat is not None and old is not None
+        a.ctx.heartbeat.stop()  # a goes silent (a pause, a partition): b takes the lease and the job
+        with a.ctx.catalog.write() as conn:
+            conn.execute("UPDATE writer_lease SET renewed_at = 0")
+        wait_until(lambda: b.ctx.is_writer, timeout=10, what="b to take the lease")
+
+        def b_runs_it() -> bool:
+            got = job_rows.get(b.ctx.catalog.conn, job.id)
+            return bool(got and got.state == "running" and got.attempts == 2)
+
+        wait_until(b_runs_it, timeout=30, what="b to run the recovered job")
+        runner = job_rows.get(b.ctx.catalog.conn, job.id).runner  # type: ignore[union-attr]
+        nodes.beat_once(a.ctx, a.ctx.take_lease)  # a learns it lost the lease and stops its writer
+        assert not a.ctx.is_writer
+        old.stop()
+        got = job_rows.get(b.ctx.catalog.conn, job.id)
+        assert got is not None and got.state in ("running", "completed") and got.runner == runner, got
+        done = jobs.wait(b.ctx, job.id, timeout=60)
+        assert done.state == "completed" and done.attempts == 2
+        assert count_all(b.ctx.catalog.conn) == 40
+    finally:
+        jobs.remove_kind(SLOW_KIND)
 
 
 def test_kill_9_the_writer_during_a_job_the_other_node_completes_it(

@@ -195,7 +195,9 @@ def _execute(
         with ctx.catalog.write() as conn:
             if seq0 is not None:  # what this run wrote counts in the vectors summary of the run that ends it
                 job_rows.stage_once(conn, job.id, WROTE_FROM, seq0)
-            job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
+            now = job_rows.get(conn, job.id)
+            if now is not None and now.state == "running" and now.runner == job.runner:  # not taken over
+                job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
         got = job_rows.get(ctx.catalog.conn, job.id)
         assert got is not None
         return got
