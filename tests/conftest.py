@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from helpers import postgres
 from helpers.sources import SOURCE, Upstream, git
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,11 +48,79 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
+# The suites that run against both catalog backends (SQLite and PostgreSQL): every test in them
+# that uses a workspace (``ws``, ``make_ws``, ``client``, ``make_client``, ``catalog_url``) runs
+# twice, ``[sqlite]`` and ``[postgresql]``.
+BOTH_BACKENDS = {
+    "test_catalog_backends.py",
+    "test_cite_stale.py",  # the retired-chunk triggers (PL/pgSQL on PostgreSQL)
+    "test_crash_safety.py",
+    "test_document_index.py",
+    "test_http_reviews.py",
+    "test_jobs.py",
+    "test_knowledge.py",
+    "test_proposal_refresh.py",
+    "test_proposals.py",
+    "test_review.py",
+    "test_review_crash.py",
+    "test_sources.py",
+    "test_squash_merges.py",
+}
+
+
+# GITKB_TEST_EVERY_SUITE_ON_POSTGRES=1: every module that uses a workspace runs on both (to find
+# what does not work on PostgreSQL yet).
+EVERY_SUITE = os.environ.get("GITKB_TEST_EVERY_SUITE_ON_POSTGRES") == "1"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    both = EVERY_SUITE or Path(str(metafunc.module.__file__)).name in BOTH_BACKENDS
+    if "catalog_backend" in metafunc.fixturenames and both:
+        metafunc.parametrize("catalog_backend", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def make_ws(home: Path) -> Iterator[Callable[..., Any]]:
+def catalog_backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` (the default) or ``postgresql`` (the suites in ``BOTH_BACKENDS``)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def catalog_for(
+    catalog_backend: str, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Path], str | None]]:
+    """The catalog URL of the workspace at a home: None on SQLite (``<home>/catalog.sqlite3``); on
+    PostgreSQL a fresh database per home (``home``'s is also ``GITKB_CATALOG_URL``, so a ``gitkb``
+    subprocess the test starts opens the same catalog). Databases are dropped at teardown."""
+    made: dict[Path, str] = {}
+
+    def url(at: Path) -> str | None:
+        if catalog_backend != "postgresql":
+            return None
+        at = Path(at).absolute()
+        if at not in made:
+            made[at] = postgres.create_database()
+        return made[at]
+
+    if catalog_backend == "postgresql":
+        monkeypatch.setenv("GITKB_CATALOG_URL", str(url(home)))
+    yield url
+    for u in made.values():
+        with contextlib.suppress(Exception):
+            postgres.drop_database(u)
+
+
+@pytest.fixture
+def catalog_url(catalog_for: Callable[[Path], str | None], home: Path) -> str | None:
+    """The catalog URL of the workspace at ``home`` (None: SQLite)."""
+    return catalog_for(home)
+
+
+@pytest.fixture
+def make_ws(home: Path, catalog_for: Callable[[Path], str | None]) -> Iterator[Callable[..., Any]]:
     """A factory of workspaces (at ``home`` unless given another) with the fast deterministic
     embedder; keyword arguments go to ``Workspace`` and override those defaults. All are closed
-    at teardown."""
+    at teardown. In a both-backend suite each home's catalog is on the test's backend."""
     from gitkb import Workspace
 
     opened: list[Any] = []
@@ -59,6 +128,7 @@ def make_ws(home: Path) -> Iterator[Callable[..., Any]]:
     def make(at: Path | None = None, **kw: Any) -> Any:
         kw.setdefault("embedding_provider", "hashing")
         kw.setdefault("embedding_model", "hashing-384")
+        kw.setdefault("catalog_url", catalog_for(at or home))
         w = Workspace(at or home, **kw)
         opened.append(w)
         return w
@@ -78,7 +148,7 @@ LOCAL_PEER = ("127.0.0.1", 50000)
 
 
 @pytest.fixture
-def make_client(home: Path) -> Iterator[Callable[..., Any]]:
+def make_client(home: Path, catalog_for: Callable[[Path], str | None]) -> Iterator[Callable[..., Any]]:
     """A factory of HTTP clients: the app over the workspace at ``home`` (or ``at``), hashing
     embedder, through the ASGI TestClient, started now and closed at teardown. ``toml`` is
     written to gitkb.toml first; ``peer`` is the client address the app sees."""
@@ -100,7 +170,12 @@ def make_client(home: Path) -> Iterator[Callable[..., Any]]:
             where.mkdir(parents=True, exist_ok=True)
             if toml is not None:
                 (where / "gitkb.toml").write_text(toml)
-            settings = load_settings(where, embedding_provider="hashing", embedding_model="hashing-384")
+            settings = load_settings(
+                where,
+                embedding_provider="hashing",
+                embedding_model="hashing-384",
+                catalog_url=catalog_for(where),
+            )
             app = create_app(settings)
             return stack.enter_context(
                 TestClient(app, client=peer, raise_server_exceptions=raise_server_exceptions)

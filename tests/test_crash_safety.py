@@ -64,6 +64,7 @@ def wait_caught_up(ws: Workspace, timeout: float = 120) -> dict[str, Any]:
     return wait_until(caught_up, timeout=timeout, interval=0.1, what="the index to catch up")
 
 
+@pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
 @pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 def test_sigkill_during_ingest_loses_nothing(tmp_path: Path, point: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitkb.services.changes.review import local_requester
+from gitkb.services.changes.review_request import local_requester
 from gitkb.services.changes.sources.merges import request_sync
 from helpers import SOURCE, Upstream, git
 

@@ -64,6 +64,7 @@ def row(ws: Any, rid: str) -> prop_rows.ReviewRow:
     return r
 
 
+@pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
 @pytest.mark.parametrize("point", ["review.after_push", "review.after_change_request"])
 def test_killed_after_the_push_is_reconciled_as_pushed_with_one_change_request(
     home: Path, upstream: Upstream, point: str
@@ -92,6 +93,7 @@ def test_killed_after_the_push_is_reconciled_as_pushed_with_one_change_request(
         assert upstream.remote_sha(BRANCH) == sha
 
 
+@pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
 def test_killed_before_the_push_is_reconciled_as_interrupted_and_can_be_approved_again(
     home: Path, upstream: Upstream
 ) -> None:
@@ -117,6 +119,7 @@ def test_killed_before_the_push_is_reconciled_as_interrupted_and_can_be_approved
         assert upstream.remote_sha(BRANCH) == sha
 
 
+@pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
 def test_a_crashed_push_counts_when_the_branch_is_merged(home: Path, upstream: Upstream) -> None:
     """The sync settles merges: a review left mid-push is reconciled first, so its merge is seen."""
     rid, sha = pending_review(home, upstream)

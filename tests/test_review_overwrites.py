@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
-from gitkb.services.changes.review import local_requester
+from gitkb.services.changes.review_request import local_requester
 from helpers import SOURCE, Upstream, error_code, error_message, git
 
 BRANCH = f"gitkb/proposals/{SOURCE}"

@@ -585,7 +585,7 @@ def check_private_home(home: Path, upstream: Upstream) -> None:
     from gitkb import Workspace
     from gitkb.http.discovery import write_record
     from gitkb.http.ui.session import load_secret
-    from gitkb.workspace import internal_error_response
+    from gitkb.workspace.base import internal_error_response
 
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as ws:
         assert ws.document_index("CREATE_INDEX", index_name="kb")["Success"]

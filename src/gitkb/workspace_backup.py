@@ -1,4 +1,4 @@
-"""The ``Workspace``'s ``backup`` and ``restore`` methods (``workspace.py`` binds them with ``tool``,
+"""The ``Workspace``'s ``backup`` and ``restore`` methods (``workspace/__init__.py`` binds them with ``tool``,
 which asks the policy and builds the envelope), and ``Operator``: the local operator as the caller
 of ``restore`` when no workspace is open (``gitkb restore FILE DIR``).
 

@@ -50,8 +50,10 @@ INIT_HINT = "create one with `gitkb init` (./.gitkb), or name one with --home DI
 
 
 def is_workspace(path: Path) -> bool:
-    """A directory gitkb has opened before (its catalog) or been configured in (gitkb.toml)."""
-    return path.is_dir() and ((path / "catalog.sqlite3").exists() or (path / CONFIG_FILE).is_file())
+    """A directory gitkb has opened before (its SQLite catalog, or the keyword index every workspace
+    keeps, whichever engine holds its catalog) or been configured in (gitkb.toml)."""
+    markers = (path / "catalog.sqlite3").exists() or (path / "keywords").is_dir()
+    return path.is_dir() and (markers or (path / CONFIG_FILE).is_file())
 
 
 def _ceilings(env: Mapping[str, str]) -> set[Path]:

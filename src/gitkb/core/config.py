@@ -118,6 +118,8 @@ class Settings:
     promote_after_seconds: float = 2.0
     node: str | None = None  # the host name checkouts are recorded under (default: this host's name)
     credentials: tuple[Credential, ...] = ()  # [[credentials]]: the only secrets a source may use
+    # [catalog] url / GITKB_CATALOG_URL: postgresql://... or sqlite:////abs/path (None: catalog_path)
+    catalog_url: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
     @property
@@ -169,6 +171,7 @@ def load_settings(
             raise InvalidArgument(f"{cfg_file} is not valid TOML: {exc}") from exc
     emb = raw.get("embedding", {}) if isinstance(raw.get("embedding"), dict) else {}
     chroma = raw.get("chroma", {}) if isinstance(raw.get("chroma"), dict) else {}
+    catalog = raw.get("catalog", {}) if isinstance(raw.get("catalog"), dict) else {}
     s = Settings(home=root, raw=raw)
     values: dict[str, Any] = {}
     if "provider" in emb:
@@ -185,6 +188,8 @@ def load_settings(
         values["chroma_port"] = int(chroma["port"])
     if isinstance(chroma.get("headers"), dict):
         values["chroma_headers"] = {str(k): str(v) for k, v in chroma["headers"].items()}
+    if catalog.get("url"):
+        values["catalog_url"] = str(catalog["url"])
     if "credentials" in raw:
         values["credentials"] = parse_credentials(raw["credentials"])
     if env.get("GITKB_EMBEDDING_PROVIDER"):
@@ -197,6 +202,8 @@ def load_settings(
         values["chroma_port"] = int(env["GITKB_CHROMA_PORT"])
     if env.get("GITKB_PROMOTE_AFTER_SECONDS"):
         values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
+    if env.get("GITKB_CATALOG_URL"):
+        values["catalog_url"] = env["GITKB_CATALOG_URL"]
     if env.get("GITKB_NODE"):
         values["node"] = env["GITKB_NODE"]
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -28,7 +28,7 @@ from gitkb.http.hosts import HostGate
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
-from gitkb.workspace import internal_error_response
+from gitkb.workspace.base import internal_error_response
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
 from gitkb.core.meters import Meters
-from gitkb.stores.catalog import Catalog
+from gitkb.stores.catalog import CatalogStore, open_catalog
 from gitkb.stores.keywords import KeywordIndex
 from gitkb.stores.lease import LocalGuard
 from gitkb.stores.node_lease import WriterLease
@@ -34,7 +34,7 @@ def keywords_mark(settings: Settings, node_id: str) -> str:
     """The name of this node's keyword watermark: ``keywords`` for the home that holds its catalog file
     (one home, as always), ``keywords@<node id>`` for a node sharing a catalog kept elsewhere."""
     own = settings.home / "catalog.sqlite3"
-    if getattr(settings, "catalog_url", None) is None and settings.catalog_path == own:
+    if settings.catalog_url is None and settings.catalog_path == own:
         return KEYWORDS_PREFIX
     return f"{KEYWORDS_PREFIX}@{node_id}"
 
@@ -97,7 +97,7 @@ class Context:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         private_dirs(settings.home)  # 0700 when gitkb creates it (gitkb.core.files)
-        self.catalog = Catalog(settings.catalog_path)
+        self.catalog: CatalogStore = open_catalog(settings.catalog_url, settings.catalog_path)
         self.keywords = KeywordIndex(settings.keywords_path)
         # Serialises index writes inside this process (the cross-process writer
         # lease is held by whoever runs jobs; see services.runtime.jobs).

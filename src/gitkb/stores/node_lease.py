@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from gitkb.stores.catalog import Catalog
+from gitkb.stores.catalog.engine import CatalogStore, Conn
 from gitkb.stores.lease import LocalGuard
 
 NAME = "writer"
@@ -49,7 +48,7 @@ class LeaseRow:
         }
 
 
-def get_lease(conn: sqlite3.Connection) -> LeaseRow | None:
+def get_lease(conn: Conn) -> LeaseRow | None:
     r = conn.execute(
         "SELECT token, node_id, host, pid, acquired_at, renewed_at FROM writer_lease WHERE name = ?", (NAME,)
     ).fetchone()
@@ -58,7 +57,7 @@ def get_lease(conn: sqlite3.Connection) -> LeaseRow | None:
     return LeaseRow(str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), float(r[5]))
 
 
-def _claim(conn: sqlite3.Connection, mine: LeaseRow, replacing: str | None) -> bool:
+def _claim(conn: Conn, mine: LeaseRow, replacing: str | None) -> bool:
     """Write ``mine`` as the holder when the row is absent (``replacing`` None) or still holds the token
     ``replacing``; returns whether the row is now ours."""
     if replacing is None:
@@ -86,14 +85,14 @@ def _claim(conn: sqlite3.Connection, mine: LeaseRow, replacing: str | None) -> b
     return now is not None and now.token == mine.token
 
 
-def _renew(conn: sqlite3.Connection, token: str, at: float) -> bool:
+def _renew(conn: Conn, token: str, at: float) -> bool:
     cur = conn.execute(
         "UPDATE writer_lease SET renewed_at = ? WHERE name = ? AND token = ?", (at, NAME, token)
     )
     return cur.rowcount == 1
 
 
-def _release(conn: sqlite3.Connection, token: str) -> None:
+def _release(conn: Conn, token: str) -> None:
     conn.execute("DELETE FROM writer_lease WHERE name = ? AND token = ?", (NAME, token))
 
 
@@ -124,7 +123,7 @@ def takeable(row: LeaseRow, *, host: str, now: float, lease_seconds: float) -> b
 class WriterLease:
     """This process's view of the writer lease: the home's local guard plus the catalog row."""
 
-    def __init__(self, guard: LocalGuard, catalog: Catalog, node_id: str, lease_seconds: float) -> None:
+    def __init__(self, guard: LocalGuard, catalog: CatalogStore, node_id: str, lease_seconds: float) -> None:
         self.guard = guard
         self.catalog = catalog
         self.node_id = node_id

@@ -4,15 +4,14 @@ again on any node: one row per proposal, for the commit it is at now (``stores.n
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from gitkb.stores.catalog.engine import Conn
 
-def record_spec(
-    conn: sqlite3.Connection, proposal_id: str, parent_sha: str, commit_sha: str, spec: dict[str, Any]
-) -> None:
+
+def record_spec(conn: Conn, proposal_id: str, parent_sha: str, commit_sha: str, spec: dict[str, Any]) -> None:
     conn.execute(
         "INSERT INTO proposal_specs(proposal_id, parent_sha, commit_sha, spec, recorded_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT(proposal_id) DO UPDATE SET parent_sha = excluded.parent_sha,"
@@ -21,7 +20,7 @@ def record_spec(
     )
 
 
-def specs_for(conn: sqlite3.Connection, proposal_ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+def specs_for(conn: Conn, proposal_ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
     """proposal id -> (the commit its spec makes, the spec)."""
     if not proposal_ids:
         return {}

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from gitkb.stores.catalog.engine import Conn
 
 NODE_FILE = "node.json"
 KEYWORDS_PREFIX = "keywords"  # every keyword watermark's name starts with it ("keywords", "keywords@<node>")
@@ -55,9 +56,7 @@ class NodeRow:
     heartbeat_at: float
 
 
-def beat(
-    conn: sqlite3.Connection, node_id: str, *, host: str, pid: int, home: str, keywords_mark: str, at: float
-) -> None:
+def beat(conn: Conn, node_id: str, *, host: str, pid: int, home: str, keywords_mark: str, at: float) -> None:
     """Register the node or record that it is alive."""
     conn.execute(
         "INSERT INTO nodes(id, host, pid, home, keywords_mark, started_at, heartbeat_at)"
@@ -68,7 +67,7 @@ def beat(
     )
 
 
-def list_nodes(conn: sqlite3.Connection) -> list[NodeRow]:
+def list_nodes(conn: Conn) -> list[NodeRow]:
     return [
         NodeRow(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), float(r[5]), float(r[6]))
         for r in conn.execute(
@@ -77,13 +76,13 @@ def list_nodes(conn: sqlite3.Connection) -> list[NodeRow]:
     ]
 
 
-def floor(conn: sqlite3.Connection) -> int:
+def floor(conn: Conn) -> int:
     """The highest change-log seq compaction removed (0: none)."""
     r = conn.execute("SELECT seq FROM changes_floor WHERE id = 1").fetchone()
     return int(r[0]) if r else 0
 
 
-def holding_floor(conn: sqlite3.Connection, *, live_since: float, also: Iterable[str] = ()) -> int | None:
+def holding_floor(conn: Conn, *, live_since: float, also: Iterable[str] = ()) -> int | None:
     """The lowest watermark that still counts (None when none does): live nodes' keyword watermarks,
     every watermark that is not a keyword one, and those named in ``also`` (0 when not stored yet)."""
     live = {n.keywords_mark for n in list_nodes(conn) if n.heartbeat_at >= live_since}
@@ -94,9 +93,7 @@ def holding_floor(conn: sqlite3.Connection, *, live_since: float, also: Iterable
     return min(seqs) if seqs else None
 
 
-def compact(
-    conn: sqlite3.Connection, *, live_since: float, at: float, also: Iterable[str] = ()
-) -> tuple[int, int]:
+def compact(conn: Conn, *, live_since: float, at: float, also: Iterable[str] = ()) -> tuple[int, int]:
     """Remove the entries every counting watermark has passed (call inside a write transaction);
     returns (the floor now, entries removed). With no watermark counting nothing is removed."""
     old = floor(conn)

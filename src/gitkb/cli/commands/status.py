@@ -29,6 +29,8 @@ def _render_status(d: dict[str, Any]) -> None:
     click.echo(f"dirty paths:       {d['dirty_paths']}")
     click.echo(f"dirty embeddings:  {d['dirty_embeddings']}")
     click.echo(f"write generation:  {d['write_generation']}")
+    cat = d.get("catalog") or {}
+    click.echo(f"catalog:           {cat.get('engine', '?')} {cat.get('url') or cat.get('path') or ''}")
     for key in ("error", "last_reindex_error", "last_build_embeddings_error"):
         if d.get(key):
             click.echo(f"{key.replace('_', ' ')}: {d[key]}")

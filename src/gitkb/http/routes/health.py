@@ -26,8 +26,8 @@ async def healthz() -> dict[str, Any]:
     return ok_body()
 
 
-def _catalog(state: AppState) -> None:
-    probe_catalog(state.workspace.ctx)
+def _catalog(state: AppState) -> str:
+    return probe_catalog(state.workspace.ctx)
 
 
 async def _vectors(state: AppState) -> str:
@@ -54,9 +54,10 @@ def _failed(what: str, exc: Exception) -> str:
 async def readyz(request: Request) -> JSONResponse:
     state = get_state(request)
     checks: dict[str, Any] = {}
+    engine: str | None = None
     failed: list[str] = []
     try:
-        await run_blocking(state, _catalog, state)
+        engine = await run_blocking(state, _catalog, state)
         checks["catalog"] = "ok"
     except Exception as exc:  # noqa: BLE001 - a probe reports, it does not crash
         checks["catalog"] = _failed("catalog", exc)
@@ -73,4 +74,5 @@ async def readyz(request: Request) -> JSONResponse:
             details={"checks": checks},
             next_steps=["check the Chroma server and the workspace directory; GET /readyz again"],
         )
-    return JSONResponse(ok_body(checks=checks, writer=state.workspace.ctx.is_writer))
+    # catalog_engine: "sqlite" or "postgresql" (never its address)
+    return JSONResponse(ok_body(checks=checks, writer=state.workspace.ctx.is_writer, catalog_engine=engine))

@@ -9,7 +9,8 @@ binary, size under ``[proposals] max_bytes``, sidecars still valid -- and
 only then write one commit in memory on top of the earlier staged proposals
 (pygit2, no checkout) and move the branch with a compare-and-swap. Any
 failure leaves the branch exactly as it was. Staging touches neither the
-indexes nor the remote; ``open_kb_pull_request`` (services.changes.review) does.
+indexes nor the remote: ``open_kb_pull_request`` (services.changes.review_request) records a
+review, and only its approval (services.changes.review) pushes.
 """
 
 from __future__ import annotations

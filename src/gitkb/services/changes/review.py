@@ -1,6 +1,7 @@
-"""The action-review gate in front of every push, and open_kb_pull_request.
+"""The action-review gate in front of every push: reviews shown, denied, approved (and pushed).
 
-``open_kb_pull_request`` records what would be pushed -- source, branch, base
+A review is requested by ``review_request.request_review`` (the ``open_kb_pull_request`` action),
+which records what would be pushed -- source, branch, base
 and head commits, the staged diff, ``changed_files``, the proposals -- as a
 *pending* review, and pushes nothing. Calling it again for the same branch
 state returns the same review; staging more proposals first supersedes the
@@ -27,70 +28,24 @@ approving it again looks again. Every decision and push goes to the audit log.
 
 from __future__ import annotations
 
-import getpass
-import re
 import time
 from typing import Any
 
-from gitkb.core.change_planning import changed_files
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
 from gitkb.core.paging import page_of, paged
 from gitkb.services.changes import audit
 from gitkb.services.changes import review_push as rp
-from gitkb.services.changes.proposals import author
-from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
-from gitkb.services.changes.sources.staging import restack
+from gitkb.services.changes.sources.registry import open_repo, resolve_source
 from gitkb.services.context import Context
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.proposals import ReviewRow
 from gitkb.stores.catalog.sources import SourceRow
-from gitkb.stores.git_replay import merge_base, replay, squash
 from gitkb.stores.repos import ManagedRepo
 
-REQUESTER = re.compile(r"^(agent|token|local):[^\x00-\x1f\x7f]{1,200}$")
 
-
-def local_requester() -> str:
-    """``local:<user>``: who asks when a person runs the CLI or the library on this machine."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # pragma: no cover - no passwd entry
-        user = "operator"
-    return f"local:{user}"
-
-
-def _requester(requested_by: Any) -> str:
-    if requested_by is None or requested_by == "":
-        return local_requester()
-    if not isinstance(requested_by, str) or not REQUESTER.match(requested_by):
-        raise InvalidArgument(
-            f"requested_by must be agent:<id>, token:<name> or local:<user>, got {requested_by!r}"
-        )
-    return requested_by
-
-
-def _target_index(ctx: Context, row: SourceRow, first: str, target_index: str) -> str | None:
-    conn = ctx.catalog.conn
-    names = [ix.name for i in row.index_ids if (ix := index_rows.get_by_id(conn, i)) is not None]
-    wanted = target_index or (first if first in names else "")
-    if wanted:
-        if wanted not in names:
-            raise InvalidArgument(
-                f"target_index {wanted!r} is not fed by source {row.name!r}; candidates: {', '.join(names)}",
-                details={"candidates": names},
-            )
-        return wanted
-    if len(names) > 1:
-        raise InvalidArgument(
-            f"source {row.name!r} feeds several indexes; pass target_index, one of: {', '.join(names)}",
-            details={"candidates": names},
-        )
-    return names[0] if names else None
-
-
-def _fresh_base(repo: ManagedRepo, row: SourceRow) -> tuple[str, list[str]]:
+def fresh_base(repo: ManagedRepo, row: SourceRow) -> tuple[str, list[str]]:
     try:
         return repo.fetch(row.branch), []
     except GitkbError as exc:
@@ -139,152 +94,6 @@ def describe(ctx: Context, r: ReviewRow, *, diff: bool = True) -> dict[str, Any]
     return out
 
 
-def open_kb_pull_request(
-    ctx: Context,
-    source_id_or_index: Any,
-    target_index: Any = "",
-    title: Any = "",
-    body: Any = "",
-    commit_message: Any = "",
-    *,
-    requested_by: str | None = None,
-    proposal_ids: Any = None,
-) -> dict[str, Any]:
-    """Record a pending review of the staged proposals; ``requested_by`` None: ``local:<user>``.
-
-    ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
-    come first, and the review's head is the last of them. None or empty: all staged ones."""
-    requester = _requester(requested_by)
-    for name, v in (
-        ("target_index", target_index),
-        ("title", title),
-        ("body", body),
-        ("commit_message", commit_message),
-    ):
-        if v is not None and not isinstance(v, str):
-            raise InvalidArgument(f"{name} must be a string")
-    row = resolve_source(ctx, source_id_or_index)
-    index_name = _target_index(ctx, row, str(source_id_or_index).strip(), (target_index or "").strip())
-    rp.reconcile_in_flight(ctx, source_id=row.id)
-    repo = open_repo(ctx, row)
-    branch = proposal_branch(row)
-    conn = ctx.catalog.conn
-    staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))
-    head = repo.head(branch)
-    if not staged or head is None:
-        raise InvalidArgument(
-            f"nothing is staged for source {row.name!r}",
-            next_steps=["stage a change with propose_kb_edit first"],
-        )
-    if proposal_ids:
-        staged, head = _choose(ctx, row, repo, staged, proposal_ids)
-    stale: list[ReviewRow] = []
-    for r in prop_rows.list_reviews(conn, source_id=row.id, states=("pending", "approved", "denied")):
-        if r.head_sha != head:
-            continue
-        if r.state == "approved" and not r.pushed and r.push_error == "stale lease":
-            stale.append(r)
-            continue
-        if r.state == "denied":
-            raise ReviewDenied(
-                f"review {r.id} of exactly these staged changes was denied: {r.reason}",
-                next_steps=["discard or change the proposals (gitkb proposals discard ID), then open again"],
-                details={"review_id": r.id, "review_state": "denied", "reason": r.reason},
-            )
-        return {**describe(ctx, r), "existing": True, "Message": _waiting(r)}
-    base_head, warnings = _fresh_base(repo, row)
-    try:  # what is on the remote branch now, and which of it a push would drop
-        expected, overwrites = rp.remote_state(ctx, row, repo, head=head, base=base_head)
-    except GitkbError as exc:
-        expected, overwrites = repo.tracking_head(branch), []
-        warnings.append(
-            f"could not fetch {branch!r} ({exc.message}); approving checks the remote branch again"
-        )
-    base = merge_base(repo.repository, head, base_head) or base_head
-    commit_message = (commit_message or "").strip()
-    push_sha = head
-    if commit_message:
-        push_sha = squash(repo.repository, base, head, commit_message, author(ctx))
-    title = (title or "").strip() or _default_title(row, staged)
-    body = (body or "").strip() or _default_body(staged)
-    ix = index_rows.get_by_name(conn, index_name) if index_name else None
-    with ctx.catalog.write() as w:
-        for old in [*prop_rows.list_reviews(w, source_id=row.id, states=("pending",)), *stale]:
-            prop_rows.update_review(w, old.id, state="superseded")
-        review = prop_rows.insert_review(
-            w,
-            id=prop_rows.new_review_id(),
-            source_id=row.id,
-            index_id=ix.id if ix else None,
-            branch=branch,
-            base_branch=row.branch,
-            base_sha=base,
-            head_sha=head,
-            push_sha=push_sha,
-            expected_remote_sha=expected,
-            title=title,
-            body=body,
-            commit_message=commit_message,
-            diff=repo.unified_diff(base, push_sha),
-            changed_files=changed_files(repo.diff_names(base, push_sha)),
-            proposal_ids=[p.id for p in staged],
-            requested_by=requester,
-            overwrites=overwrites,
-        )
-    audit.record(
-        ctx,
-        actor=requester,
-        action="review.request",
-        target=row.name,
-        result="pending",
-        detail={"review_id": review.id, "head": head, "proposals": review.proposal_ids},
-    )
-    out = {**describe(ctx, review), "existing": False, "Message": _waiting(review)}
-    warnings += out.get("Warnings", [])
-    if warnings:
-        out["Warnings"] = warnings
-    return out
-
-
-def _choose(
-    ctx: Context, row: SourceRow, repo: ManagedRepo, staged: list[prop_rows.ProposalRow], wanted: Any
-) -> tuple[list[prop_rows.ProposalRow], str]:
-    """The chosen staged proposals first on the branch (replayed when needed); returns them and the
-    commit of the last one, the head the review pushes."""
-    if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
-        raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
-    ids = {x.strip() for x in wanted}
-    unknown = sorted(ids - {p.id for p in staged})
-    if unknown:
-        raise NotFound(
-            f"not staged for source {row.name!r}: {', '.join(unknown)}",
-            next_steps=[f"list the staged ones with `gitkb proposals list --source {row.name}`"],
-            details={"proposal_ids": unknown},
-        )
-    chosen = [p for p in staged if p.id in ids]
-    rest = [p for p in staged if p.id not in ids]
-    if staged[: len(chosen)] != chosen:
-        probe = replay(
-            repo.repository, staged[0].parent_sha, [(p.parent_sha, p.commit_sha) for p in chosen + rest]
-        )
-        blocked = [p.id for p in chosen if p.commit_sha in probe.conflicts]
-        if blocked:
-            raise Conflict(
-                f"{', '.join(blocked)} build(s) on staged proposals that were not chosen; nothing was opened",
-                next_steps=[
-                    "choose those earlier proposals too (--proposal ID for each)",
-                    "or review all staged proposals (no --proposal)",
-                ],
-                details={"proposal_ids": blocked},
-            )
-        restack(ctx, row, repo, staged[0].parent_sha, chosen + rest)
-        again = {
-            p.id: p for p in prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
-        }
-        chosen = [again[p.id] for p in chosen if p.id in again]
-    return chosen, chosen[-1].commit_sha
-
-
 def _superseded(ctx: Context, repo: ManagedRepo, r: ReviewRow) -> bool:
     """The review's head is no longer on the proposal branch, or (a review of every staged proposal)
     newer proposals were staged after it."""
@@ -296,7 +105,7 @@ def _superseded(ctx: Context, repo: ManagedRepo, r: ReviewRow) -> bool:
     return bool(others) and all(p.created_at > r.created_at for p in others)
 
 
-def _waiting(r: ReviewRow) -> str:
+def waiting(r: ReviewRow) -> str:
     if r.state == "approved" and r.pushed and r.cr_number is not None:
         return f"Review {r.id} is approved and pushed: change request #{r.cr_number} ({r.cr_url})"
     if r.state == "approved":
@@ -310,21 +119,6 @@ def _waiting(r: ReviewRow) -> str:
         f"Review {r.id} is pending: nothing is pushed until a person approves it "
         f"(gitkb review approve {r.id}, or deny it with a reason){extra}"
     )
-
-
-def _default_title(row: SourceRow, staged: list[prop_rows.ProposalRow]) -> str:
-    if len(staged) == 1:
-        p = staged[0]
-        return f"docs: {p.op} {p.path}" + (f" -> {p.new_path}" if p.new_path else "")
-    return f"docs: {len(staged)} proposed changes to {row.name}"
-
-
-def _default_body(staged: list[prop_rows.ProposalRow]) -> str:
-    lines = ["Changes proposed through gitkb and approved by a reviewer before this push.", ""]
-    for p in staged:
-        what = f"{p.op} `{p.path}`" + (f" -> `{p.new_path}`" if p.new_path else "")
-        lines.append(f"- {what}" + (f": {p.note.strip()}" if p.note.strip() else ""))
-    return "\n".join(lines)
 
 
 def get_review(ctx: Context, review_id: Any) -> ReviewRow:
@@ -478,7 +272,7 @@ def _check_overwrites(
     remote head the push is leased on."""
     expected, dropped = rp.remote_state(ctx, row, repo, head=r.head_sha, base=_base_now(repo, row, r))
     if dropped:  # the base may have moved and been merged in by hand: compare with it fetched
-        base_head, _ = _fresh_base(repo, row)
+        base_head, _ = fresh_base(repo, row)
         expected, dropped = rp.remote_state(ctx, row, repo, head=r.head_sha, base=base_head)
     listed = {c["sha"] for c in r.overwrites}
     unlisted = [c for c in dropped if c["sha"] not in listed]

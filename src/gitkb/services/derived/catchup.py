@@ -30,7 +30,6 @@ catalog; ``rebuild_aliases`` lets a search count them as the index's own.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -39,6 +38,7 @@ from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.documents import all_chunk_cids, keyword_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.keywords import KeywordDoc
 from gitkb.stores.node_rows import floor as compacted_floor
 
@@ -51,14 +51,14 @@ def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
     return " / ".join(p for p in parts if p)
 
 
-def _keyword_docs(conn: sqlite3.Connection, cids: list[int]) -> list[KeywordDoc]:
+def _keyword_docs(conn: Conn, cids: list[int]) -> list[KeywordDoc]:
     return [
         KeywordDoc(cid, index_id, tenant, keyword_title(title, tuple(json.loads(heading))), text)
         for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids)
     ]
 
 
-def _apply(ctx: Context, conn: sqlite3.Connection, batch: list[changes.Change]) -> None:
+def _apply(ctx: Context, conn: Conn, batch: list[changes.Change]) -> None:
     drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
     cids = sorted({c.cid for c in batch if c.cid is not None})
     ctx.keywords.apply(removes=cids, adds=_keyword_docs(conn, cids), drop_indexes=drops)
@@ -128,7 +128,7 @@ def switch_keywords(ctx: Context, index_id: str, old_cids: list[int], new_cids: 
         ctx.keywords.commit()
 
 
-def rebuild_aliases(conn: sqlite3.Connection, index_ids: Iterable[str]) -> dict[str, str]:
+def rebuild_aliases(conn: Conn, index_ids: Iterable[str]) -> dict[str, str]:
     """The temporary index of each of ``index_ids`` that RECHUNK is rebuilding: temp index id -> index id.
     Read it before the keyword search, so a hit found there and not yet swapped still counts."""
     out = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.embedders import fingerprint, split_identity
@@ -35,6 +36,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.indexes import IndexRow
 
 REEMBED_HINT = "re-embed it: Workspace.reembed(index_name) or `gitkb embeddings reembed --index {name}`"
@@ -62,7 +64,7 @@ def prepare_write(ctx: Context, row: IndexRow) -> str | None:
     return identity
 
 
-def bind_new_index(conn: Any, index_id: str, identity: str) -> None:
+def bind_new_index(conn: Conn, index_id: str, identity: str) -> None:
     """CREATE_INDEX: the new index's vectors go to ``identity`` from now on (inside the caller's transaction)."""
     vs.bind(conn, index_id, identity, changes.head(conn))
 
@@ -149,7 +151,7 @@ def index_vector_state(ctx: Context, row: IndexRow, chunk_count: int | None = No
     return out
 
 
-def _has_chunks(conn: Any, index_id: str) -> int:
+def _has_chunks(conn: Conn, index_id: str) -> int:
     return 1 if doc_rows.has_chunks(conn, index_id) else 0
 
 
@@ -283,7 +285,7 @@ class range_reporter:  # noqa: N801 - used like a function
         self.progress(min(done, max(self.total, done)), max(self.total, done))
 
 
-def locks_reporting(ctx: Context, identities: list[str], report: Any) -> list[threading.RLock]:
+def locks_reporting(ctx: Context, identities: list[str], report: Callable[[], None]) -> list[threading.RLock]:
     """Wait for the catch-up locks (the background embedder may hold one for a batch), reporting progress."""
     while True:
         held = try_identity_locks(ctx, identities)

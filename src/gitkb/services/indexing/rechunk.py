@@ -33,6 +33,7 @@ from gitkb.core.chunk_config import resolve_config
 from gitkb.core.chunking import chunk_many
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.core.faults import crash_point
+from gitkb.core.models import ChunkConfig
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings
 from gitkb.services.derived.catchup import catch_up_keywords, switch_keywords
@@ -96,18 +97,7 @@ def rechunk(
                 os.getpid(),
                 time.time(),
             )
-            with ctx.catalog.write() as w:
-                index_rows.insert(
-                    w,
-                    index_id=rb.temp_index_id,
-                    name=rb.temp_index_name,
-                    chunk=cfg,
-                    embeddings=False,
-                    embedding_identity=None,
-                    settings=row.settings,
-                    hidden=True,
-                )
-                vs.set_rebuild(w, rb)
+            _insert_temp(ctx, row, rb, cfg)
         before = index_rows.stats(ctx.catalog.conn, row.id)["chunk_count"]
         docs, tokens = _build(ctx, row, rb, cfg, progress)
         crash_point("rechunk.before_swap")
@@ -150,8 +140,24 @@ def rechunk(
     return out
 
 
+def _insert_temp(ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: ChunkConfig) -> None:
+    """The hidden temporary index the rebuild writes into, and the rebuild row that names it."""
+    with ctx.catalog.write() as w:
+        index_rows.insert(
+            w,
+            index_id=rb.temp_index_id,
+            name=rb.temp_index_name,
+            chunk=cfg,
+            embeddings=False,
+            embedding_identity=None,
+            settings=row.settings,
+            hidden=True,
+        )
+        vs.set_rebuild(w, rb)
+
+
 def _build(
-    ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: Any, progress: Progress | None
+    ctx: Context, row: IndexRow, rb: vs.Rebuild, cfg: ChunkConfig, progress: Progress | None
 ) -> tuple[int, list[int]]:
     """Write every document of ``row``, re-chunked with ``cfg``, into the temporary index."""
     conn = ctx.catalog.conn

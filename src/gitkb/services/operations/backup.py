@@ -39,6 +39,7 @@ from gitkb.services.derived import catchup
 from gitkb.services.operations import verify
 from gitkb.services.runtime import jobs
 from gitkb.stores import backup_archive, git_bundle
+from gitkb.stores.catalog import Catalog
 from gitkb.stores.catalog import backup as catalog_backup
 from gitkb.stores.catalog import checkouts as checkout_rows
 from gitkb.stores.catalog import vector_state as vs
@@ -69,6 +70,10 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
     if archive.exists():
         raise Conflict(
             f"{archive} exists; a backup never replaces a file", next_steps=["give a new file name"]
+        )
+    if not isinstance(ctx.catalog, Catalog):  # pg18: PostgreSQL is backed up by its own tools
+        raise InvalidArgument(
+            "the catalog is on PostgreSQL: back it up with pg_dump; gitkb backup copies SQLite"
         )
     home = ctx.settings.home
     staged = _staging(archive.parent, f".{archive.name}.")

@@ -8,7 +8,6 @@ background embedder or a build) with no job running, ``in_flight`` is ``build_em
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
@@ -21,6 +20,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
+from gitkb.stores.catalog.engine import Conn, catalog_errors
 from gitkb.stores.keywords import REPAIR
 
 BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
@@ -37,14 +37,15 @@ STATUS_SKIP_CATEGORIES = (
 )
 
 
-def _last_error(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> str | None:
+def _last_error(conn: Conn, kinds: tuple[str, ...]) -> str | None:
     last = job_rows.last_finished(conn, kinds)
     return last.error if last is not None and last.state == "failed" else None
 
 
-def probe_catalog(ctx: Context) -> None:
-    """Read the catalog once (``/readyz``); raises when it cannot be read."""
+def probe_catalog(ctx: Context) -> str:
+    """Read the catalog once (``/readyz``); raises when it cannot be read. Returns its engine."""
     index_rows.probe(ctx.catalog.conn)
+    return str(ctx.catalog.backend["engine"])
 
 
 def dirty_embeddings(ctx: Context) -> int:
@@ -58,7 +59,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     try:
         out["documents_indexed"] = doc_rows.count_all(conn)
         out["documents_indexed_error"] = None
-    except sqlite3.Error as exc:
+    except catalog_errors() as exc:
         out["documents_indexed"] = 0
         out["documents_indexed_error"] = str(exc)
     running = job_rows.running(conn)
@@ -105,6 +106,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             "writer": {**(ctx.lease.holder() or {}), "this_process": True}
             if ctx.is_writer
             else ctx.lease.holder(),
+            "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
         }
     )
     job = out["in_flight_job"]

@@ -20,7 +20,6 @@ and closes before finishing it leaves it to a detached ``gitkb.resume``.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from gitkb.services.derived.vector_wants import wanted_identities, watermark_nam
 from gitkb.services.runtime import jobs, nodes
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.node_lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
@@ -142,7 +142,7 @@ def _start_writing(ctx: Context) -> None:
         log.warning("could not resume background embedding: %s", exc)
 
 
-def _jobs_active(conn: sqlite3.Connection) -> bool:
+def _jobs_active(conn: Conn) -> bool:
     return bool(job_rows.count_state(conn, "queued") or job_rows.running(conn))
 
 

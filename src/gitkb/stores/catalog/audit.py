@@ -6,10 +6,11 @@ Callers redact before writing; this module stores what it is given.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -34,26 +35,22 @@ class AuditEntry:
         }
 
 
-def append(
-    conn: sqlite3.Connection, *, actor: str, action: str, target: str, result: str, detail: dict[str, Any]
-) -> int:
+def append(conn: Conn, *, actor: str, action: str, target: str, result: str, detail: dict[str, Any]) -> int:
     cur = conn.execute(
-        "INSERT INTO audit(at, actor, action, target, result, detail) VALUES (?,?,?,?,?,?)",
+        "INSERT INTO audit(at, actor, action, target, result, detail) VALUES (?,?,?,?,?,?) RETURNING id",
         (time.time(), actor, action, target, result, json.dumps(detail, sort_keys=True, default=str)),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchall()[0][0])
 
 
-def count(conn: sqlite3.Connection, *, target: str | None = None) -> int:
+def count(conn: Conn, *, target: str | None = None) -> int:
     """How many entries ``recent`` pages over."""
     if target:
         return int(conn.execute("SELECT COUNT(*) FROM audit WHERE target = ?", (target,)).fetchone()[0])
     return int(conn.execute("SELECT COUNT(*) FROM audit").fetchone()[0])
 
 
-def recent(
-    conn: sqlite3.Connection, *, target: str | None = None, limit: int = 100, offset: int = 0
-) -> list[AuditEntry]:
+def recent(conn: Conn, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
     sql = "SELECT * FROM audit"
     args: list[Any] = []
     if target:

@@ -6,9 +6,11 @@ from 1 per repository, like PR numbers on a forge.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
+from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class ChangeRequestRow:
     updated_at: float
 
 
-def _row(r: sqlite3.Row) -> ChangeRequestRow:
+def _row(r: Any) -> ChangeRequestRow:
     return ChangeRequestRow(
         repo=r["repo"],
         number=r["number"],
@@ -46,12 +48,12 @@ def _row(r: sqlite3.Row) -> ChangeRequestRow:
     )
 
 
-def get(conn: sqlite3.Connection, repo: str, number: int) -> ChangeRequestRow | None:
+def get(conn: Conn, repo: str, number: int) -> ChangeRequestRow | None:
     r = conn.execute("SELECT * FROM change_requests WHERE repo = ? AND number = ?", (repo, number)).fetchone()
     return _row(r) if r else None
 
 
-def find_open_by_head(conn: sqlite3.Connection, repo: str, head: str) -> ChangeRequestRow | None:
+def find_open_by_head(conn: Conn, repo: str, head: str) -> ChangeRequestRow | None:
     r = conn.execute(
         "SELECT * FROM change_requests WHERE repo = ? AND head = ? AND state = 'open' ORDER BY number DESC LIMIT 1",
         (repo, head),
@@ -59,7 +61,7 @@ def find_open_by_head(conn: sqlite3.Connection, repo: str, head: str) -> ChangeR
     return _row(r) if r else None
 
 
-def list_for_repo(conn: sqlite3.Connection, repo: str, *, state: str | None = None) -> list[ChangeRequestRow]:
+def list_for_repo(conn: Conn, repo: str, *, state: str | None = None) -> list[ChangeRequestRow]:
     sql = "SELECT * FROM change_requests WHERE repo = ?"
     args: list[object] = [repo]
     if state:
@@ -68,9 +70,7 @@ def list_for_repo(conn: sqlite3.Connection, repo: str, *, state: str | None = No
     return [_row(r) for r in conn.execute(sql + " ORDER BY number", args)]
 
 
-def create(
-    conn: sqlite3.Connection, repo: str, *, head: str, base: str, title: str, body: str
-) -> ChangeRequestRow:
+def create(conn: Conn, repo: str, *, head: str, base: str, title: str, body: str) -> ChangeRequestRow:
     now = time.time()
     n = conn.execute(
         "SELECT COALESCE(MAX(number), 0) + 1 FROM change_requests WHERE repo = ?", (repo,)
@@ -85,7 +85,7 @@ def create(
     return row
 
 
-def update_text(conn: sqlite3.Connection, repo: str, number: int, *, title: str, body: str) -> None:
+def update_text(conn: Conn, repo: str, number: int, *, title: str, body: str) -> None:
     conn.execute(
         "UPDATE change_requests SET title = ?, body = ?, updated_at = ? WHERE repo = ? AND number = ?",
         (title, body, time.time(), repo, number),
@@ -93,7 +93,7 @@ def update_text(conn: sqlite3.Connection, repo: str, number: int, *, title: str,
 
 
 def mark(
-    conn: sqlite3.Connection,
+    conn: Conn,
     repo: str,
     number: int,
     state: str,

@@ -8,10 +8,11 @@ stores the new watermark.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Change:
     document_rowid: int | None
 
 
-def log_adds(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) -> None:
+def log_adds(conn: Conn, rows: Iterable[tuple[int, str, int]]) -> None:
     """rows: (cid, index_id, document_rowid)."""
     now = time.time()
     conn.executemany(
@@ -32,7 +33,7 @@ def log_adds(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) -> 
     )
 
 
-def log_adds_for_document(conn: sqlite3.Connection, document_rowid: int) -> None:
+def log_adds_for_document(conn: Conn, document_rowid: int) -> None:
     conn.execute(
         "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
         " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE document_rowid = ? ORDER BY rowid",
@@ -40,9 +41,7 @@ def log_adds_for_document(conn: sqlite3.Connection, document_rowid: int) -> None
     )
 
 
-def log_removes_for_document(
-    conn: sqlite3.Connection, document_rowid: int, cids: Iterable[int] | None = None
-) -> None:
+def log_removes_for_document(conn: Conn, document_rowid: int, cids: Iterable[int] | None = None) -> None:
     now = time.time()
     if cids is None:
         conn.execute(
@@ -58,19 +57,19 @@ def log_removes_for_document(
         )
 
 
-def log_drop_index(conn: sqlite3.Connection, index_id: str) -> None:
+def log_drop_index(conn: Conn, index_id: str) -> None:
     conn.execute(
         "INSERT INTO changes(op, cid, index_id, document_rowid, at) VALUES ('drop_index', NULL, ?, NULL, ?)",
         (index_id, time.time()),
     )
 
 
-def head(conn: sqlite3.Connection) -> int:
+def head(conn: Conn) -> int:
     r = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
     return int(r[0])
 
 
-def since(conn: sqlite3.Connection, seq: int, limit: int) -> list[Change]:
+def since(conn: Conn, seq: int, limit: int) -> list[Change]:
     return [
         Change(r["seq"], r["op"], r["cid"], r["index_id"], r["document_rowid"])
         for r in conn.execute(
@@ -80,19 +79,19 @@ def since(conn: sqlite3.Connection, seq: int, limit: int) -> list[Change]:
     ]
 
 
-def watermark(conn: sqlite3.Connection, name: str) -> int:
+def watermark(conn: Conn, name: str) -> int:
     r = conn.execute("SELECT seq FROM watermarks WHERE name = ?", (name,)).fetchone()
     return int(r[0]) if r else 0
 
 
-def set_watermark(conn: sqlite3.Connection, name: str, seq: int) -> None:
+def set_watermark(conn: Conn, name: str, seq: int) -> None:
     conn.execute(
         "INSERT INTO watermarks(name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
         (name, seq),
     )
 
 
-def dirty_documents(conn: sqlite3.Connection, name: str) -> int:
+def dirty_documents(conn: Conn, name: str) -> int:
     """Documents whose latest change the derived index ``name`` has not applied yet."""
     wm = watermark(conn, name)
     r = conn.execute(
@@ -101,11 +100,11 @@ def dirty_documents(conn: sqlite3.Connection, name: str) -> int:
     return int(r[0])
 
 
-def pending(conn: sqlite3.Connection, name: str) -> int:
+def pending(conn: Conn, name: str) -> int:
     return head(conn) - watermark(conn, name)
 
 
-def touched_since(conn: sqlite3.Connection, seq: int) -> tuple[set[int], set[str]]:
+def touched_since(conn: Conn, seq: int) -> tuple[set[int], set[str]]:
     """What entries after ``seq`` touch: the chunk ids, and the indexes an index-wide entry
     (``drop_index``, ``reembed_index``) names. A derived index has not applied those yet: verify
     leaves them out of its comparison."""
@@ -119,6 +118,6 @@ def touched_since(conn: sqlite3.Connection, seq: int) -> tuple[set[int], set[str
     return cids, whole
 
 
-def watermarks(conn: sqlite3.Connection) -> dict[str, int]:
+def watermarks(conn: Conn) -> dict[str, int]:
     """Every stored watermark: name -> seq."""
     return {str(r[0]): int(r[1]) for r in conn.execute("SELECT name, seq FROM watermarks ORDER BY name")}

@@ -6,10 +6,12 @@ only its own rows when it sees the source's synced commit move.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,7 @@ class CheckoutRow:
     refreshed_at: float
 
 
-def _row(r: sqlite3.Row) -> CheckoutRow:
+def _row(r: Any) -> CheckoutRow:
     return CheckoutRow(
         id=r["id"],
         source_id=r["source_id"],
@@ -35,12 +37,12 @@ def _row(r: sqlite3.Row) -> CheckoutRow:
     )
 
 
-def get(conn: sqlite3.Connection, node: str, path: str) -> CheckoutRow | None:
+def get(conn: Conn, node: str, path: str) -> CheckoutRow | None:
     r = conn.execute("SELECT * FROM checkouts WHERE node = ? AND path = ?", (node, path)).fetchone()
     return _row(r) if r else None
 
 
-def for_node(conn: sqlite3.Connection, node: str, source_id: str | None = None) -> list[CheckoutRow]:
+def for_node(conn: Conn, node: str, source_id: str | None = None) -> list[CheckoutRow]:
     if source_id is None:
         rows = conn.execute("SELECT * FROM checkouts WHERE node = ? ORDER BY path", (node,))
     else:
@@ -50,7 +52,7 @@ def for_node(conn: sqlite3.Connection, node: str, source_id: str | None = None) 
     return [_row(r) for r in rows]
 
 
-def stale_for_node(conn: sqlite3.Connection, node: str) -> list[CheckoutRow]:
+def stale_for_node(conn: Conn, node: str) -> list[CheckoutRow]:
     """This node's checkouts whose source was synced to another commit since they were refreshed."""
     rows = conn.execute(
         "SELECT c.* FROM checkouts c JOIN sources s ON s.id = c.source_id"
@@ -60,7 +62,7 @@ def stale_for_node(conn: sqlite3.Connection, node: str) -> list[CheckoutRow]:
     return [_row(r) for r in rows]
 
 
-def upsert(conn: sqlite3.Connection, *, source_id: str, node: str, path: str, commit_id: str) -> CheckoutRow:
+def upsert(conn: Conn, *, source_id: str, node: str, path: str, commit_id: str) -> CheckoutRow:
     now = time.time()
     conn.execute(
         "INSERT INTO checkouts(id, source_id, node, path, commit_id, created_at, refreshed_at)"
@@ -73,11 +75,11 @@ def upsert(conn: sqlite3.Connection, *, source_id: str, node: str, path: str, co
     return row
 
 
-def delete(conn: sqlite3.Connection, checkout_id: str) -> None:
+def delete(conn: Conn, checkout_id: str) -> None:
     conn.execute("DELETE FROM checkouts WHERE id = ?", (checkout_id,))
 
 
-def all_paths(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+def all_paths(conn: Conn) -> list[tuple[str, str]]:
     """``(node, path)`` of every checkout, of every node."""
     return [
         (str(r[0]), str(r[1])) for r in conn.execute("SELECT node, path FROM checkouts ORDER BY node, path")

@@ -1,5 +1,6 @@
-"""SQLite connection management: WAL, foreign keys, one connection per thread,
-one in-process write lock, ``BEGIN IMMEDIATE`` write transactions."""
+"""The catalog's connections. SQLite (the default): WAL, foreign keys, one connection per thread,
+one in-process write lock, ``BEGIN IMMEDIATE`` write transactions. ``open_catalog`` picks SQLite
+or PostgreSQL (``postgres.PgCatalog``) from the catalog URL the entry point was given."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from gitkb.core.errors import StoreUnavailable
+from gitkb.core.errors import InvalidArgument, StoreUnavailable
 from gitkb.core.files import FILE_MODE, create_private
+from gitkb.stores.catalog.engine import CatalogStore
 from gitkb.stores.catalog.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
@@ -42,6 +46,10 @@ class Catalog:
         self._all_lock = threading.Lock()
         with self.write() as conn:
             migrate(conn)
+
+    @property
+    def backend(self) -> dict[str, Any]:
+        return {"engine": "sqlite", "path": str(self.path)}
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -105,3 +113,31 @@ class Catalog:
             with contextlib.suppress(sqlite3.Error):
                 c.close()
         self._local = threading.local()
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of a ``sqlite:////abs/path.sqlite3`` URL (an absolute path: four slashes)."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+    if parts.netloc or not path.startswith("//") or path.rstrip("/") == "":
+        raise InvalidArgument(
+            f"catalog url {url!r}: a SQLite catalog is sqlite:////absolute/path.sqlite3 (four slashes)"
+        )
+    return Path(path[1:])
+
+
+def open_catalog(url: str | None, default_path: Path) -> CatalogStore:
+    """The catalog at ``url`` (``postgresql://...``, ``sqlite:////abs/path``), or SQLite at
+    ``default_path`` when no URL is given."""
+    if not url:
+        return Catalog(default_path)
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        return Catalog(sqlite_path(url))
+    if scheme in ("postgresql", "postgres"):
+        from gitkb.stores.catalog.postgres import PgCatalog  # heavy: psycopg, only for a PostgreSQL catalog
+
+        return PgCatalog(url)
+    raise InvalidArgument(
+        f"catalog url: unknown scheme {scheme!r}; use postgresql://user@host:port/db or sqlite:////abs/path.sqlite3"
+    )

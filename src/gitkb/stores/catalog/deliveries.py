@@ -8,9 +8,10 @@ delivery's job. Webhook secrets are stored here, apart from ``sources.settings``
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class DeliveryRow:
 
 
 def claim(
-    conn: sqlite3.Connection,
+    conn: Conn,
     provider: str,
     delivery_id: str,
     *,
@@ -35,8 +36,8 @@ def claim(
 ) -> DeliveryRow | None:
     """Record a new delivery; ``None`` when it is new, else the earlier row (a replay)."""
     cur = conn.execute(
-        "INSERT OR IGNORE INTO webhook_deliveries(provider, delivery_id, source_id, commit_sha, event, received_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO webhook_deliveries(provider, delivery_id, source_id, commit_sha, event, received_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (provider, delivery_id, source_id, commit, event, time.time()),
     )
     if cur.rowcount == 1:
@@ -44,7 +45,7 @@ def claim(
     return get(conn, provider, delivery_id)
 
 
-def get(conn: sqlite3.Connection, provider: str, delivery_id: str) -> DeliveryRow | None:
+def get(conn: Conn, provider: str, delivery_id: str) -> DeliveryRow | None:
     r = conn.execute(
         "SELECT provider, delivery_id, source_id, commit_sha, event, job_id, received_at"
         " FROM webhook_deliveries WHERE provider = ? AND delivery_id = ?",
@@ -53,25 +54,25 @@ def get(conn: sqlite3.Connection, provider: str, delivery_id: str) -> DeliveryRo
     return DeliveryRow(*tuple(r)) if r is not None else None
 
 
-def set_job(conn: sqlite3.Connection, provider: str, delivery_id: str, job_id: str | None) -> None:
+def set_job(conn: Conn, provider: str, delivery_id: str, job_id: str | None) -> None:
     conn.execute(
         "UPDATE webhook_deliveries SET job_id = ? WHERE provider = ? AND delivery_id = ?",
         (job_id, provider, delivery_id),
     )
 
 
-def release(conn: sqlite3.Connection, provider: str, delivery_id: str) -> None:
+def release(conn: Conn, provider: str, delivery_id: str) -> None:
     """Forget a claim whose sync could not be requested, so the forge's retry is not a 'replay'."""
     conn.execute(
         "DELETE FROM webhook_deliveries WHERE provider = ? AND delivery_id = ?", (provider, delivery_id)
     )
 
 
-def count(conn: sqlite3.Connection) -> int:
+def count(conn: Conn) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM webhook_deliveries").fetchone()[0])
 
 
-def set_secret(conn: sqlite3.Connection, source_id: str, secret: str | None) -> None:
+def set_secret(conn: Conn, source_id: str, secret: str | None) -> None:
     if secret:
         conn.execute(
             "INSERT INTO webhook_secrets(source_id, secret, set_at) VALUES (?, ?, ?)"
@@ -82,6 +83,6 @@ def set_secret(conn: sqlite3.Connection, source_id: str, secret: str | None) -> 
         conn.execute("DELETE FROM webhook_secrets WHERE source_id = ?", (source_id,))
 
 
-def get_secret(conn: sqlite3.Connection, source_id: str) -> str | None:
+def get_secret(conn: Conn, source_id: str) -> str | None:
     r = conn.execute("SELECT secret FROM webhook_secrets WHERE source_id = ?", (source_id,)).fetchone()
     return str(r[0]) if r is not None else None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gitkb.core.models import ChunkConfig
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class IndexRow:
         }
 
 
-def _row(r: sqlite3.Row) -> IndexRow:
+def _row(r: Any) -> IndexRow:
     return IndexRow(
         id=r["id"],
         name=r["name"],
@@ -55,23 +55,23 @@ def _row(r: sqlite3.Row) -> IndexRow:
     )
 
 
-def get_by_name(conn: sqlite3.Connection, name: str) -> IndexRow | None:
+def get_by_name(conn: Conn, name: str) -> IndexRow | None:
     r = conn.execute("SELECT * FROM indexes WHERE name = ?", (name,)).fetchone()
     return _row(r) if r else None
 
 
-def get_by_id(conn: sqlite3.Connection, index_id: str) -> IndexRow | None:
+def get_by_id(conn: Conn, index_id: str) -> IndexRow | None:
     r = conn.execute("SELECT * FROM indexes WHERE id = ?", (index_id,)).fetchone()
     return _row(r) if r else None
 
 
-def list_all(conn: sqlite3.Connection, *, include_hidden: bool = False) -> list[IndexRow]:
+def list_all(conn: Conn, *, include_hidden: bool = False) -> list[IndexRow]:
     sql = "SELECT * FROM indexes" + ("" if include_hidden else " WHERE hidden = 0") + " ORDER BY name"
     return [_row(r) for r in conn.execute(sql)]
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     index_id: str,
     name: str,
@@ -104,36 +104,36 @@ def insert(
     return row
 
 
-def rename(conn: sqlite3.Connection, index_id: str, new_name: str) -> None:
+def rename(conn: Conn, index_id: str, new_name: str) -> None:
     conn.execute(
         "UPDATE indexes SET name = ?, updated_at = ? WHERE id = ?", (new_name, time.time(), index_id)
     )
 
 
-def set_chunk_defaults(conn: sqlite3.Connection, index_id: str, chunk: ChunkConfig) -> None:
+def set_chunk_defaults(conn: Conn, index_id: str, chunk: ChunkConfig) -> None:
     conn.execute(
         "UPDATE indexes SET chunk_strategy = ?, chunk_size = ?, chunk_overlap = ?, updated_at = ? WHERE id = ?",
         (chunk.strategy, chunk.size, chunk.overlap, time.time(), index_id),
     )
 
 
-def update_settings(conn: sqlite3.Connection, index_id: str, settings: dict[str, Any]) -> None:
+def update_settings(conn: Conn, index_id: str, settings: dict[str, Any]) -> None:
     conn.execute(
         "UPDATE indexes SET settings = ?, updated_at = ? WHERE id = ?",
         (json.dumps(settings), time.time(), index_id),
     )
 
 
-def delete(conn: sqlite3.Connection, index_id: str) -> None:
+def delete(conn: Conn, index_id: str) -> None:
     conn.execute("DELETE FROM indexes WHERE id = ?", (index_id,))
 
 
-def probe(conn: sqlite3.Connection) -> None:
-    """One cheap read of the catalog; raises ``sqlite3.Error`` when it cannot be read."""
+def probe(conn: Conn) -> None:
+    """One cheap read of the catalog; raises the engine's error when it cannot be read."""
     conn.execute("SELECT 1 FROM indexes LIMIT 1").fetchall()
 
 
-def stats(conn: sqlite3.Connection, index_id: str) -> dict[str, Any]:
+def stats(conn: Conn, index_id: str) -> dict[str, Any]:
     d = conn.execute(
         "SELECT COUNT(*) AS n, COALESCE(SUM(size), 0) AS bytes, MAX(updated_at) AS last FROM documents"
         " WHERE index_id = ?",
@@ -155,7 +155,7 @@ def stats(conn: sqlite3.Connection, index_id: str) -> dict[str, Any]:
 # -- the folders ADD_DOCUMENTS was given (reindex walks them again) ------------------------------
 
 
-def remember_root(conn: sqlite3.Connection, index_id: str, root: str, base: str) -> None:
+def remember_root(conn: Conn, index_id: str, root: str, base: str) -> None:
     conn.execute(
         "INSERT INTO index_roots(index_id, root, base, added_at) VALUES (?,?,?,?)"
         " ON CONFLICT(index_id, root) DO UPDATE SET base=excluded.base",
@@ -163,7 +163,7 @@ def remember_root(conn: sqlite3.Connection, index_id: str, root: str, base: str)
     )
 
 
-def roots(conn: sqlite3.Connection, index_id: str) -> list[tuple[str, str]]:
+def roots(conn: Conn, index_id: str) -> list[tuple[str, str]]:
     """(root, base) of every folder added to the index, by root."""
     return [
         (str(r["root"]), str(r["base"]))

@@ -12,11 +12,12 @@ A queued job's staged values survive a restart like the rest of the row.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn, dialect_of
 
 ACTIVE = ("queued", "running")
 FINISHED = ("completed", "failed", "cancelled")
@@ -67,7 +68,7 @@ class JobRow:
         return out
 
 
-def _row(r: sqlite3.Row) -> JobRow:
+def _row(r: Any) -> JobRow:
     return JobRow(
         id=r["id"],
         kind=r["kind"],
@@ -91,7 +92,7 @@ def _row(r: sqlite3.Row) -> JobRow:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     kind: str,
     params: dict[str, Any],
     *,
@@ -129,7 +130,7 @@ def insert(
     return row
 
 
-def params_for_run(conn: sqlite3.Connection, job: JobRow) -> dict[str, Any]:
+def params_for_run(conn: Conn, job: JobRow) -> dict[str, Any]:
     """``job.params`` with its staged values put back where their dotted keys say."""
     params: dict[str, Any] = json.loads(json.dumps(job.params))  # a deep copy
     for r in conn.execute("SELECT key, value FROM job_staged WHERE job_id=?", (job.id,)):
@@ -141,19 +142,21 @@ def params_for_run(conn: sqlite3.Connection, job: JobRow) -> dict[str, Any]:
     return params
 
 
-def staged_bytes(conn: sqlite3.Connection) -> int:
+def staged_bytes(conn: Conn) -> int:
     """What staged values hold right now (for tests and status)."""
     return int(
-        conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM job_staged").fetchone()[0]
+        conn.execute(
+            f"SELECT COALESCE(SUM({dialect_of(conn).octet_length.format(col='value')}), 0) FROM job_staged"
+        ).fetchone()[0]
     )
 
 
-def get(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
+def get(conn: Conn, job_id: str) -> JobRow | None:
     r = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return _row(r) if r else None
 
 
-def find_active_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
+def find_active_by_dedupe(conn: Conn, key: str) -> JobRow | None:
     r = conn.execute(
         "SELECT * FROM jobs WHERE dedupe_key = ? AND state IN ('queued','running') ORDER BY created_at LIMIT 1",
         (key,),
@@ -161,17 +164,19 @@ def find_active_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
     return _row(r) if r else None
 
 
-def find_by_dedupe(conn: sqlite3.Connection, key: str) -> JobRow | None:
+def find_by_dedupe(conn: Conn, key: str) -> JobRow | None:
     r = conn.execute(
         "SELECT * FROM jobs WHERE dedupe_key = ? ORDER BY created_at DESC LIMIT 1", (key,)
     ).fetchone()
     return _row(r) if r else None
 
 
-def claim_next(conn: sqlite3.Connection, runner: str) -> JobRow | None:
-    """Move the oldest queued job to running (call inside a write transaction)."""
+def claim_next(conn: Conn, runner: str) -> JobRow | None:
+    """Move the oldest queued job to running (call inside a write transaction). On PostgreSQL the
+    row is taken ``FOR UPDATE SKIP LOCKED``: a concurrent claim skips it and takes the next one."""
+    lock = " FOR UPDATE SKIP LOCKED" if dialect_of(conn).name == "postgresql" else ""
     r = conn.execute(
-        "SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, rowid LIMIT 1"
+        f"SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, rowid LIMIT 1{lock}"
     ).fetchone()
     if r is None:
         return None
@@ -182,9 +187,7 @@ def claim_next(conn: sqlite3.Connection, runner: str) -> JobRow | None:
     return get(conn, r["id"])
 
 
-def set_progress(
-    conn: sqlite3.Connection, job_id: str, done: int, total: int, note: str | None = None
-) -> bool:
+def set_progress(conn: Conn, job_id: str, done: int, total: int, note: str | None = None) -> bool:
     """Record progress; returns whether cancellation was requested."""
     conn.execute(
         "UPDATE jobs SET progress_done=?, progress_total=?, progress_note=COALESCE(?, progress_note) WHERE id=?",
@@ -195,7 +198,7 @@ def set_progress(
 
 
 def finish(
-    conn: sqlite3.Connection,
+    conn: Conn,
     job_id: str,
     state: str,
     *,
@@ -217,7 +220,7 @@ def finish(
     conn.execute("DELETE FROM job_staged WHERE job_id=?", (job_id,))
 
 
-def stage_once(conn: sqlite3.Connection, job_id: str, key: str, value: Any) -> None:
+def stage_once(conn: Conn, job_id: str, key: str, value: Any) -> None:
     """Keep ``value`` under ``key`` for the job's later runs, unless a value is kept there already."""
     conn.execute(
         "INSERT INTO job_staged(job_id, key, value) VALUES (?,?,?) ON CONFLICT(job_id, key) DO NOTHING",
@@ -225,19 +228,19 @@ def stage_once(conn: sqlite3.Connection, job_id: str, key: str, value: Any) -> N
     )
 
 
-def requeue(conn: sqlite3.Connection, job_id: str, note: str) -> None:
+def requeue(conn: Conn, job_id: str, note: str) -> None:
     conn.execute(
         "UPDATE jobs SET state='queued', runner=NULL, started_at=NULL, progress_note=? WHERE id=?",
         (note, job_id),
     )
 
 
-def request_cancel(conn: sqlite3.Connection, job_id: str) -> None:
+def request_cancel(conn: Conn, job_id: str) -> None:
     conn.execute("UPDATE jobs SET cancel_requested=1 WHERE id=?", (job_id,))
 
 
 def list_recent(
-    conn: sqlite3.Connection, *, limit: int = 50, states: tuple[str, ...] | None = None, offset: int = 0
+    conn: Conn, *, limit: int = 50, states: tuple[str, ...] | None = None, offset: int = 0
 ) -> list[JobRow]:
     if states:
         marks = ",".join("?" * len(states))
@@ -252,7 +255,7 @@ def list_recent(
     return [_row(r) for r in rows]
 
 
-def count_recent(conn: sqlite3.Connection, *, states: tuple[str, ...] | None = None) -> int:
+def count_recent(conn: Conn, *, states: tuple[str, ...] | None = None) -> int:
     """How many jobs ``list_recent`` pages over."""
     if states:
         marks = ",".join("?" * len(states))
@@ -260,15 +263,15 @@ def count_recent(conn: sqlite3.Connection, *, states: tuple[str, ...] | None = N
     return int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
 
 
-def running(conn: sqlite3.Connection) -> list[JobRow]:
+def running(conn: Conn) -> list[JobRow]:
     return [_row(r) for r in conn.execute("SELECT * FROM jobs WHERE state='running' ORDER BY started_at")]
 
 
-def count_state(conn: sqlite3.Connection, state: str) -> int:
+def count_state(conn: Conn, state: str) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state=?", (state,)).fetchone()[0])
 
 
-def count_active_for_caller(conn: sqlite3.Connection, caller: str) -> int:
+def count_active_for_caller(conn: Conn, caller: str) -> int:
     return int(
         conn.execute(
             "SELECT COUNT(*) FROM jobs WHERE caller=? AND state IN ('queued','running')", (caller,)
@@ -276,7 +279,7 @@ def count_active_for_caller(conn: sqlite3.Connection, caller: str) -> int:
     )
 
 
-def last_finished(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> JobRow | None:
+def last_finished(conn: Conn, kinds: tuple[str, ...]) -> JobRow | None:
     marks = ",".join("?" * len(kinds))
     r = conn.execute(
         f"SELECT * FROM jobs WHERE kind IN ({marks}) AND state IN ('completed','failed')"
@@ -286,19 +289,19 @@ def last_finished(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> JobRow | 
     return _row(r) if r else None
 
 
-def get_state(conn: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
+def get_state(conn: Conn, key: str, default: str | None = None) -> str | None:
     r = conn.execute("SELECT value FROM writer_state WHERE key=?", (key,)).fetchone()
     return str(r[0]) if r else default
 
 
-def set_state(conn: sqlite3.Connection, key: str, value: str) -> None:
+def set_state(conn: Conn, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO writer_state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
         (key, value),
     )
 
 
-def bump_generation(conn: sqlite3.Connection) -> int:
+def bump_generation(conn: Conn) -> int:
     g = int(get_state(conn, "write_generation", "0") or 0) + 1
     set_state(conn, "write_generation", str(g))
     return g

@@ -8,10 +8,11 @@ whose index is gone is reported as missing by the service, not silently dropped.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class BindingRow:
 
 
 # -- knowledge bases -------------------------------------------------------
-def _kb(conn: sqlite3.Connection, r: sqlite3.Row) -> KbRow:
+def _kb(conn: Conn, r: Any) -> KbRow:
     ids = tuple(
         x[0]
         for x in conn.execute("SELECT index_id FROM kb_indexes WHERE kb_id = ? ORDER BY position", (r["id"],))
@@ -50,16 +51,16 @@ def _kb(conn: sqlite3.Connection, r: sqlite3.Row) -> KbRow:
     return KbRow(r["id"], r["name"], r["created_at"], r["updated_at"], ids)
 
 
-def kb_by_name(conn: sqlite3.Connection, name: str) -> KbRow | None:
+def kb_by_name(conn: Conn, name: str) -> KbRow | None:
     r = conn.execute("SELECT * FROM knowledge_bases WHERE name = ?", (name,)).fetchone()
     return _kb(conn, r) if r else None
 
 
-def kb_list(conn: sqlite3.Connection) -> list[KbRow]:
+def kb_list(conn: Conn) -> list[KbRow]:
     return [_kb(conn, r) for r in conn.execute("SELECT * FROM knowledge_bases ORDER BY name").fetchall()]
 
 
-def kb_insert(conn: sqlite3.Connection, kb_id: str, name: str, index_ids: list[str]) -> None:
+def kb_insert(conn: Conn, kb_id: str, name: str, index_ids: list[str]) -> None:
     now = time.time()
     conn.execute(
         "INSERT INTO knowledge_bases(id, name, created_at, updated_at) VALUES (?,?,?,?)",
@@ -71,11 +72,11 @@ def kb_insert(conn: sqlite3.Connection, kb_id: str, name: str, index_ids: list[s
     )
 
 
-def kb_delete(conn: sqlite3.Connection, kb_id: str) -> None:
+def kb_delete(conn: Conn, kb_id: str) -> None:
     conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
 
 
-def kb_agents(conn: sqlite3.Connection, kb_id: str) -> list[str]:
+def kb_agents(conn: Conn, kb_id: str) -> list[str]:
     return [
         r[0]
         for r in conn.execute("SELECT agent_id FROM agent_kbs WHERE kb_id = ? ORDER BY agent_id", (kb_id,))
@@ -83,12 +84,12 @@ def kb_agents(conn: sqlite3.Connection, kb_id: str) -> list[str]:
 
 
 # -- agents ----------------------------------------------------------------
-def agent_get(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
+def agent_get(conn: Conn, agent_id: str) -> AgentRow | None:
     r = conn.execute("SELECT * FROM agents WHERE id = ?", (agent_id,)).fetchone()
     return AgentRow(r["id"], r["created_at"], r["updated_at"], r["default_top_k"]) if r else None
 
 
-def agent_upsert(conn: sqlite3.Connection, agent_id: str, default_top_k: int | None) -> None:
+def agent_upsert(conn: Conn, agent_id: str, default_top_k: int | None) -> None:
     now = time.time()
     conn.execute(
         "INSERT INTO agents(id, created_at, updated_at, default_top_k) VALUES (?,?,?,COALESCE(?, 10))"
@@ -98,7 +99,7 @@ def agent_upsert(conn: sqlite3.Connection, agent_id: str, default_top_k: int | N
     )
 
 
-def bind(conn: sqlite3.Connection, agent_id: str, kb_id: str, mode: str) -> None:
+def bind(conn: Conn, agent_id: str, kb_id: str, mode: str) -> None:
     conn.execute(
         "INSERT INTO agent_kbs(agent_id, kb_id, read_only, mode, created_at) VALUES (?,?,?,?,?)"
         " ON CONFLICT(agent_id, kb_id) DO UPDATE SET read_only = excluded.read_only, mode = excluded.mode",
@@ -106,11 +107,11 @@ def bind(conn: sqlite3.Connection, agent_id: str, kb_id: str, mode: str) -> None
     )
 
 
-def unbind(conn: sqlite3.Connection, agent_id: str, kb_id: str) -> int:
+def unbind(conn: Conn, agent_id: str, kb_id: str) -> int:
     return conn.execute("DELETE FROM agent_kbs WHERE agent_id = ? AND kb_id = ?", (agent_id, kb_id)).rowcount
 
 
-def bindings(conn: sqlite3.Connection, agent_id: str) -> list[BindingRow]:
+def bindings(conn: Conn, agent_id: str) -> list[BindingRow]:
     rows = conn.execute(
         "SELECT b.agent_id, b.kb_id, k.name, b.read_only, b.created_at, b.mode FROM agent_kbs b"
         " JOIN knowledge_bases k ON k.id = b.kb_id WHERE b.agent_id = ? ORDER BY k.name",
@@ -121,7 +122,7 @@ def bindings(conn: sqlite3.Connection, agent_id: str) -> list[BindingRow]:
 
 # -- usage events ------------------------------------------------------------
 def record_event(
-    conn: sqlite3.Connection,
+    conn: Conn,
     agent_id: str,
     kind: str,
     *,
@@ -136,7 +137,7 @@ def record_event(
     )
 
 
-def usage_totals(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]]:
+def usage_totals(conn: Conn, agent_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT kind, COUNT(*) AS events, SUM(count) AS count, SUM(tokens) AS tokens,"
         " SUM(duration_ms) AS duration_ms, MIN(at) AS first_at, MAX(at) AS last_at"
@@ -147,7 +148,7 @@ def usage_totals(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]
 
 
 def recent_events(
-    conn: sqlite3.Connection, agent_id: str, kind: str | None = None, limit: int = 20
+    conn: Conn, agent_id: str, kind: str | None = None, limit: int = 20
 ) -> list[dict[str, Any]]:
     sql = "SELECT at, kind, count, tokens, duration_ms, data FROM agent_events WHERE agent_id = ?"
     args: list[Any] = [agent_id]

@@ -11,12 +11,13 @@ were staged before anyone decided).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 PROPOSAL_STATES = ("staged", "merged", "discarded", "conflict")
 REVIEW_STATES = ("pending", "approved", "denied", "closed", "merged", "superseded")
@@ -78,7 +79,7 @@ def new_review_id() -> str:
     return "rev_" + uuid.uuid4().hex[:20]
 
 
-def _proposal(r: sqlite3.Row) -> ProposalRow:
+def _proposal(r: Any) -> ProposalRow:
     return ProposalRow(
         id=r["id"],
         source_id=r["source_id"],
@@ -96,7 +97,7 @@ def _proposal(r: sqlite3.Row) -> ProposalRow:
 
 
 def insert_proposal(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     proposal_id: str,
     source_id: str,
@@ -131,13 +132,13 @@ def insert_proposal(
     return row
 
 
-def get_proposal(conn: sqlite3.Connection, proposal_id: str) -> ProposalRow | None:
+def get_proposal(conn: Conn, proposal_id: str) -> ProposalRow | None:
     r = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
     return _proposal(r) if r else None
 
 
 def list_proposals(
-    conn: sqlite3.Connection, *, source_id: str | None = None, states: Sequence[str] | None = None
+    conn: Conn, *, source_id: str | None = None, states: Sequence[str] | None = None
 ) -> list[ProposalRow]:
     where, args = ["1=1"], []
     if source_id:
@@ -151,7 +152,7 @@ def list_proposals(
 
 
 def set_proposal_state(
-    conn: sqlite3.Connection, proposal_id: str, state: str, *, detail: dict[str, Any] | None = None
+    conn: Conn, proposal_id: str, state: str, *, detail: dict[str, Any] | None = None
 ) -> None:
     if detail is None:
         conn.execute(
@@ -164,7 +165,7 @@ def set_proposal_state(
         )
 
 
-def move_proposal(conn: sqlite3.Connection, proposal_id: str, parent_sha: str, commit_sha: str) -> None:
+def move_proposal(conn: Conn, proposal_id: str, parent_sha: str, commit_sha: str) -> None:
     """After a replay onto a new base: the proposal's commit is now ``commit_sha``."""
     conn.execute(
         "UPDATE proposals SET parent_sha = ?, commit_sha = ?, updated_at = ? WHERE id = ?",
@@ -175,7 +176,7 @@ def move_proposal(conn: sqlite3.Connection, proposal_id: str, parent_sha: str, c
 # -- reviews -----------------------------------------------------------------------------
 
 
-def _review(r: sqlite3.Row) -> ReviewRow:
+def _review(r: Any) -> ReviewRow:
     return ReviewRow(
         id=r["id"],
         source_id=r["source_id"],
@@ -208,7 +209,7 @@ def _review(r: sqlite3.Row) -> ReviewRow:
     )
 
 
-def insert_review(conn: sqlite3.Connection, **values: Any) -> ReviewRow:
+def insert_review(conn: Conn, **values: Any) -> ReviewRow:
     now = time.time()
     values = dict(values)
     values["changed_files"] = json.dumps(values.get("changed_files") or [])
@@ -241,7 +242,7 @@ _REVIEW_UPDATABLE = frozenset(
 )
 
 
-def update_review(conn: sqlite3.Connection, review_id: str, **values: Any) -> None:
+def update_review(conn: Conn, review_id: str, **values: Any) -> None:
     bad = set(values) - _REVIEW_UPDATABLE
     if bad:
         raise ValueError(f"not updatable: {sorted(bad)}")
@@ -255,30 +256,34 @@ def update_review(conn: sqlite3.Connection, review_id: str, **values: Any) -> No
     conn.execute(f"UPDATE reviews SET {sets} WHERE id = ?", [*values.values(), review_id])
 
 
-def get_review(conn: sqlite3.Connection, review_id: str) -> ReviewRow | None:
+def get_review(conn: Conn, review_id: str) -> ReviewRow | None:
     r = conn.execute("SELECT * FROM reviews WHERE id = ?", (review_id,)).fetchone()
     return _review(r) if r else None
 
 
 def list_reviews(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     source_id: str | None = None,
     states: Sequence[str] | None = None,
     limit: int = 100,
 ) -> list[ReviewRow]:
-    where, args = ["1=1"], []
+    where: list[str] = ["1=1"]
+    args: list[Any] = []
     if source_id:
         where.append("source_id = ?")
         args.append(source_id)
     if states:
         where.append(f"state IN ({','.join('?' * len(states))})")
         args.extend(states)
-    sql = f"SELECT * FROM reviews WHERE {' AND '.join(where)} ORDER BY created_at DESC, rowid DESC LIMIT ?"
-    return [_review(r) for r in conn.execute(sql, [*args, limit])]
+    sql = f"SELECT * FROM reviews WHERE {' AND '.join(where)} ORDER BY created_at DESC, rowid DESC"
+    if limit >= 0:  # a negative limit: all (PostgreSQL refuses LIMIT -1)
+        sql += " LIMIT ?"
+        args.append(limit)
+    return [_review(r) for r in conn.execute(sql, args)]
 
 
-def review_for_change_request(conn: sqlite3.Connection, source_id: str, number: int) -> list[ReviewRow]:
+def review_for_change_request(conn: Conn, source_id: str, number: int) -> list[ReviewRow]:
     rows = conn.execute(
         "SELECT * FROM reviews WHERE source_id = ? AND cr_number = ? ORDER BY created_at DESC, rowid DESC",
         (source_id, number),
@@ -286,7 +291,7 @@ def review_for_change_request(conn: sqlite3.Connection, source_id: str, number: 
     return [_review(r) for r in rows]
 
 
-def reviews_in_flight(conn: sqlite3.Connection, *, source_id: str | None = None) -> list[ReviewRow]:
+def reviews_in_flight(conn: Conn, *, source_id: str | None = None) -> list[ReviewRow]:
     """Reviews whose push (or change request step) started and was never recorded as finished."""
     sql, args = "SELECT * FROM reviews WHERE pushing_sha IS NOT NULL", []
     if source_id:
@@ -295,7 +300,7 @@ def reviews_in_flight(conn: sqlite3.Connection, *, source_id: str | None = None)
     return [_review(r) for r in conn.execute(sql + " ORDER BY created_at, rowid", args)]
 
 
-def pushed_shas(conn: sqlite3.Connection, source_id: str) -> list[str]:
+def pushed_shas(conn: Conn, source_id: str) -> list[str]:
     """Every commit gitkb pushed (or began to push) for a source's reviews: not someone else's."""
     rows = conn.execute(
         "SELECT push_sha, pushing_sha FROM reviews WHERE source_id = ? AND (pushed = 1 OR pushing_sha IS NOT NULL)",

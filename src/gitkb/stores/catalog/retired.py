@@ -7,11 +7,11 @@ finds the chunk that now covers a line range of a document.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from gitkb.stores.catalog.documents import ChunkRow, chunks_of, get_by_path
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class RetiredChunk:
     retired_at: float
 
 
-def get_retired(conn: sqlite3.Connection, chunk_id: str) -> RetiredChunk | None:
+def get_retired(conn: Conn, chunk_id: str) -> RetiredChunk | None:
     """The latest retirement of ``chunk_id`` (in any index), or None."""
     r = conn.execute(
         "SELECT * FROM retired_chunks WHERE chunk_id = ? ORDER BY retired_at DESC LIMIT 1", (chunk_id,)
@@ -59,9 +59,7 @@ def get_retired(conn: sqlite3.Connection, chunk_id: str) -> RetiredChunk | None:
     )
 
 
-def chunk_covering(
-    conn: sqlite3.Connection, index_id: str, path: str, start: int, end: int
-) -> ChunkRow | None:
+def chunk_covering(conn: Conn, index_id: str, path: str, start: int, end: int) -> ChunkRow | None:
     """The current chunk of ``path`` in the index that overlaps lines ``start``-``end`` most."""
     doc = get_by_path(conn, index_id, path)
     if doc is None:

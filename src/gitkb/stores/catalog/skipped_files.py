@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from gitkb.core.models import SkippedFile
+from gitkb.stores.catalog.engine import Conn
 
 
-def record(
-    conn: sqlite3.Connection, index_id: str, skipped: Sequence[SkippedFile], *, ok: Sequence[str]
-) -> None:
+def record(conn: Conn, index_id: str, skipped: Sequence[SkippedFile], *, ok: Sequence[str]) -> None:
     """Keep the latest skip reason per path (``excluded`` and ``sidecar`` ones are not kept: nothing to fix); a path in ``ok``
     loaded again and is cleared."""
     now = time.time()
@@ -28,7 +26,7 @@ def record(
     conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", [(index_id, p) for p in ok])
 
 
-def forget(conn: sqlite3.Connection, index_id: str, category: str, *, keep: Sequence[str]) -> None:
+def forget(conn: Conn, index_id: str, category: str, *, keep: Sequence[str]) -> None:
     """Drop the recorded skips of ``category`` except ``keep`` (a sync that lists them all anew)."""
     kept = set(keep)
     rows = conn.execute(
@@ -38,7 +36,7 @@ def forget(conn: sqlite3.Connection, index_id: str, category: str, *, keep: Sequ
     conn.executemany("DELETE FROM skipped_files WHERE index_id=? AND path=?", gone)
 
 
-def in_categories(conn: sqlite3.Connection, categories: Sequence[str]) -> list[dict[str, Any]]:
+def in_categories(conn: Conn, categories: Sequence[str]) -> list[dict[str, Any]]:
     """Every recorded skip of these categories (all indexes), by path: {path, category, detail, index_id}."""
     marks = ",".join("?" * len(categories))
     return [

@@ -11,12 +11,13 @@ a source: the "old" side of a full comparison when history cannot be used.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def new_source_id() -> str:
     return "src_" + uuid.uuid4().hex
 
 
-def _row(conn: sqlite3.Connection, r: sqlite3.Row) -> SourceRow:
+def _row(conn: Conn, r: Any) -> SourceRow:
     idx = tuple(
         x[0]
         for x in conn.execute(
@@ -64,21 +65,21 @@ def _row(conn: sqlite3.Connection, r: sqlite3.Row) -> SourceRow:
     )
 
 
-def get_by_name(conn: sqlite3.Connection, name: str) -> SourceRow | None:
+def get_by_name(conn: Conn, name: str) -> SourceRow | None:
     r = conn.execute("SELECT * FROM sources WHERE name = ?", (name,)).fetchone()
     return _row(conn, r) if r else None
 
 
-def get_by_id(conn: sqlite3.Connection, source_id: str) -> SourceRow | None:
+def get_by_id(conn: Conn, source_id: str) -> SourceRow | None:
     r = conn.execute("SELECT * FROM sources WHERE id = ?", (source_id,)).fetchone()
     return _row(conn, r) if r else None
 
 
-def list_all(conn: sqlite3.Connection) -> list[SourceRow]:
+def list_all(conn: Conn) -> list[SourceRow]:
     return [_row(conn, r) for r in conn.execute("SELECT * FROM sources ORDER BY name")]
 
 
-def sources_for_index(conn: sqlite3.Connection, index_id: str) -> list[SourceRow]:
+def sources_for_index(conn: Conn, index_id: str) -> list[SourceRow]:
     rows = conn.execute(
         "SELECT s.* FROM sources s JOIN source_indexes si ON si.source_id = s.id WHERE si.index_id = ?"
         " ORDER BY s.name",
@@ -88,7 +89,7 @@ def sources_for_index(conn: sqlite3.Connection, index_id: str) -> list[SourceRow
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     source_id: str,
     name: str,
@@ -108,17 +109,18 @@ def insert(
     return row
 
 
-def link_index(conn: sqlite3.Connection, source_id: str, index_id: str) -> None:
+def link_index(conn: Conn, source_id: str, index_id: str) -> None:
     conn.execute(
-        "INSERT OR IGNORE INTO source_indexes(source_id, index_id) VALUES (?, ?)", (source_id, index_id)
+        "INSERT INTO source_indexes(source_id, index_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (source_id, index_id),
     )
 
 
-def delete(conn: sqlite3.Connection, source_id: str) -> None:
+def delete(conn: Conn, source_id: str) -> None:
     conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
 
 
-def set_synced(conn: sqlite3.Connection, source_id: str, commit: str, config_key: str) -> None:
+def set_synced(conn: Conn, source_id: str, commit: str, config_key: str) -> None:
     now = time.time()
     conn.execute(
         "UPDATE sources SET synced_commit = ?, synced_config = ?, synced_at = ?, updated_at = ? WHERE id = ?",
@@ -126,14 +128,14 @@ def set_synced(conn: sqlite3.Connection, source_id: str, commit: str, config_key
     )
 
 
-def files(conn: sqlite3.Connection, source_id: str) -> dict[str, str]:
+def files(conn: Conn, source_id: str) -> dict[str, str]:
     return {
         r[0]: r[1]
         for r in conn.execute("SELECT path, blob FROM source_files WHERE source_id = ?", (source_id,))
     }
 
 
-def put_files(conn: sqlite3.Connection, source_id: str, entries: Iterable[tuple[str, str]]) -> None:
+def put_files(conn: Conn, source_id: str, entries: Iterable[tuple[str, str]]) -> None:
     conn.executemany(
         "INSERT INTO source_files(source_id, path, blob) VALUES (?, ?, ?)"
         " ON CONFLICT(source_id, path) DO UPDATE SET blob = excluded.blob",
@@ -141,12 +143,12 @@ def put_files(conn: sqlite3.Connection, source_id: str, entries: Iterable[tuple[
     )
 
 
-def drop_files(conn: sqlite3.Connection, source_id: str, paths: Iterable[str]) -> None:
+def drop_files(conn: Conn, source_id: str, paths: Iterable[str]) -> None:
     conn.executemany(
         "DELETE FROM source_files WHERE source_id = ? AND path = ?", [(source_id, p) for p in paths]
     )
 
 
-def index_is_fed(conn: sqlite3.Connection, index_id: str) -> bool:
+def index_is_fed(conn: Conn, index_id: str) -> bool:
     r = conn.execute("SELECT 1 FROM source_indexes WHERE index_id = ? LIMIT 1", (index_id,)).fetchone()
     return r is not None

@@ -7,8 +7,9 @@ copy of the catalog opens no session and a rotated or removed token ends its ses
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+from gitkb.stores.catalog.engine import Conn
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class SessionRow:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     id_sha256: str,
     token_name: str,
     token_sha256: str,
@@ -33,7 +34,7 @@ def insert(
     )
 
 
-def get(conn: sqlite3.Connection, id_sha256: str, now: float) -> SessionRow | None:
+def get(conn: Conn, id_sha256: str, now: float) -> SessionRow | None:
     row = conn.execute(
         "SELECT token_name, token_sha256, expires_at FROM ui_sessions WHERE id_sha256 = ? AND expires_at > ?",
         (id_sha256, now),
@@ -41,9 +42,9 @@ def get(conn: sqlite3.Connection, id_sha256: str, now: float) -> SessionRow | No
     return SessionRow(str(row[0]), str(row[1]), float(row[2])) if row else None
 
 
-def delete(conn: sqlite3.Connection, id_sha256: str) -> int:
+def delete(conn: Conn, id_sha256: str) -> int:
     return conn.execute("DELETE FROM ui_sessions WHERE id_sha256 = ?", (id_sha256,)).rowcount
 
 
-def purge_expired(conn: sqlite3.Connection, now: float) -> int:
+def purge_expired(conn: Conn, now: float) -> int:
     return conn.execute("DELETE FROM ui_sessions WHERE expires_at <= ?", (now,)).rowcount

@@ -6,16 +6,17 @@ A caller that wrote chunks between change-log seqs ``a`` and ``b`` reads its tru
 here once the watermark passes ``b``. ``how``: ``HAD`` (the chunk already had its vector,
 or the entry repeated a chunk), ``EMBEDDED`` (the model made it), ``REUSED`` (copied from a
 stored vector of the same text), ``GONE`` (the chunk was deleted before it got one).
-Rows are written ``INSERT OR IGNORE``: redoing an interrupted batch keeps the first answer.
+Rows are written ``ON CONFLICT DO NOTHING``: redoing an interrupted batch keeps the first answer.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from gitkb.stores.catalog.engine import Conn
 
 HAD, EMBEDDED, REUSED, GONE = 0, 1, 2, 3
 KEEP_SECONDS = 7 * 86400.0
@@ -41,17 +42,17 @@ class RangeCounts:
 Row = tuple[int, int, int, int, int, float]  # seq, cid, how, texts, tokens, seconds
 
 
-def record(conn: sqlite3.Connection, identity: str, rows: Iterable[Row]) -> None:
+def record(conn: Conn, identity: str, rows: Iterable[Row]) -> None:
     now = time.time()
     conn.executemany(
-        "INSERT OR IGNORE INTO vector_outcomes(identity, seq, cid, how, texts, tokens, seconds, at)"
-        " VALUES (?,?,?,?,?,?,?,?)",
+        "INSERT INTO vector_outcomes(identity, seq, cid, how, texts, tokens, seconds, at)"
+        " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
         [(identity, seq, cid, how, texts, tokens, secs, now) for seq, cid, how, texts, tokens, secs in rows],
     )
 
 
 def counts(
-    conn: sqlite3.Connection, identities: Iterable[str], after_seq: int, upto_seq: int, *, since: float = 0.0
+    conn: Conn, identities: Iterable[str], after_seq: int, upto_seq: int, *, since: float = 0.0
 ) -> RangeCounts:
     """Outcomes recorded for entries ``after_seq < seq <= upto_seq`` in these identities
     (only those recorded at or after ``since``, a time, when given)."""
@@ -77,7 +78,7 @@ def counts(
     return out
 
 
-def prune(conn: sqlite3.Connection, older_than: float | None = None) -> None:
+def prune(conn: Conn, older_than: float | None = None) -> None:
     """Rows are only needed while a caller waits; drop those older than a week."""
     conn.execute("DELETE FROM vector_outcomes WHERE at < ?", (older_than or time.time() - KEEP_SECONDS,))
 
@@ -95,7 +96,7 @@ class Build:
     started_at: float
 
 
-def start_build(conn: sqlite3.Connection, identity: str, from_seq: int, pid: int) -> None:
+def start_build(conn: Conn, identity: str, from_seq: int, pid: int) -> None:
     conn.execute(
         "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
@@ -103,15 +104,15 @@ def start_build(conn: sqlite3.Connection, identity: str, from_seq: int, pid: int
     )
 
 
-def end_build(conn: sqlite3.Connection, identity: str) -> None:
+def end_build(conn: Conn, identity: str) -> None:
     conn.execute("DELETE FROM workspace_state WHERE key = ?", (_BUILD_KEY + identity,))
 
 
-def builds(conn: sqlite3.Connection) -> list[Build]:
+def builds(conn: Conn) -> list[Build]:
     out = []
     for key, value, at in conn.execute(
-        "SELECT key, value, updated_at FROM workspace_state WHERE instr(key, ?) = 1 ORDER BY key",
-        (_BUILD_KEY,),
+        "SELECT key, value, updated_at FROM workspace_state WHERE substr(key, 1, ?) = ? ORDER BY key",
+        (len(_BUILD_KEY), _BUILD_KEY),
     ):
         d = json.loads(value or "{}")
         out.append(

@@ -16,11 +16,12 @@ needs a vector in its bound identity". The keyword index ignores it.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
 
 REEMBED_OP = "reembed_index"
 IDENTITY_KEY = "embedding_identity"
@@ -29,12 +30,12 @@ IDENTITY_KEY = "embedding_identity"
 # -- key/value state -----------------------------------------------------------------------------
 
 
-def get_state(conn: sqlite3.Connection, key: str) -> str | None:
+def get_state(conn: Conn, key: str) -> str | None:
     r = conn.execute("SELECT value FROM workspace_state WHERE key = ?", (key,)).fetchone()
     return None if r is None else str(r[0])
 
 
-def set_state(conn: sqlite3.Connection, key: str, value: str) -> None:
+def set_state(conn: Conn, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
@@ -52,21 +53,21 @@ class Binding:
     since_seq: int
 
 
-def bindings(conn: sqlite3.Connection) -> dict[str, Binding]:
+def bindings(conn: Conn) -> dict[str, Binding]:
     return {
         r[0]: Binding(r[0], r[1], int(r[2]))
         for r in conn.execute("SELECT index_id, identity, since_seq FROM index_vectors")
     }
 
 
-def binding_of(conn: sqlite3.Connection, index_id: str) -> Binding | None:
+def binding_of(conn: Conn, index_id: str) -> Binding | None:
     r = conn.execute(
         "SELECT index_id, identity, since_seq FROM index_vectors WHERE index_id = ?", (index_id,)
     ).fetchone()
     return None if r is None else Binding(r[0], r[1], int(r[2]))
 
 
-def bind(conn: sqlite3.Connection, index_id: str, identity: str, since_seq: int) -> None:
+def bind(conn: Conn, index_id: str, identity: str, since_seq: int) -> None:
     conn.execute(
         "INSERT INTO index_vectors(index_id, identity, since_seq, updated_at) VALUES (?, ?, ?, ?)"
         " ON CONFLICT(index_id) DO UPDATE SET identity = excluded.identity, since_seq = excluded.since_seq,"
@@ -75,22 +76,22 @@ def bind(conn: sqlite3.Connection, index_id: str, identity: str, since_seq: int)
     )
 
 
-def unbind(conn: sqlite3.Connection, index_id: str) -> None:
+def unbind(conn: Conn, index_id: str) -> None:
     conn.execute("DELETE FROM index_vectors WHERE index_id = ?", (index_id,))
 
 
 # -- change-log entries only the vector side needs -------------------------------------------------
 
 
-def log_reembed(conn: sqlite3.Connection, index_id: str) -> int:
+def log_reembed(conn: Conn, index_id: str) -> int:
     cur = conn.execute(
-        "INSERT INTO changes(op, cid, index_id, document_rowid, at) VALUES (?, NULL, ?, NULL, ?)",
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at) VALUES (?, NULL, ?, NULL, ?) RETURNING seq",
         (REEMBED_OP, index_id, time.time()),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchall()[0][0])
 
 
-def log_removes(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) -> None:
+def log_removes(conn: Conn, rows: Iterable[tuple[int, str, int]]) -> None:
     """rows: (cid, index_id, document_rowid) of chunks already deleted (or about to be)."""
     now = time.time()
     conn.executemany(
@@ -99,7 +100,7 @@ def log_removes(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, int]]) 
     )
 
 
-def pending_adds(conn: sqlite3.Connection, after_seq: int, index_id: str, since_seq: int) -> int:
+def pending_adds(conn: Conn, after_seq: int, index_id: str, since_seq: int) -> int:
     """Change-log entries after ``after_seq`` that give ``index_id`` chunks needing a vector."""
     r = conn.execute(
         "SELECT COUNT(*) FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op IN ('add', ?)",
@@ -108,7 +109,7 @@ def pending_adds(conn: sqlite3.Connection, after_seq: int, index_id: str, since_
     return int(r[0])
 
 
-def plain_adds_after(conn: sqlite3.Connection, index_id: str, after_seq: int, since_seq: int) -> int:
+def plain_adds_after(conn: Conn, index_id: str, after_seq: int, since_seq: int) -> int:
     """``add`` entries (re-embeds not counted) for ``index_id`` after ``after_seq``, from ``since_seq`` on."""
     r = conn.execute(
         "SELECT COUNT(*) FROM changes WHERE index_id = ? AND seq > ? AND seq >= ? AND op = 'add'",
@@ -117,7 +118,7 @@ def plain_adds_after(conn: sqlite3.Connection, index_id: str, after_seq: int, si
     return int(r[0])
 
 
-def has_reembed_after(conn: sqlite3.Connection, index_id: str, after_seq: int, since_seq: int) -> bool:
+def has_reembed_after(conn: Conn, index_id: str, after_seq: int, since_seq: int) -> bool:
     """A re-embed entry for ``index_id`` after ``after_seq``, from ``since_seq`` on."""
     return (
         conn.execute(
@@ -128,7 +129,7 @@ def has_reembed_after(conn: sqlite3.Connection, index_id: str, after_seq: int, s
     )
 
 
-def adds_in_range(conn: sqlite3.Connection, index_id: str, after_seq: int, upto_seq: int) -> int:
+def adds_in_range(conn: Conn, index_id: str, after_seq: int, upto_seq: int) -> int:
     """``add`` entries for ``index_id`` with ``after_seq < seq <= upto_seq``."""
     return int(
         conn.execute(
@@ -138,7 +139,7 @@ def adds_in_range(conn: sqlite3.Connection, index_id: str, after_seq: int, upto_
     )
 
 
-def reembeds_in_range(conn: sqlite3.Connection, index_id: str, after_seq: int, upto_seq: int) -> int:
+def reembeds_in_range(conn: Conn, index_id: str, after_seq: int, upto_seq: int) -> int:
     """Re-embed entries for ``index_id`` with ``after_seq < seq <= upto_seq``."""
     return int(
         conn.execute(
@@ -163,7 +164,7 @@ class VectorSource:
     text: str
 
 
-def vector_sources(conn: sqlite3.Connection, cids: Iterable[int]) -> list[VectorSource]:
+def vector_sources(conn: Conn, cids: Iterable[int]) -> list[VectorSource]:
     out: list[VectorSource] = []
     cids = list(cids)
     for i in range(0, len(cids), 900):
@@ -181,7 +182,7 @@ def vector_sources(conn: sqlite3.Connection, cids: Iterable[int]) -> list[Vector
 
 
 def embedding_contexts(
-    conn: sqlite3.Connection, cids: Iterable[int]
+    conn: Conn, cids: Iterable[int]
 ) -> dict[int, tuple[str | None, list[str], int | None]]:
     """cid -> (document title, heading path, token count): what the model reads around a chunk's text."""
     out: dict[int, tuple[str | None, list[str], int | None]] = {}
@@ -197,7 +198,7 @@ def embedding_contexts(
     return out
 
 
-def chunk_cids_of_index(conn: sqlite3.Connection, index_id: str) -> list[int]:
+def chunk_cids_of_index(conn: Conn, index_id: str) -> list[int]:
     return [
         int(r[0])
         for r in conn.execute("SELECT rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,))
@@ -216,7 +217,7 @@ class Rebuild:
     started_at: float
 
 
-def get_rebuild(conn: sqlite3.Connection, index_id: str) -> Rebuild | None:
+def get_rebuild(conn: Conn, index_id: str) -> Rebuild | None:
     r = conn.execute(
         "SELECT index_id, temp_index_id, temp_index_name, pid, started_at FROM index_rebuilds WHERE index_id = ?",
         (index_id,),
@@ -224,7 +225,7 @@ def get_rebuild(conn: sqlite3.Connection, index_id: str) -> Rebuild | None:
     return None if r is None else Rebuild(r[0], r[1], r[2], int(r[3]), float(r[4]))
 
 
-def all_rebuilds(conn: sqlite3.Connection) -> list[Rebuild]:
+def all_rebuilds(conn: Conn) -> list[Rebuild]:
     return [
         Rebuild(r[0], r[1], r[2], int(r[3]), float(r[4]))
         for r in conn.execute(
@@ -233,14 +234,14 @@ def all_rebuilds(conn: sqlite3.Connection) -> list[Rebuild]:
     ]
 
 
-def set_rebuild(conn: sqlite3.Connection, rb: Rebuild) -> None:
+def set_rebuild(conn: Conn, rb: Rebuild) -> None:
     conn.execute(
         "INSERT INTO index_rebuilds(index_id, temp_index_id, temp_index_name, pid, started_at) VALUES (?,?,?,?,?)",
         (rb.index_id, rb.temp_index_id, rb.temp_index_name, rb.pid, rb.started_at),
     )
 
 
-def clear_rebuild(conn: sqlite3.Connection, index_id: str) -> None:
+def clear_rebuild(conn: Conn, index_id: str) -> None:
     conn.execute("DELETE FROM index_rebuilds WHERE index_id = ?", (index_id,))
 
 
@@ -255,7 +256,7 @@ class Purge:
     error: str | None
 
 
-def add_purges(conn: sqlite3.Connection, index_id: str, index_name: str, identities: Iterable[str]) -> None:
+def add_purges(conn: Conn, index_id: str, index_name: str, identities: Iterable[str]) -> None:
     now = time.time()
     conn.executemany(
         "INSERT INTO vector_purges(index_id, index_name, identity, error, at) VALUES (?, ?, ?, NULL, ?)"
@@ -264,7 +265,7 @@ def add_purges(conn: sqlite3.Connection, index_id: str, index_name: str, identit
     )
 
 
-def purges(conn: sqlite3.Connection) -> list[Purge]:
+def purges(conn: Conn) -> list[Purge]:
     return [
         Purge(r[0], r[1], r[2], r[3])
         for r in conn.execute(
@@ -273,11 +274,11 @@ def purges(conn: sqlite3.Connection) -> list[Purge]:
     ]
 
 
-def purge_done(conn: sqlite3.Connection, index_id: str, identity: str) -> None:
+def purge_done(conn: Conn, index_id: str, identity: str) -> None:
     conn.execute("DELETE FROM vector_purges WHERE index_id = ? AND identity = ?", (index_id, identity))
 
 
-def purge_failed(conn: sqlite3.Connection, index_id: str, identity: str, error: str) -> None:
+def purge_failed(conn: Conn, index_id: str, identity: str, error: str) -> None:
     conn.execute(
         "UPDATE vector_purges SET error = ?, at = ? WHERE index_id = ? AND identity = ?",
         (error, time.time(), index_id, identity),
@@ -287,14 +288,14 @@ def purge_failed(conn: sqlite3.Connection, index_id: str, identity: str, error: 
 # -- events --------------------------------------------------------------------------------------
 
 
-def add_event(conn: sqlite3.Connection, kind: str, data: dict[str, Any]) -> None:
+def add_event(conn: Conn, kind: str, data: dict[str, Any]) -> None:
     conn.execute(
         "INSERT INTO events(at, kind, data) VALUES (?, ?, ?)",
         (time.time(), kind, json.dumps(data, sort_keys=True)),
     )
 
 
-def events(conn: sqlite3.Connection, kind: str, limit: int = 20) -> list[dict[str, Any]]:
+def events(conn: Conn, kind: str, limit: int = 20) -> list[dict[str, Any]]:
     return [
         {"at": r[0], **json.loads(r[1])}
         for r in conn.execute(

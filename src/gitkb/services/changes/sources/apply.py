@@ -24,7 +24,7 @@ from gitkb.core.chunking import chunk_many
 from gitkb.core.exclusions import is_excluded
 from gitkb.core.load_errors import LoadError
 from gitkb.core.loading import load_bytes
-from gitkb.core.models import ChunkConfig, LoadedText, SkippedFile
+from gitkb.core.models import ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
 from gitkb.services.changes.sources.selection import EffectiveConfig
 from gitkb.services.context import Context
@@ -32,6 +32,7 @@ from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.git_auth import redact_url
 from gitkb.stores.repos import ManagedRepo
@@ -220,30 +221,7 @@ def _load_batch(
             for ix in targets:
                 chunks = next(spans)
                 status, _ = doc_rows.upsert(
-                    w,
-                    doc_rows.NewDocument(
-                        index_id=ix.id,
-                        path=path,
-                        text=text.text,
-                        content_hash=h,
-                        size=len(data),
-                        kind=text.kind,
-                        origin="git",
-                        chunks=chunks,
-                        chunk_config=configs[ix.id],
-                        title=text.title,
-                        origin_path=path,
-                        source_uri=source_uri(row, commit, path),
-                        metadata={
-                            **text.metadata,
-                            "gitkb_source": {
-                                "source": row.name,
-                                "branch": row.branch,
-                                "commit": commit,
-                                "blob": tree[path],
-                            },
-                        },
-                    ),
+                    w, _git_document(row, commit, tree, ix, configs, path, data, h, text, chunks)
                 )
                 report.chunks_written += len(chunks)
             if path in renames:
@@ -259,7 +237,40 @@ def _load_batch(
             skipped_files.record(w, ix.id, skips, ok=[p for p, *_ in loaded])
 
 
-def _unchanged(conn: Any, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
+def _git_document(
+    row: SourceRow,
+    commit: str,
+    tree: Mapping[str, str],
+    ix: index_rows.IndexRow,
+    configs: Mapping[str, ChunkConfig],
+    path: str,
+    data: bytes,
+    h: str,
+    text: LoadedText,
+    chunks: list[ChunkSpan],
+) -> doc_rows.NewDocument:
+    """A file of the source at ``commit`` as a document of index ``ix`` (its metadata says where it came from)."""
+    return doc_rows.NewDocument(
+        index_id=ix.id,
+        path=path,
+        text=text.text,
+        content_hash=h,
+        size=len(data),
+        kind=text.kind,
+        origin="git",
+        chunks=chunks,
+        chunk_config=configs[ix.id],
+        title=text.title,
+        origin_path=path,
+        source_uri=source_uri(row, commit, path),
+        metadata={
+            **text.metadata,
+            "gitkb_source": {"source": row.name, "branch": row.branch, "commit": commit, "blob": tree[path]},
+        },
+    )
+
+
+def _unchanged(conn: Conn, index_id: str, path: str, content_hash: str, cfg: ChunkConfig) -> bool:
     doc = doc_rows.get_by_path(conn, index_id, path)
     return (
         doc is not None

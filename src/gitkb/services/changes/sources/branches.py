@@ -12,12 +12,12 @@ writes the commits again, checks each comes out with the recorded sha, and point
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 from gitkb.core.errors import Conflict, GitkbError
 from gitkb.services.context import Context
 from gitkb.stores import node_proposals
 from gitkb.stores.catalog import proposals as prop_rows
+from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.node_git import commit_spec, has_commit, rebuild_commit
 from gitkb.stores.repos import ManagedRepo
@@ -25,14 +25,14 @@ from gitkb.stores.repos import ManagedRepo
 log = logging.getLogger("gitkb.proposals")
 
 
-def record(conn: sqlite3.Connection, repo: ManagedRepo, proposal_id: str, parent: str, commit: str) -> None:
+def record(conn: Conn, repo: ManagedRepo, proposal_id: str, parent: str, commit: str) -> None:
     """Write the proposal's commit down as data (inside the caller's transaction)."""
     node_proposals.record_spec(
         conn, proposal_id, parent, commit, commit_spec(repo.repository, parent, commit)
     )
 
 
-def move(conn: sqlite3.Connection, repo: ManagedRepo, proposal_id: str, parent: str, commit: str) -> None:
+def move(conn: Conn, repo: ManagedRepo, proposal_id: str, parent: str, commit: str) -> None:
     """A proposal replayed onto ``parent`` as ``commit``: its row and its recorded commit move together."""
     prop_rows.move_proposal(conn, proposal_id, parent, commit)
     record(conn, repo, proposal_id, parent, commit)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFailed
@@ -152,39 +153,18 @@ def add_source(
     if not isinstance(url, str):
         raise InvalidArgument("url must be a string: a local path, file://, git://, https:// or ssh URL")
     check_url(url)
-    creds_.refuse_references(auth, "auth")
-    creds_.refuse_references(forge, "forge")
-    if auth and any(v not in (None, "") for v in dict(auth).values()):
-        raise InvalidArgument(
-            f"unknown auth setting(s) {', '.join(sorted(dict(auth)))}: credentials are named with "
-            "credential = NAME from [[credentials]] of gitkb.toml"
-        )
-    documents_root_parts(documents_root)
-    flags: dict[str, Any] = {}
-    names = [index] if isinstance(index, str) else list(index or [])
-    names = [validate_index_name(n, field="index") for n in names if n]
-    if include:
-        flags["include"] = list(check_globs(include, "include"))
-    if exclude:
-        flags["exclude"] = list(check_globs(exclude, "exclude"))
-    if names:
-        flags["index"] = names
-    forge_cfg = _clean_refs(forge, FORGE_KEYS, "forge")
-    if forge_cfg:
-        kind = forge_cfg.setdefault("kind", "local")
-        if kind not in FORGE_KINDS:
-            raise InvalidArgument(f"forge kind must be one of {', '.join(FORGE_KINDS)}, got {kind!r}")
-        if kind != "local" and not forge_cfg.get("repo"):
-            raise InvalidArgument(f"a {kind} forge needs repo (GitHub 'owner/name', GitLab project path)")
-        if kind == "local":
-            forge_cfg.pop("credential", None)
-        flags["forge"] = forge_cfg
-    if credential not in (None, ""):
-        flags["credential"] = creds_.find(ctx.settings, credential).name
-    if forge_cfg.get("credential"):
-        forge_cfg["credential"] = creds_.find(ctx.settings, forge_cfg["credential"]).name
+    flags, names = _source_settings(
+        ctx,
+        documents_root=documents_root,
+        auth=auth,
+        forge=forge,
+        index=index,
+        include=include,
+        exclude=exclude,
+        credential=credential,
+    )
     git_creds = credentials_for(ctx, flags, url)  # refuses a credential the URL's host is not bound to
-    if forge_cfg.get("kind", "local") != "local":
+    if flags.get("forge", {}).get("kind", "local") != "local":
         creds_.forge_credential(ctx.settings, flags)  # and one the forge API's host is not bound to
     conn = ctx.catalog.conn
     if source_rows.get_by_name(conn, name) is not None:
@@ -195,6 +175,43 @@ def add_source(
     path = ctx.settings.repos_path / source_id
     private_dirs(path.parent)
     repo = ManagedRepo.clone(url, path, branch=branch, credentials=git_creds)
+    row, targets, created, head, warnings = _register_clone(
+        ctx, repo, path, source_id, name, branch, documents_root, flags, names
+    )
+    audit.record(
+        ctx,
+        actor=actor,
+        action="source.add",
+        target=name,
+        result="ok",
+        detail={"url": redact_url(row.url), "branch": branch, "indexes": targets},
+    )
+    out = {
+        "Message": f"Source {name!r} added ({redact_url(row.url)} @ {branch}); feeds {', '.join(targets)}."
+        " Run `gitkb source sync " + name + "` to index it.",
+        "source": describe(ctx, source_rows.get_by_id(conn, source_id) or row),
+        "indexes_created": created,
+        "head_commit": head,
+    }
+    if warnings:
+        out["Warnings"] = warnings
+    return out
+
+
+def _register_clone(
+    ctx: Context,
+    repo: ManagedRepo,
+    path: Path,
+    source_id: str,
+    name: str,
+    branch: str,
+    documents_root: str,
+    flags: dict[str, Any],
+    names: list[str],
+) -> tuple[SourceRow, list[str], list[str], str, list[str]]:
+    """The fresh clone's source row and its indexes (created when missing: the given names, else the
+    sidecar's index, else the source's name); the clone is removed when anything fails."""
+    conn = ctx.catalog.conn
     warnings: list[str] = []
     try:
         head = repo.tracking_head(branch) or ""
@@ -227,24 +244,54 @@ def add_source(
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
-    audit.record(
-        ctx,
-        actor=actor,
-        action="source.add",
-        target=name,
-        result="ok",
-        detail={"url": redact_url(row.url), "branch": branch, "indexes": targets},
-    )
-    out = {
-        "Message": f"Source {name!r} added ({redact_url(row.url)} @ {branch}); feeds {', '.join(targets)}."
-        " Run `gitkb source sync " + name + "` to index it.",
-        "source": describe(ctx, source_rows.get_by_id(conn, source_id) or row),
-        "indexes_created": created,
-        "head_commit": head,
-    }
-    if warnings:
-        out["Warnings"] = warnings
-    return out
+    return row, targets, created, head, warnings
+
+
+def _source_settings(
+    ctx: Context,
+    *,
+    documents_root: str,
+    auth: Mapping[str, Any] | None,
+    forge: Mapping[str, Any] | None,
+    index: Any,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    credential: str | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The source's settings row (include/exclude globs, index names, forge, credential names),
+    every part checked; and the index names it was given."""
+    creds_.refuse_references(auth, "auth")
+    creds_.refuse_references(forge, "forge")
+    if auth and any(v not in (None, "") for v in dict(auth).values()):
+        raise InvalidArgument(
+            f"unknown auth setting(s) {', '.join(sorted(dict(auth)))}: credentials are named with "
+            "credential = NAME from [[credentials]] of gitkb.toml"
+        )
+    documents_root_parts(documents_root)
+    flags: dict[str, Any] = {}
+    names = [index] if isinstance(index, str) else list(index or [])
+    names = [validate_index_name(n, field="index") for n in names if n]
+    if include:
+        flags["include"] = list(check_globs(include, "include"))
+    if exclude:
+        flags["exclude"] = list(check_globs(exclude, "exclude"))
+    if names:
+        flags["index"] = names
+    forge_cfg = _clean_refs(forge, FORGE_KEYS, "forge")
+    if forge_cfg:
+        kind = forge_cfg.setdefault("kind", "local")
+        if kind not in FORGE_KINDS:
+            raise InvalidArgument(f"forge kind must be one of {', '.join(FORGE_KINDS)}, got {kind!r}")
+        if kind != "local" and not forge_cfg.get("repo"):
+            raise InvalidArgument(f"a {kind} forge needs repo (GitHub 'owner/name', GitLab project path)")
+        if kind == "local":
+            forge_cfg.pop("credential", None)
+        flags["forge"] = forge_cfg
+    if credential not in (None, ""):
+        flags["credential"] = creds_.find(ctx.settings, credential).name
+    if forge_cfg.get("credential"):
+        forge_cfg["credential"] = creds_.find(ctx.settings, forge_cfg["credential"]).name
+    return flags, names
 
 
 def describe(ctx: Context, row: SourceRow) -> dict[str, Any]:

@@ -250,15 +250,7 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     row = resolve_source(ctx, source)
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
-    warnings: list[str] = []
-    try:
-        onto = repo.fetch(row.branch)
-    except GitkbError as exc:
-        tracked = repo.tracking_head(row.branch)
-        if tracked is None:
-            raise
-        onto = tracked
-        warnings.append(f"could not fetch {row.branch!r} ({exc.message}); refreshed on the last fetched head")
+    onto, warnings = _fetch_onto(repo, row)
     staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
     out: dict[str, Any] = {
         "source": row.name,
@@ -283,9 +275,65 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
             "Message": f"the {len(staged)} staged proposal(s) already build on {row.branch} at {onto[:12]}",
         }
     before = repo.head(branch)
+    tip, moved, conflicts = _replay(ctx, repo, row, staged, onto)
+    repo.reset_branch(branch, tip, expected=before)
+    with ctx.catalog.write() as w:
+        for p, parent, new in moved:
+            move(w, repo, p.id, parent, new)
+        for p, c in conflicts:
+            state = "merged" if c.get("already_applied") else "conflict"
+            prop_rows.set_proposal_state(w, p.id, state, detail={**p.detail, **c, "base": onto})
+        for r in prop_rows.list_reviews(w, source_id=row.id, states=("pending", "approved"), limit=1000):
+            if not r.pushed and r.pushing_sha is None and not repo.is_ancestor(r.head_sha, tip):
+                prop_rows.update_review(w, r.id, state="superseded")
+                out["reviews_superseded"].append(r.id)
+    _report(out, row, moved, conflicts)
+    audit.record(
+        ctx,
+        actor=actor,
+        action="proposals.refresh",
+        target=row.name,
+        result="ok",
+        detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]},
+    )
+    out["branch_head"] = tip
+    msg = f"Refreshed on {row.branch} at {onto[:12]}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
+    if out["conflicts"]:
+        msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
+    if out["reviews_superseded"]:
+        msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
+    out["Message"] = msg
+    return out
+
+
+def _fetch_onto(repo: ManagedRepo, row: SourceRow) -> tuple[str, list[str]]:
+    """The target branch's head now (fetched), else the last fetched one with a warning."""
+    warnings: list[str] = []
+    try:
+        onto = repo.fetch(row.branch)
+    except GitkbError as exc:
+        tracked = repo.tracking_head(row.branch)
+        if tracked is None:
+            raise
+        onto = tracked
+        warnings.append(f"could not fetch {row.branch!r} ({exc.message}); refreshed on the last fetched head")
+    return onto, warnings
+
+
+Moved = list[tuple[prop_rows.ProposalRow, str, str]]  # (proposal, new parent, new commit)
+Conflicts = list[tuple[prop_rows.ProposalRow, dict[str, Any]]]
+
+
+def _replay(
+    ctx: Context, repo: ManagedRepo, row: SourceRow, staged: list[prop_rows.ProposalRow], onto: str
+) -> tuple[str, Moved, Conflicts]:
+    """Each staged proposal made again on ``onto``, in order, on a scratch branch; returns the new
+    tip, the proposals that moved and those that conflict (or are already in the base)."""
     scratch = f"gitkb/refresh/{row.name}"
     repo.delete_branch(scratch)
-    tip, moved, conflicts = onto, [], []
+    tip = onto
+    moved: Moved = []
+    conflicts: Conflicts = []
     try:
         for p in staged:
             made = _reapply(repo, p, tip)
@@ -317,17 +365,12 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
             tip = new
     finally:
         repo.delete_branch(scratch)
-    repo.reset_branch(branch, tip, expected=before)
-    with ctx.catalog.write() as w:
-        for p, parent, new in moved:
-            move(w, repo, p.id, parent, new)
-        for p, c in conflicts:
-            state = "merged" if c.get("already_applied") else "conflict"
-            prop_rows.set_proposal_state(w, p.id, state, detail={**p.detail, **c, "base": onto})
-        for r in prop_rows.list_reviews(w, source_id=row.id, states=("pending", "approved"), limit=1000):
-            if not r.pushed and r.pushing_sha is None and not repo.is_ancestor(r.head_sha, tip):
-                prop_rows.update_review(w, r.id, state="superseded")
-                out["reviews_superseded"].append(r.id)
+    return tip, moved, conflicts
+
+
+def _report(out: dict[str, Any], row: SourceRow, moved: Moved, conflicts: Conflicts) -> None:
+    """Each proposal's result in ``out``: applied (with its commit), already applied, or a conflict
+    with the current lines and next steps."""
     for p, _parent, new in moved:
         out["applied"].append(p.id)
         out["Proposals"].append({"proposal_id": p.id, "path": p.path, "result": "applied", "commit": new})
@@ -351,19 +394,3 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
                 ],
             }
         )
-    audit.record(
-        ctx,
-        actor=actor,
-        action="proposals.refresh",
-        target=row.name,
-        result="ok",
-        detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]},
-    )
-    out["branch_head"] = tip
-    msg = f"Refreshed on {row.branch} at {onto[:12]}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
-    if out["conflicts"]:
-        msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
-    if out["reviews_superseded"]:
-        msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
-    out["Message"] = msg
-    return out

@@ -114,37 +114,12 @@ def sync_source(
     cfg = effective_config(row.settings, row.documents_root, sidecars)
     key = cfg.key()
     if not full and row.synced_commit == target and row.synced_config == key:
-        return {
-            **base,
-            "Message": f"{row.name} is already synced at {target[:12]}; nothing to do",
-            "status": "unchanged",
-            "previous_commit": row.synced_commit,
-            "plan": "none",
-            "counts": {"added": 0, "modified": 0, "deleted": 0, "renamed": 0},
-            "chunks_added": 0,
-            "chunks_removed": 0,
-            "took_ms": round((time.perf_counter() - t0) * 1000, 1),
-        }
+        return _unchanged(base, row, target, t0)
     with ctx.write_lock:
         conn = ctx.catalog.conn
         known = source_rows.files(conn, row.id)
         tree = cfg.select(repo.tree_map(target, cfg.documents_root))
-        incremental = (
-            not full
-            and row.synced_commit is not None
-            and row.synced_config == key
-            and repo.is_ancestor(row.synced_commit, target)
-        )
-        reload: list[str] = []
-        if incremental:
-            assert row.synced_commit is not None
-            plan = filter_plan(
-                repo.diff_names(row.synced_commit, target, cfg.documents_root), cfg, set(known)
-            )
-        else:
-            plan = plan_changes(known, tree)
-            if row.synced_config != key or full:  # the way files are read may have changed
-                reload = [p for p in tree if p in known and known[p] == tree[p]]
+        incremental, plan, reload = _plan(repo, row, cfg, known, tree, target, full=full)
         seq0 = changes.head(conn)
         report = apply_plan(ctx, row, repo, target, plan, tree, cfg, reload=reload, progress=progress)
         with ctx.catalog.write() as w:
@@ -153,15 +128,7 @@ def sync_source(
         added_chunks, removed_chunks = _chunk_changes(ctx, seq0)
 
         settled = reconcile_merges(ctx, row, repo, target)
-    warnings = []
-    linked = set(row.index_ids)
-    if sidecars.index and not row.settings.get("index"):
-        ix = index_rows.get_by_name(conn, sidecars.index)
-        if ix is None or ix.id not in linked:
-            warnings.append(
-                f"the sidecar names index {sidecars.index!r}, but this source feeds the indexes chosen when it was"
-                " added; remove and add the source again to change them"
-            )
+    warnings = _sidecar_index_warnings(ctx, row, sidecars.index)
     out = {
         **base,
         "Message": (
@@ -196,6 +163,64 @@ def sync_source(
         detail={"commit": target, "previous": row.synced_commit, "counts": report.as_dict()["counts"]},
     )
     return out
+
+
+def _unchanged(base: dict[str, Any], row: SourceRow, target: str, t0: float) -> dict[str, Any]:
+    return {
+        **base,
+        "Message": f"{row.name} is already synced at {target[:12]}; nothing to do",
+        "status": "unchanged",
+        "previous_commit": row.synced_commit,
+        "plan": "none",
+        "counts": {"added": 0, "modified": 0, "deleted": 0, "renamed": 0},
+        "chunks_added": 0,
+        "chunks_removed": 0,
+        "took_ms": round((time.perf_counter() - t0) * 1000, 1),
+    }
+
+
+def _plan(
+    repo: ManagedRepo,
+    row: SourceRow,
+    cfg: EffectiveConfig,
+    known: dict[str, str],
+    tree: dict[str, str],
+    target: str,
+    *,
+    full: bool,
+) -> tuple[bool, ChangePlan, list[str]]:
+    """Incremental (the diff since the synced commit) when the config is the same and the target
+    descends from it, else the whole tree against the known files; and the unchanged files to read
+    again because the way files are read may have changed."""
+    key = cfg.key()
+    incremental = (
+        not full
+        and row.synced_commit is not None
+        and row.synced_config == key
+        and repo.is_ancestor(row.synced_commit, target)
+    )
+    reload: list[str] = []
+    if incremental:
+        assert row.synced_commit is not None
+        plan = filter_plan(repo.diff_names(row.synced_commit, target, cfg.documents_root), cfg, set(known))
+    else:
+        plan = plan_changes(known, tree)
+        if row.synced_config != key or full:  # the way files are read may have changed
+            reload = [p for p in tree if p in known and known[p] == tree[p]]
+    return incremental, plan, reload
+
+
+def _sidecar_index_warnings(ctx: Context, row: SourceRow, sidecar_index: str | None) -> list[str]:
+    """A sidecar that names an index this source does not feed (its indexes were chosen at add)."""
+    if not sidecar_index or row.settings.get("index"):
+        return []
+    ix = index_rows.get_by_name(ctx.catalog.conn, sidecar_index)
+    if ix is not None and ix.id in set(row.index_ids):
+        return []
+    return [
+        f"the sidecar names index {sidecar_index!r}, but this source feeds the indexes chosen when it was"
+        " added; remove and add the source again to change them"
+    ]
 
 
 def _fetch_target(

@@ -1,0 +1,99 @@
+"""Chunk reads by cid (the derived stores' id): hits, keyword apply, verify."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from gitkb.stores.catalog.documents.rows import (
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    ChunkRow,
+    DocumentRow,
+    doc_from_row,
+)
+from gitkb.stores.catalog.engine import Conn
+
+
+def keyword_rows(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, str]]:
+    """(cid, index_id, tenant, document title, heading_path JSON, text) of live chunks: the keyword apply's read."""
+    out = []
+    cids = list(cids)
+    for i in range(0, len(cids), 900):
+        part = cids[i : i + 900]
+        marks = ",".join("?" * len(part))
+        out.extend(
+            conn.execute(
+                "SELECT c.rowid, c.index_id, d.tenant, d.title, c.heading_path, c.text FROM chunks c"
+                f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
+                part,
+            ).fetchall()
+        )
+    return [tuple(r) for r in out]
+
+
+def chunks_by_cids(conn: Conn, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
+    """Live chunks with their documents, for hits and for derived-index apply."""
+    out: dict[int, tuple[ChunkRow, DocumentRow]] = {}
+    cids = list(cids)
+    for i in range(0, len(cids), 500):
+        part = cids[i : i + 500]
+        marks = ",".join("?" * len(part))
+        cols = ", ".join(f"c.{c.strip()} AS c_{c.strip()}" for c in CHUNK_COLUMNS.split(","))
+        dcols = ", ".join(f"d.{c.strip()} AS {c.strip()}" for c in DOC_COLUMNS.split(","))
+        for r in conn.execute(
+            f"SELECT {cols}, {dcols} FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
+            f" WHERE c.rowid IN ({marks})",
+            part,
+        ):
+            chunk = ChunkRow(
+                cid=r["c_rowid"],
+                id=r["c_id"],
+                index_id=r["c_index_id"],
+                document_rowid=r["c_document_rowid"],
+                ordinal=r["c_ordinal"],
+                text=r["c_text"],
+                content_hash=r["c_content_hash"],
+                char_start=r["c_char_start"],
+                char_end=r["c_char_end"],
+                line_start=r["c_line_start"],
+                line_end=r["c_line_end"],
+                heading_path=tuple(json.loads(r["c_heading_path"] or "[]")),
+                token_count=r["c_token_count"],
+            )
+            out[chunk.cid] = (chunk, doc_from_row(r))
+    return out
+
+
+def all_chunk_cids(conn: Conn) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+
+
+def chunk_cids_by_id(conn: Conn, chunk_id: str) -> list[int]:
+    """The rowids of the live chunks with this chunk id."""
+    return [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks WHERE id = ?", (chunk_id,))]
+
+
+def has_chunks(conn: Conn, index_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM chunks WHERE index_id = ? LIMIT 1", (index_id,)).fetchone() is not None
+
+
+def chunk_count_of_index(conn: Conn, index_id: str) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE index_id = ?", (index_id,)).fetchone()[0])
+
+
+def chunk_counts_by_index(conn: Conn, index_ids: Sequence[str]) -> dict[str, int]:
+    """index id -> its chunk count (indexes without chunks are left out)."""
+    return {
+        str(r[0]): int(r[1])
+        for r in conn.execute(
+            f"SELECT index_id, COUNT(*) FROM chunks WHERE index_id IN ({','.join('?' * len(index_ids))})"
+            " GROUP BY index_id",
+            list(index_ids),
+        ).fetchall()
+    }
+
+
+def chunk_index_ids(conn: Conn) -> dict[int, str]:
+    """Every chunk: rowid (the derived stores' id) -> its index id (verify compares them)."""
+    return {int(r[0]): str(r[1]) for r in conn.execute("SELECT rowid, index_id FROM chunks")}

@@ -1,0 +1,176 @@
+"""Document and chunk rows and the columns they are read from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gitkb.core.models import ChunkConfig, ChunkSpan
+from gitkb.stores.catalog.engine import Conn
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    rowid: int
+    id: str
+    index_id: str
+    path: str
+    title: str | None
+    kind: str
+    origin: str
+    origin_path: str | None
+    source_uri: str | None
+    content_hash: str
+    size: int
+    mtime: float | None
+    metadata: dict[str, Any]
+    chunk_config: ChunkConfig | None
+    tenant: str | None
+    tier: str | None
+    expires_at: float | None
+    created_at: float
+    updated_at: float
+
+
+DOC_COLUMNS = (
+    "rowid, id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash, size, mtime,"
+    " metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at, created_at, updated_at"
+)
+
+
+def doc_from_row(r: Any) -> DocumentRow:
+    cfg = None
+    if r["chunk_strategy"] is not None:
+        cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
+    return DocumentRow(
+        rowid=r["rowid"],
+        id=r["id"],
+        index_id=r["index_id"],
+        path=r["path"],
+        title=r["title"],
+        kind=r["kind"],
+        origin=r["origin"],
+        origin_path=r["origin_path"],
+        source_uri=r["source_uri"],
+        content_hash=r["content_hash"],
+        size=r["size"],
+        mtime=r["mtime"],
+        metadata=json.loads(r["metadata"] or "{}"),
+        chunk_config=cfg,
+        tenant=r["tenant"],
+        tier=r["tier"],
+        expires_at=r["expires_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+    )
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """Everything the write path needs for one document."""
+
+    index_id: str
+    path: str
+    text: str
+    content_hash: str
+    size: int
+    kind: str
+    origin: str  # "file" | "text" | "git"
+    chunks: Sequence[ChunkSpan]
+    chunk_config: ChunkConfig
+    title: str | None = None
+    origin_path: str | None = None
+    source_uri: str | None = None
+    mtime: float | None = None
+    metadata: dict[str, Any] | None = None
+    tenant: str | None = None
+    tier: str | None = None
+    expires_at: float | None = None
+    document_id: str | None = None  # force an id (sync renames, rechunk copies)
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    cid: int
+    id: str
+    index_id: str
+    document_rowid: int
+    ordinal: int
+    text: str
+    content_hash: str
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...]
+    token_count: int
+
+
+CHUNK_COLUMNS = (
+    "rowid, id, index_id, document_rowid, ordinal, text, content_hash, char_start, char_end, line_start, line_end,"
+    " heading_path, token_count"
+)
+
+
+def chunk_from_row(r: Any) -> ChunkRow:
+    return ChunkRow(
+        cid=r["rowid"],
+        id=r["id"],
+        index_id=r["index_id"],
+        document_rowid=r["document_rowid"],
+        ordinal=r["ordinal"],
+        text=r["text"],
+        content_hash=r["content_hash"],
+        char_start=r["char_start"],
+        char_end=r["char_end"],
+        line_start=r["line_start"],
+        line_end=r["line_end"],
+        heading_path=tuple(json.loads(r["heading_path"] or "[]")),
+        token_count=r["token_count"],
+    )
+
+
+def get_by_path(conn: Conn, index_id: str, path: str) -> DocumentRow | None:
+    r = conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND path = ?", (index_id, path)
+    ).fetchone()
+    return doc_from_row(r) if r else None
+
+
+def get_by_id(conn: Conn, index_id: str, document_id: str) -> DocumentRow | None:
+    r = conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE index_id = ? AND id = ?", (index_id, document_id)
+    ).fetchone()
+    return doc_from_row(r) if r else None
+
+
+def get_text(conn: Conn, rowid: int) -> str:
+    r = conn.execute("SELECT text FROM documents WHERE rowid = ?", (rowid,)).fetchone()
+    return str(r[0]) if r else ""
+
+
+def hashes_by_path(conn: Conn, index_id: str) -> dict[str, tuple[str, int, float | None, str | None]]:
+    """path -> (content_hash, size, mtime, state key) for cheap unchanged checks (see ``state_key``)."""
+    out: dict[str, tuple[str, int, float | None, str | None]] = {}
+    for r in conn.execute(
+        "SELECT path, content_hash, size, mtime, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at"
+        " FROM documents WHERE index_id = ?",
+        (index_id,),
+    ):
+        cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
+        key = state_key(cfg, r["tenant"], r["tier"], r["expires_at"])
+        out[r["path"]] = (r["content_hash"], r["size"], r["mtime"], key)
+    return out
+
+
+def config_key(cfg: ChunkConfig) -> str:
+    return f"{cfg.strategy}/{cfg.size}/{cfg.overlap}"
+
+
+def state_key(cfg: ChunkConfig, tenant: str | None, tier: str | None, expires_at: float | None) -> str:
+    """What besides the text decides whether re-adding a file is a no-op: chunking and placement.
+
+    A document with an expiry never matches, so re-adding it always sets its TTL anew."""
+    return f"{config_key(cfg)}|{tenant or ''}|{tier or ''}|{'ttl' if expires_at is not None else ''}"

@@ -1,0 +1,238 @@
+"""The one write path that keeps chunk ids stable: upsert, chunk replacement, delete, rename,
+RECHUNK's swap."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from gitkb.core import ids
+from gitkb.core.models import ChunkSpan
+from gitkb.stores.catalog import changes
+from gitkb.stores.catalog.documents.rows import DocumentRow, NewDocument, get_by_path
+from gitkb.stores.catalog.engine import Conn
+
+
+def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
+    """Write one document and its chunks; returns ("added"|"modified", row).
+
+    Chunks whose id survives (same document id, same text, same occurrence)
+    keep their row, so derived indexes don't redo them; only removed chunks
+    are logged as ``remove`` and new ones as ``add``.
+    """
+    now = time.time()
+    existing = get_by_path(conn, doc.index_id, doc.path)
+    meta = json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)
+    if existing is None:
+        doc_id = doc.document_id or ids.new_document_id()
+        rowid = _insert_document(conn, doc, doc_id, meta, now)
+        status = "added"
+    else:
+        doc_id = existing.id
+        rowid = existing.rowid
+        _update_document(conn, doc, rowid, meta, now)
+        status = "modified"
+    replace_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks)
+    if existing is not None and existing.tenant != doc.tenant:
+        # derived indexes filter by tenant: every kept chunk must be applied again
+        changes.log_adds_for_document(conn, rowid)
+    row = get_by_path(conn, doc.index_id, doc.path)
+    assert row is not None
+    return status, row
+
+
+def _insert_document(conn: Conn, doc: NewDocument, doc_id: str, meta: str, now: float) -> int:
+    """A new document row; returns its rowid."""
+    cfg = doc.chunk_config
+    cur = conn.execute(
+        "INSERT INTO documents(id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash,"
+        " size, mtime, text, metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at,"
+        " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
+        (
+            doc_id,
+            doc.index_id,
+            doc.path,
+            doc.title,
+            doc.kind,
+            doc.origin,
+            doc.origin_path,
+            doc.source_uri,
+            doc.content_hash,
+            doc.size,
+            doc.mtime,
+            doc.text,
+            meta,
+            cfg.strategy,
+            cfg.size,
+            cfg.overlap,
+            doc.tenant,
+            doc.tier,
+            doc.expires_at,
+            now,
+            now,
+        ),
+    )
+    return int(cur.fetchall()[0][0])
+
+
+def _update_document(conn: Conn, doc: NewDocument, rowid: int, meta: str, now: float) -> None:
+    cfg = doc.chunk_config
+    conn.execute(
+        "UPDATE documents SET title=?, kind=?, origin=?, origin_path=?, source_uri=?, content_hash=?, size=?,"
+        " mtime=?, text=?, metadata=?, chunk_strategy=?, chunk_size=?, chunk_overlap=?, tenant=?, tier=?,"
+        " expires_at=?, updated_at=? WHERE rowid=?",
+        (
+            doc.title,
+            doc.kind,
+            doc.origin,
+            doc.origin_path,
+            doc.source_uri,
+            doc.content_hash,
+            doc.size,
+            doc.mtime,
+            doc.text,
+            meta,
+            cfg.strategy,
+            cfg.size,
+            cfg.overlap,
+            doc.tenant,
+            doc.tier,
+            doc.expires_at,
+            now,
+            rowid,
+        ),
+    )
+
+
+def replace_chunks(
+    conn: Conn, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
+) -> tuple[int, int]:
+    """Make the document's chunks exactly ``spans``; returns (added, removed)."""
+    hashes = [ids.content_hash(s.text) for s in spans]
+    new_ids = ids.chunk_ids_for(document_id, hashes)
+    old = {
+        r["id"]: (r["rowid"], r["heading_path"])
+        for r in conn.execute(
+            "SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,)
+        )
+    }
+    if not old:  # a new document: bulk insert, then log every chunk in one statement
+        conn.executemany(
+            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
+            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    cid,
+                    document_rowid,
+                    index_id,
+                    ordinal,
+                    span.text,
+                    h,
+                    span.char_start,
+                    span.char_end,
+                    span.line_start,
+                    span.line_end,
+                    json.dumps(list(span.heading_path), ensure_ascii=False),
+                    span.token_count,
+                )
+                for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True))
+            ],
+        )
+        changes.log_adds_for_document(conn, document_rowid)
+        return len(spans), 0
+    keep = set(new_ids) & set(old)
+    gone = [old[i][0] for i in old if i not in keep]
+    if gone:
+        changes.log_removes_for_document(conn, document_rowid, gone)
+        conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(g,) for g in gone])
+    added_rows: list[tuple[int, str, int]] = []
+    for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True)):
+        heading = json.dumps(list(span.heading_path), ensure_ascii=False)
+        if cid in keep:
+            rowid, old_heading = old[cid]
+            conn.execute(
+                "UPDATE chunks SET ordinal=?, char_start=?, char_end=?, line_start=?, line_end=?, heading_path=?"
+                " WHERE rowid=?",
+                (ordinal, span.char_start, span.char_end, span.line_start, span.line_end, heading, rowid),
+            )
+            if heading != old_heading:
+                added_rows.append((rowid, index_id, document_rowid))
+            continue
+        cur = conn.execute(
+            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
+            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
+            (
+                cid,
+                document_rowid,
+                index_id,
+                ordinal,
+                span.text,
+                h,
+                span.char_start,
+                span.char_end,
+                span.line_start,
+                span.line_end,
+                heading,
+                span.token_count,
+            ),
+        )
+        added_rows.append((int(cur.fetchall()[0][0]), index_id, document_rowid))
+    if added_rows:
+        changes.log_adds(conn, added_rows)
+    return len(added_rows), len(gone)
+
+
+def delete(conn: Conn, document_rowid: int) -> None:
+    changes.log_removes_for_document(conn, document_rowid)
+    conn.execute("DELETE FROM documents WHERE rowid = ?", (document_rowid,))
+
+
+def rename(conn: Conn, document_rowid: int, new_path: str, title: str | None = None) -> None:
+    if title is None:
+        conn.execute(
+            "UPDATE documents SET path = ?, updated_at = ? WHERE rowid = ?",
+            (new_path, time.time(), document_rowid),
+        )
+    else:
+        conn.execute(
+            "UPDATE documents SET path = ?, title = ?, updated_at = ? WHERE rowid = ?",
+            (new_path, title, time.time(), document_rowid),
+        )
+
+
+def swap_index(conn: Conn, index_id: str, temp_index_id: str) -> list[tuple[int, str, int]]:
+    """RECHUNK's swap, inside the caller's write transaction: the index's documents go, those of
+    ``temp_index_id`` take their place (keeping each document id's ``created_at``), and every chunk
+    now in the index is logged as an add. Returns the old chunks as (cid, index_id, document_rowid),
+    for the caller to log as removes after the adds."""
+    old = [
+        (int(r[0]), index_id, int(r[1]))
+        for r in conn.execute(
+            "SELECT rowid, document_rowid FROM chunks WHERE index_id = ? ORDER BY rowid", (index_id,)
+        )
+    ]
+    created = {
+        r[0]: r[1]
+        for r in conn.execute("SELECT id, created_at FROM documents WHERE index_id = ?", (index_id,))
+    }
+    conn.execute(
+        "DELETE FROM documents WHERE index_id = ?", (index_id,)
+    )  # chunks cascade; the caller logs them
+    conn.execute("UPDATE documents SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
+    conn.execute("UPDATE chunks SET index_id = ? WHERE index_id = ?", (index_id, temp_index_id))
+    conn.executemany(
+        "UPDATE documents SET created_at = ? WHERE index_id = ? AND id = ?",
+        [(at, index_id, doc_id) for doc_id, at in created.items()],
+    )
+    conn.execute(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+        " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE index_id = ? ORDER BY rowid",
+        (time.time(), index_id),
+    )
+    return old
+
+
+def set_mtime(conn: Conn, index_id: str, path: str, mtime: float) -> None:
+    """An unchanged file was touched: remember its new mtime (reindex trusts it next time)."""
+    conn.execute("UPDATE documents SET mtime=? WHERE index_id=? AND path=?", (mtime, index_id, path))

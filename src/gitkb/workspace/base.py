@@ -1,0 +1,109 @@
+"""The one place a Workspace call is checked and enveloped (``tool``), and what every facade of the
+Workspace shares (``WorkspaceBase``: settings, the principal, the opened ``Context``, the scope).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gitkb.core.config import Settings
+from gitkb.core.errors import GitkbError, InvalidArgument, write_crash_log
+from gitkb.services.access import policy
+from gitkb.services.access.principals import Principal
+from gitkb.services.changes.checkouts import refresh_moved
+from gitkb.services.context import Context
+from gitkb.services.dispatch import scope
+
+log = logging.getLogger("gitkb")
+F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+
+
+def internal_error_response(home: Path, exc: BaseException) -> dict[str, Any]:
+    write_crash_log(home, exc)
+    return {
+        "Success": False,
+        "Error": f"internal error ({type(exc).__name__}: {exc}); details in {home / 'logs' / 'gitkb.log'}",
+        "code": "internal",
+    }
+
+
+def tool(fn: F) -> F:
+    """Envelope the method's dict (``{"Success": True, **out}``; the method returns the service's
+    dict as is), translate domain errors into the response shape; never let a traceback out.
+
+    Before the method runs, the policy checks the call (``gitkb.services.access.policy``): the
+    method's name is its action in the action table, the arguments are its parameters, and the
+    Workspace's principal must hold its class. ``document_index`` and ``promoted`` check the
+    action they are given instead.
+    """
+    name = fn.__name__
+    sig = inspect.signature(fn)
+    dispatches = name in ("document_index", "promoted")
+
+    @functools.wraps(fn)
+    def wrapper(self: WorkspaceBase, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            if not dispatches:
+                self._check(name, _bound(sig, name, self, args, kwargs))
+            return {"Success": True, **fn(self, *args, **kwargs)}  # the one place a success is enveloped
+        except GitkbError as exc:
+            return exc.to_response()
+        except Exception as exc:  # noqa: BLE001 - the contract: no traceback leaves a tool
+            return internal_error_response(self.settings.home, exc)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _bound(sig: inspect.Signature, name: str, ws: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of one call by parameter name; unknown or missing ones are ``invalid_argument``."""
+    try:
+        bound = sig.bind(ws, *args, **kwargs)
+    except TypeError as exc:
+        allowed = [p for p in sig.parameters if p not in ("self", "progress")]
+        unknown = sorted(set(kwargs) - set(sig.parameters))
+        what = f"does not take {', '.join(unknown)}" if unknown else f"was called wrongly ({exc})"
+        raise InvalidArgument(
+            f"{name} {what}; it takes: {', '.join(allowed) or 'nothing'}", details={"unknown_params": unknown}
+        ) from None
+    out = {k: v for k, v in bound.arguments.items() if k != "self"}
+    return out
+
+
+class WorkspaceBase:
+    """What the facades of ``Workspace`` share; ``Workspace.__init__`` sets these."""
+
+    settings: Settings
+    principal: Principal
+    ctx: Context
+
+    @property
+    def home(self) -> Path:
+        return self.settings.home
+
+    def _check(self, name: str, params: dict[str, Any]) -> None:
+        policy.check(self.principal, name, params)
+        self._follow_checkouts()
+
+    def _follow_checkouts(self) -> None:
+        """This node's checkouts follow the synced commit, whichever node synced (one indexed query)."""
+        try:
+            refresh_moved(self.ctx)
+        except Exception as exc:  # noqa: BLE001 - a checkout that cannot follow never fails a call
+            log.warning("refreshing this node's checkouts failed: %s", exc)
+
+    def _scope(self) -> scope.AgentScope:
+        """The agent's scope for an agent principal, else the operator's (no limit)."""
+        return scope.load_scope(self.ctx, self.principal.agent_id if self.principal.is_agent else None)
+
+    def _reviewer(self, given: str) -> str:
+        """Who decided: a token's name, never one the caller chose (the operator may name one)."""
+        return given if self.principal.is_local else self.principal.name
+
+    def _caller(self) -> str | None:
+        """Who a job is recorded for (None for the local operator)."""
+        return None if self.principal.is_local else self.principal.label

@@ -1,0 +1,236 @@
+"""The catalog on SQLite and on PostgreSQL: one schema, one migration sequence, how a catalog URL is
+chosen, the job queue's claim under concurrency, and what status and /readyz say about the backend."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitkb.core.config import load_settings
+from gitkb.core.errors import InvalidArgument
+from gitkb.stores.catalog import Catalog, jobs, open_catalog
+from gitkb.stores.catalog.engine import glob_to_regex, redact_url
+from gitkb.stores.catalog.migrations import IMPLICIT_ROWID, MIGRATIONS
+from helpers import postgres
+
+
+def _sqlite_schema(path: Path) -> dict[str, set[str]]:
+    Catalog(path).close()
+    conn = sqlite3.connect(path)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    out = {
+        t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables if t != "sqlite_sequence"
+    }
+    conn.close()
+    return out
+
+
+def test_both_engines_have_the_same_tables_and_columns(tmp_path: Path) -> None:
+    url = postgres.create_database()
+    try:
+        catalog = open_catalog(url, tmp_path / "unused.sqlite3")
+        rows = catalog.conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
+        ).fetchall()
+        applied = {r[0] for r in catalog.conn.execute("SELECT name FROM migrations").fetchall()}
+        catalog.close()
+    finally:
+        postgres.drop_database(url)
+    pg: dict[str, set[str]] = {}
+    for table, column in rows:
+        pg.setdefault(table, set()).add(column)
+    lite = _sqlite_schema(tmp_path / "c.sqlite3")
+    for table in IMPLICIT_ROWID:  # SQLite's implicit rowid, spelled out on PostgreSQL
+        lite[table] = lite[table] | {"rowid"}
+    assert pg == lite
+    assert applied == {fn.__name__ for fn in MIGRATIONS}  # one migration sequence, both engines
+
+
+def test_two_connections_claiming_at_once_never_get_the_same_job() -> None:
+    """Each claimer holds its transaction open a moment after claiming, outside the catalog's
+    write lock: only ``FOR UPDATE SKIP LOCKED`` keeps them off each other's job. (PostgreSQL only:
+    SQLite serialises writers with BEGIN IMMEDIATE, so no two claims ever overlap there.)"""
+    from gitkb.stores.catalog.postgres import PgCatalog, PgConnection
+
+    url = postgres.create_database()
+    catalog = PgCatalog(url)
+    try:
+        with catalog.write() as conn:
+            queued = {jobs.insert(conn, "noop", {"n": i}).id for i in range(12)}
+        claimed: dict[str, list[str]] = {"a": [], "b": []}
+        start = threading.Barrier(2)
+
+        def claimer(name: str) -> None:
+            start.wait()
+            while True:
+                with catalog.pool.connection() as raw:
+                    conn = PgConnection(raw)
+                    raw.execute("BEGIN")
+                    job = jobs.claim_next(conn, name)
+                    time.sleep(0.05)  # the other claimer runs meanwhile
+                    raw.execute("COMMIT")
+                if job is None:
+                    return
+                claimed[name].append(job.id)
+
+        threads = [threading.Thread(target=claimer, args=(n,)) for n in claimed]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        both = claimed["a"] + claimed["b"]
+        assert sorted(both) == sorted(queued)  # every job once, none twice
+        assert claimed["a"] and claimed["b"]  # they did run at the same time
+        runners = {r[0]: r[1] for r in catalog.conn.execute("SELECT id, runner FROM jobs").fetchall()}
+        assert all(runners[j] == n for n, ids in claimed.items() for j in ids)
+    finally:
+        catalog.close()
+        postgres.drop_database(url)
+
+
+def test_the_catalog_url_comes_from_gitkb_toml_the_environment_or_the_keyword(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitkb import Workspace
+
+    home = tmp_path / "h"
+    home.mkdir()
+    elsewhere = tmp_path / "shared" / "cat.sqlite3"
+    elsewhere.parent.mkdir()
+    assert load_settings(home).catalog_url is None
+    (home / "gitkb.toml").write_text(f'[catalog]\nurl = "sqlite:///{elsewhere}"\n')
+    assert load_settings(home).catalog_url == f"sqlite:///{elsewhere}"
+    monkeypatch.setenv("GITKB_CATALOG_URL", "postgresql://u@db.invalid/kb")
+    assert load_settings(home).catalog_url == "postgresql://u@db.invalid/kb"  # the environment wins
+    monkeypatch.delenv("GITKB_CATALOG_URL")
+    (home / "gitkb.toml").unlink()
+    with Workspace(home, catalog_url=f"sqlite:///{elsewhere}", embedding_provider="hashing") as ws:
+        assert ws.get_index_status()["catalog"] == {"engine": "sqlite", "path": str(elsewhere)}
+    assert elsewhere.exists() and not (home / "catalog.sqlite3").exists()
+    with pytest.raises(InvalidArgument, match="four slashes"):
+        open_catalog("sqlite://relative.db", tmp_path / "x.sqlite3")
+    with pytest.raises(InvalidArgument, match="unknown scheme"):
+        open_catalog("mysql://x/y", tmp_path / "x.sqlite3")
+
+
+def test_status_and_readyz_say_which_backend_never_the_password(
+    catalog_backend: str, catalog_url: str | None, make_ws: Any, make_client: Any, home: Path
+) -> None:
+    given = catalog_url
+    if catalog_url is not None:  # the test server trusts any password: give one, it must not show
+        given = catalog_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+        assert "s3cret-pw" in given
+    ws = make_ws(catalog_url=given)
+    status = ws.get_index_status()
+    assert status["catalog"]["engine"] == catalog_backend
+    assert "s3cret-pw" not in repr(status)
+    if catalog_url is not None:
+        assert status["catalog"]["url"] == redact_url(str(given)) and "***" in status["catalog"]["url"]
+    ws.close()
+    ready = make_client().get("/readyz").json()
+    assert ready["checks"]["catalog"] == "ok" and ready["catalog_engine"] == catalog_backend
+
+
+@pytest.mark.parametrize(
+    ("pattern", "yes", "no"),
+    [
+        ("docs/*.md", ["docs/a.md", "docs/x/y.md"], ["a/docs/a.md", "docs/a.mdx"]),
+        ("a?c", ["abc", "a.c"], ["ac", "abbc"]),
+        ("[ab]*", ["a1", "b"], ["c", "A"]),
+        ("[^ab]*", ["c1"], ["a1"]),
+        ("x.y+z", ["x.y+z"], ["xxy+z", "x.yyz"]),
+    ],
+)
+def test_glob_means_the_same_on_both_engines(pattern: str, yes: list[str], no: list[str]) -> None:
+    import re
+
+    lite = sqlite3.connect(":memory:")
+    for s in yes + no:
+        want = s in yes
+        assert bool(lite.execute("SELECT ? GLOB ?", (s, pattern)).fetchone()[0]) is want
+        assert bool(re.search(glob_to_regex(pattern), s)) is want
+
+
+def test_redact_url_hides_only_the_password() -> None:
+    assert redact_url("postgresql://kb:pw@db:5432/gitkb") == "postgresql://kb:***@db:5432/gitkb"
+    assert redact_url("postgresql://kb@db/gitkb") == "postgresql://kb@db/gitkb"
+    assert (
+        redact_url("postgresql://db/gitkb?user=kb&password=pw")
+        == "postgresql://db/gitkb?user=kb&password=***"
+    )
+
+
+def test_gitkb_status_json_says_which_backend(
+    catalog_backend: str, catalog_url: str | None, make_ws: Any, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI reads GITKB_CATALOG_URL (set by the fixture on PostgreSQL) at its entry point, and
+    finds a workspace whose catalog is on PostgreSQL (no catalog.sqlite3 in its home)."""
+    import json
+
+    make_ws().close()
+    assert (home / "catalog.sqlite3").exists() is (catalog_url is None)
+
+    from click.testing import CliRunner
+
+    from gitkb.cli.main import cli
+
+    monkeypatch.setenv("GITKB_EMBEDDING_PROVIDER", "hashing")
+    r = CliRunner().invoke(cli, ["--home", str(home), "--json", "status"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)["catalog"]
+    assert got["engine"] == catalog_backend
+    assert got == (
+        {"engine": "sqlite", "path": str(home / "catalog.sqlite3")} if catalog_url is None else got
+    )
+    human = CliRunner().invoke(cli, ["--home", str(home), "status"])
+    assert f"catalog:           {catalog_backend}" in human.output
+
+
+def test_an_autocommit_write_waits_for_the_write_transaction_so_seqs_commit_in_order() -> None:
+    """On PostgreSQL a write through ``catalog.conn`` takes the write lock as SQLite's would: a
+    change-log entry given a later seq never commits before an earlier one (a watermark would skip it)."""
+    from gitkb.stores.catalog import vector_state
+    from gitkb.stores.catalog.postgres import PgCatalog
+
+    url = postgres.create_database()
+    catalog = PgCatalog(url)
+    try:
+        done: list[tuple[str, float]] = []
+        holding = threading.Event()
+
+        def writer() -> None:
+            with catalog.write() as conn:
+                vector_state.log_reembed(conn, "ix")
+                holding.set()
+                time.sleep(0.5)
+            done.append(("transaction", time.monotonic()))
+
+        t = threading.Thread(target=writer)
+        t.start()
+        assert holding.wait(10)
+        vector_state.log_reembed(catalog.conn, "ix")  # autocommit, another connection
+        done.append(("autocommit", time.monotonic()))
+        t.join(10)
+        assert [what for what, _ in sorted(done, key=lambda d: d[1])] == ["transaction", "autocommit"]
+        seqs = [r[0] for r in catalog.conn.execute("SELECT seq FROM changes ORDER BY seq").fetchall()]
+        assert len(seqs) == 2 and seqs[0] < seqs[1]
+    finally:
+        catalog.close()
+        postgres.drop_database(url)
+
+
+def test_gitkb_backup_of_a_postgresql_catalog_says_to_use_pg_dump(
+    catalog_backend: str, make_ws: Any, tmp_path: Path
+) -> None:
+    ws = make_ws()
+    out = ws.backup(str(tmp_path / "kb.tar"))
+    if catalog_backend == "sqlite":
+        assert out["Success"], out
+        return
+    assert out["code"] == "invalid_argument" and "pg_dump" in out["Error"], out
+    assert not (tmp_path / "kb.tar").exists()
