@@ -26,8 +26,8 @@ from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.documents import all_chunk_cids, count_all
 from gitkb.stores.node_lease import get_lease
-from helpers import ok, wait_until
-from helpers.nodes import SLOW_KIND, add_slow_kind, node_settings
+from helpers import ok, postgres, wait_until
+from helpers.nodes import SLOW_KIND, add_slow_kind, node_settings, sqlite_url
 
 TESTS = Path(__file__).resolve().parent
 
@@ -35,14 +35,20 @@ Node = Callable[..., Workspace]
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> Path:
+def catalog(tmp_path: Path, catalog_backend: str) -> Iterator[str]:
+    """The shared catalog's URL: a SQLite file outside every home, or a fresh PostgreSQL database."""
+    if catalog_backend == "postgresql":
+        url = postgres.create_database()
+        yield url
+        postgres.drop_database(url)
+        return
     d = tmp_path / "shared"
     d.mkdir()
-    return d / "catalog.sqlite3"
+    yield sqlite_url(d / "catalog.sqlite3")
 
 
 @pytest.fixture
-def node(tmp_path: Path, catalog: Path) -> Iterator[Node]:
+def node(tmp_path: Path, catalog: str) -> Iterator[Node]:
     """``node("a", lease_seconds=...)``: a workspace at its own home on the shared catalog."""
     opened: list[Workspace] = []
 
@@ -191,7 +197,7 @@ def test_a_writer_that_lost_its_lease_leaves_the_job_to_the_new_writer(node: Nod
 
 
 def test_kill_9_the_writer_during_a_job_the_other_node_completes_it(
-    tmp_path: Path, catalog: Path, node: Node
+    tmp_path: Path, catalog: str, node: Node
 ) -> None:
     env = {**os.environ, "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     code = "import sys; from helpers.nodes import child_writer; child_writer(*sys.argv[1:])"
@@ -289,7 +295,7 @@ def jobs_or_vectors_behind(w: Workspace) -> bool:
 
 
 def test_a_signed_webhook_sent_to_another_node_syncs_once(
-    node: Node, tmp_path: Path, catalog: Path, upstream: Any
+    node: Node, tmp_path: Path, catalog: str, upstream: Any
 ) -> None:
     """The webhook reaches node c (not the writer): it is recorded once in the shared catalog, the sync
     runs on the writer a, and the new page is keyword-searchable through b; a replay to b is a duplicate."""

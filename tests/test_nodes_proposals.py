@@ -12,7 +12,7 @@ from gitkb import Workspace
 from gitkb.stores.catalog import proposals as prop_rows
 from gitkb.stores.node_proposals import specs_for
 from helpers import SOURCE, Upstream, git, ok
-from helpers.nodes import node_settings
+from helpers.nodes import node_settings, sqlite_url
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"
@@ -83,7 +83,8 @@ def test_another_node_rebuilds_the_branch_the_first_staged(
     stage_three(a)
     want = staged_diff(a)
     pr = ok(a.open_kb_pull_request(SOURCE))
-    b = Workspace(settings=node_settings(tmp_path / "b", a.settings.catalog_path))
+    shared = a.settings.catalog_url or sqlite_url(a.settings.catalog_path)
+    b = Workspace(settings=node_settings(tmp_path / "b", shared))
     try:
         a.close()  # node a goes away with its clone
         ok(b.approve_review(pr["review_id"]))

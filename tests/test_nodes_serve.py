@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from helpers import WaitTimeout, wait_until
+from helpers.nodes import sqlite_url
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
 TESTS = Path(__file__).resolve().parent
@@ -28,10 +29,10 @@ FILES = 700
 
 
 class Node:
-    def __init__(self, home: Path, catalog: Path, env: dict[str, str]) -> None:
+    def __init__(self, home: Path, catalog: str, env: dict[str, str]) -> None:
         code = "import sys; from helpers.nodes import serve_child; serve_child(*sys.argv[1:])"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(home), str(catalog)], stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, "-c", code, str(home), catalog], stdout=subprocess.PIPE, text=True, env=env
         )
         assert self.proc.stdout is not None
         self.url = json.loads(self.proc.stdout.readline())["url"]
@@ -103,7 +104,7 @@ def cluster(
                 f'[chroma]\nhost = "{chroma[0]}"\nport = {chroma[1]}\n[server]\nallowed_roots = ["{docs}"]\n'
             )
             crash = {"GITKB_CRASH_AT": str(request.param)} if name == "a" else {}
-            nodes.append(Node(home, catalog, {**env, **crash}))
+            nodes.append(Node(home, sqlite_url(catalog), {**env, **crash}))
         yield nodes, docs
     finally:
         for n in nodes:

@@ -1,8 +1,8 @@
 """Workspaces with separate homes sharing one catalog (nodes that share no files), and the slow job
 kind the failover tests kill a writer during.
 
-Until the composition root takes a ``catalog_url``, a node's settings are ``Settings`` whose
-``catalog_path`` is the shared file: the lowest seam the catalog is opened through.
+Each node's settings name the shared catalog by URL (``[catalog] url``): a SQLite file outside every
+home, or a PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +19,18 @@ from gitkb.core.config import Settings, load_settings
 SLOW_KIND = "test_slow_docs"
 
 
-@dataclass(frozen=True)
-class SharedCatalogSettings(Settings):
-    shared_catalog: Path | None = None
+def node_settings(home: Path, catalog_url: str, nodes: dict[str, Any] | None = None) -> Settings:
+    """A node at ``home`` (its ``gitkb.toml`` read as usual) on the shared catalog ``catalog_url``
+    (``sqlite:////abs/path`` or ``postgresql://...``); ``nodes`` is its ``[nodes]`` section."""
+    base = load_settings(
+        home, embedding_provider="hashing", embedding_model="hashing-384", catalog_url=catalog_url
+    )
+    raw = {**base.raw, "nodes": {**dict(base.raw.get("nodes") or {}), **dict(nodes or {})}}
+    return replace(base, raw=raw)
 
-    @property
-    def catalog_path(self) -> Path:
-        return self.shared_catalog or self.home / "catalog.sqlite3"
 
-
-def node_settings(home: Path, catalog: Path, nodes: dict[str, Any] | None = None) -> Settings:
-    """A node at ``home`` (its ``gitkb.toml`` read as usual) on the catalog file ``catalog``; ``nodes``
-    is its ``[nodes]`` section."""
-    base = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    values = {f.name: getattr(base, f.name) for f in fields(base)}
-    values["raw"] = {**base.raw, "nodes": {**dict(base.raw.get("nodes") or {}), **dict(nodes or {})}}
-    return SharedCatalogSettings(**values, shared_catalog=catalog)
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{Path(path).absolute()}"
 
 
 def _slow_docs(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -60,18 +56,18 @@ def add_slow_kind() -> None:
     jobs.add_kind(SLOW_KIND, jobs.JobKind(_slow_docs))
 
 
-def child_writer(home: str, catalog: str, nodes_json: str) -> None:
+def child_writer(home: str, catalog_url: str, nodes_json: str) -> None:
     """A child process: open a node (it takes the lease when free), say so, and wait to be killed."""
     from gitkb import Workspace  # cycle: kept off the helpers' import for the parent
 
     add_slow_kind()
-    ws = Workspace(settings=node_settings(Path(home), Path(catalog), json.loads(nodes_json)))
+    ws = Workspace(settings=node_settings(Path(home), catalog_url, json.loads(nodes_json)))
     print(json.dumps({"writer": ws.ctx.is_writer, "node_id": ws.ctx.node_id}), flush=True)
     sys.stdin.read()  # until the parent closes our stdin (or kills us)
     ws.close()
 
 
-def serve_child(home: str, catalog: str) -> None:
+def serve_child(home: str, catalog_url: str) -> None:
     """A child process: ``gitkb serve`` of one node on the shared catalog file; prints its URL."""
     import socket
 
@@ -79,7 +75,7 @@ def serve_child(home: str, catalog: str) -> None:
 
     from gitkb.http.app import create_app  # heavy: fastapi
 
-    settings = node_settings(Path(home), Path(catalog))
+    settings = node_settings(Path(home), catalog_url)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
