@@ -2,10 +2,11 @@
 and how long a new node takes to catch up.
 
     .venv/bin/python bench/multinode.py [--chunks 30000] [--duration 30] [--clients 8]
+                                        [--postgres-url postgresql://user@host:port/db]
 
 1. Ingest: synthetic markdown files (about ``--chunks`` chunks) through node A; documents/s into the
-   catalog (a SQLite file outside every home, the seam until ``[catalog] url`` lands; PostgreSQL
-   against SQLite is measured once the catalog can be put there).
+   catalog (a SQLite file outside every home, ``[catalog] url = "sqlite:////..."``); with
+   ``--postgres-url`` the same ingest into that (empty) PostgreSQL database too, and the nodes run on it.
 2. A new node catches up: a fresh home on the same catalog replays the change log into its own
    keyword index (seconds, chunks/s); then, after the writer compacted the log, another fresh node
    rebuilds from the catalog instead.
@@ -28,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +43,10 @@ from gitkb.stores.catalog import changes
 PARAGRAPHS = 10  # per file: one chunk each, about
 
 
-@dataclass(frozen=True)
-class SharedCatalog(Settings):
-    shared_catalog: Path | None = None
-
-    @property
-    def catalog_path(self) -> Path:
-        return self.shared_catalog or self.home / "catalog.sqlite3"
-
-
-def node_settings(home: Path, catalog: Path) -> Settings:
-    base = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
-    return SharedCatalog(**{f.name: getattr(base, f.name) for f in fields(base)}, shared_catalog=catalog)
+def node_settings(home: Path, catalog_url: str) -> Settings:
+    return load_settings(
+        home, embedding_provider="hashing", embedding_model="hashing-384", catalog_url=catalog_url
+    )
 
 
 def serve(home: str, catalog: str) -> None:
@@ -67,7 +59,7 @@ def serve(home: str, catalog: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
     print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
-    app = create_app(node_settings(Path(home), Path(catalog)))
+    app = create_app(node_settings(Path(home), catalog))
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
@@ -132,9 +124,9 @@ def search_load(urls: list[str], clients: int, duration: float) -> dict[str, Any
     }
 
 
-def start_server(home: Path, catalog: Path) -> tuple[subprocess.Popen[str], str]:
+def start_server(home: Path, catalog: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(home), str(catalog)], stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "--serve", str(home), catalog], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
     url = str(json.loads(proc.stdout.readline())["url"])
@@ -153,6 +145,9 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=30000)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument(
+        "--postgres-url", help="an empty PostgreSQL database: ingest into it too, run the nodes on it"
+    )
     ap.add_argument("--serve", nargs=2, metavar=("HOME", "CATALOG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -161,23 +156,30 @@ def main() -> None:
     out: dict[str, Any] = {"load_average_before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="gitkb-multinode-") as tmp_s:
         tmp = Path(tmp_s)
-        catalog = tmp / "shared" / "catalog.sqlite3"
-        catalog.parent.mkdir()
+        (tmp / "shared").mkdir()
+        engines = {"sqlite": f"sqlite:///{tmp / 'shared' / 'catalog.sqlite3'}"}
+        if args.postgres_url:
+            engines["postgresql"] = args.postgres_url
         docs = tmp / "docs"
-        a = Workspace(settings=node_settings(tmp / "a", catalog))
-        files = max(1, args.chunks // chunks_per_file(a))
-        write_corpus(docs, files)
-        a.document_index("CREATE_INDEX", index_name="kb")
-        t0 = time.perf_counter()
-        a.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs))
-        took = time.perf_counter() - t0
+        files = 0
+        for engine, url in engines.items():
+            a = Workspace(settings=node_settings(tmp / f"a-{engine}", url))
+            if not files:
+                files = max(1, args.chunks // chunks_per_file(a))
+                write_corpus(docs, files)
+            a.document_index("CREATE_INDEX", index_name="kb")
+            t0 = time.perf_counter()
+            a.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(docs))
+            took = time.perf_counter() - t0
+            out[f"ingest_{engine}"] = {
+                "documents": files,
+                "seconds": round(took, 2),
+                "docs_per_s": round(files / took, 1),
+            }
+            if engine != list(engines)[-1]:
+                a.close()
+        catalog = list(engines.values())[-1]  # the nodes below share the last one (PostgreSQL when given)
         chunks = len(a.ctx.keywords.all_cids())
-        out["ingest_sqlite"] = {
-            "documents": files,
-            "seconds": round(took, 2),
-            "docs_per_s": round(files / took, 1),
-        }
-        out["ingest_postgresql"] = "not measured: the catalog cannot be put on PostgreSQL in this build yet"
         # a new node replays the log; after compaction another one rebuilds from the catalog
         for name, compact in (("catch_up_from_log", False), ("rebuild_after_compaction", True)):
             if compact:
