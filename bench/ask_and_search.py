@@ -44,7 +44,10 @@ def bench_mode(ws: Any, index: str, mode: str, queries: list[str], ask_n: int) -
         return {"mode": mode, "unavailable": probe.get("Error", "refused")}
     for q in queries[:5]:
         ws.document_index("SEARCH", query=q, index_name=index, mode=mode)
-    search_ms = [timed(lambda q=q: ws.document_index("SEARCH", query=q, index_name=index, mode=mode))[0] for q in queries]
+    search_ms = [
+        timed(lambda q=q: ws.document_index("SEARCH", query=q, index_name=index, mode=mode))[0]
+        for q in queries
+    ]
     search100_ms = [
         timed(lambda q=q: ws.document_index("SEARCH", query=q, index_name=index, mode=mode, top_n=100))[0]
         for q in queries[:20]
@@ -72,7 +75,9 @@ def main() -> None:
     ap.add_argument("--docs", type=Path, default=DATA / "docs")
     ap.add_argument("--questions", type=Path, default=DATA / "questions.dev.jsonl")
     ap.add_argument("--home", type=Path, help="workspace to build or reuse (default: a temporary one)")
-    ap.add_argument("--embeddings", action="store_true", help="index with embeddings and wait for them (slow)")
+    ap.add_argument(
+        "--embeddings", action="store_true", help="index with embeddings and wait for them (slow)"
+    )
     ap.add_argument("--ask", type=int, default=50, help="ASK calls per mode (default 50)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args()
@@ -88,11 +93,17 @@ def main() -> None:
     with Workspace(home) as ws:
         if index not in ws.document_index("LIST_INDICES")["Indices"]:
             assert ws.document_index("CREATE_INDEX", index_name=index, embeddings=args.embeddings)["Success"]
-        ms, r = timed(lambda: ws.document_index("ADD_DOCUMENTS", index_name=index, filepath=str(args.docs),
-                                                base_path=str(args.docs)))
+        ms, r = timed(
+            lambda: ws.document_index(
+                "ADD_DOCUMENTS", index_name=index, filepath=str(args.docs), base_path=str(args.docs)
+            )
+        )
         assert r["Success"], r
-        print(f"ingest (keyword-ready): {ms / 1000:.1f} s, {r['counts']['added'] + r['counts']['modified']} "
-              f"documents written, {r['counts']['unchanged']} unchanged", file=sys.stderr)
+        print(
+            f"ingest (keyword-ready): {ms / 1000:.1f} s, {r['counts']['added'] + r['counts']['modified']} "
+            f"documents written, {r['counts']['unchanged']} unchanged",
+            file=sys.stderr,
+        )
         if args.embeddings:
             ms, r = timed(lambda: ws.build_embeddings())
             print(f"embeddings: {ms / 1000:.1f} s ({r.get('Message', r.get('Error'))})", file=sys.stderr)
@@ -103,7 +114,15 @@ def main() -> None:
     if args.json:
         print(json.dumps({"rows": rows, "peak_rss_mib": round(peak_mib)}, indent=2))
     else:
-        cols = ["mode", "search_p50_ms", "search_p95_ms", "search_top100_p50_ms", "ask_p50_ms", "ask_p95_ms", "ask_answered"]
+        cols = [
+            "mode",
+            "search_p50_ms",
+            "search_p95_ms",
+            "search_top100_p50_ms",
+            "ask_p50_ms",
+            "ask_p95_ms",
+            "ask_answered",
+        ]
         print(" | ".join(cols))
         for row in rows:
             if "unavailable" in row:

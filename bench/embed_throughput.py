@@ -64,7 +64,9 @@ def main() -> None:
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="gitkb-bench-"))
     t0 = time.perf_counter()
     wrapper = create_embedder(
-        "fastembed", "all-minilm-l6-v2", cache_dir=cache,
+        "fastembed",
+        "all-minilm-l6-v2",
+        cache_dir=cache,
         options={"batch_size": args.batch_size, "threads": args.threads},
     )
     assert isinstance(wrapper, FastEmbedMiniLM)
@@ -72,15 +74,21 @@ def main() -> None:
     from fastembed import TextEmbedding
 
     raw = TextEmbedding(
-        register_custom_model(), cache_dir=str(cache), threads=args.threads,
-        providers=["CPUExecutionProvider"], specific_model_path=str(wrapper.model_dir), local_files_only=True,
+        register_custom_model(),
+        cache_dir=str(cache),
+        threads=args.threads,
+        providers=["CPUExecutionProvider"],
+        specific_model_path=str(wrapper.model_dir),
+        local_files_only=True,
     )
     tokenizer = Tokenizer.from_file(str(wrapper.model_dir / "tokenizer.json"))
     tokenizer.no_truncation()  # tokenizer.json itself truncates at 128
     chunks = load_chunks(args.docs, args.chunks, args.tokens, tokenizer)
     counts = wrapper.count_tokens(chunks)
-    print(f"chunks: {len(chunks)}  tokens/chunk mean {sum(counts) / len(counts):.0f} "
-          f"(max {max(counts)}, clipped >256: {sum(c > 256 for c in counts)})")
+    print(
+        f"chunks: {len(chunks)}  tokens/chunk mean {sum(counts) / len(counts):.0f} "
+        f"(max {max(counts)}, clipped >256: {sum(c > 256 for c in counts)})"
+    )
     print(f"threads: {args.threads}  batch size: {args.batch_size}  wrapper load: {load_s:.2f} s")
 
     def run_raw() -> float:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -58,6 +59,11 @@ def ok(r: dict[str, Any]) -> dict[str, Any]:
     if not r.get("Success", True):
         sys.exit(f"failed: {r.get('Error', r)}")
     return r
+
+
+def load() -> float:
+    """The 1-minute load average, printed beside every figure (wall-clock figures mean little above ~1)."""
+    return round(os.getloadavg()[0], 1)
 
 
 def log(msg: str) -> None:
@@ -192,12 +198,18 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
         # Every timed query is embedded anew (as a new user question would be): no query-vector
         # cache left over from the previous mode or size.
         ws.ctx.caches.query_vectors.clear()
-        took = []
+        took, cpu = [], []
         for q in qs:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ok(ws.document_index("SEARCH", query=q, index_name=index, mode=mode))
             took.append((time.perf_counter() - t0) * 1000)
-        out[mode] = {"p50_ms": pct(took, 50), "p95_ms": pct(took, 95)}
+            cpu.append((time.process_time() - c0) * 1000)  # every thread: onnxruntime's, the search thread
+        out[mode] = {
+            "p50_ms": pct(took, 50),
+            "p95_ms": pct(took, 95),
+            "cpu_p50_ms": pct(cpu, 50),
+            "load": load(),
+        }
     if ask:
         ws.ctx.caches.query_vectors.clear()
         took = []
@@ -206,6 +218,7 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
             ok(ws.document_index("ASK", query=q, index_name=index))
             took.append((time.perf_counter() - t0) * 1000)
         out["ask_p50_ms"] = pct(took, 50)
+        out["ask_load"] = load()
     return out
 
 
@@ -227,6 +240,7 @@ def keyword_ingest(name: str, root: Path) -> dict[str, Any]:
         "chunks": n,
         "keyword_docs_per_s": round(r["documents"] / r["seconds"], 1),
         "keyword_chunks_per_s": round(n / r["seconds"], 1),
+        "ingest_load": load(),
         "mb": round(mb, 1) if mb else None,
     }
 
@@ -361,7 +375,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"[{name}] latency, {len(qs)} queries per mode")
             lat = latency(ws, name, qs, ask=args.ask)
             row.update({f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()})
-            row["ask_p50_ms"] = lat.get("ask_p50_ms")
+            row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
             row["peak_rss_mib"] = rss_mib()
             report["corpora"][name] = row
             log(json.dumps(row))
@@ -393,7 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     row.update(
                         {f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()}
                     )
-                    row["ask_p50_ms"] = lat.get("ask_p50_ms")
+                    row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
                     row["peak_rss_mib"] = rss_mib()
                     report["scale"].append(row)
                     log(json.dumps(row))
@@ -404,6 +418,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _lat(r: dict[str, Any], mode: str) -> str:
+    """p50/p95 ms, the CPU of a query (all threads, p50) and the load average while it was measured."""
+    return f"{r[f'{mode}_p50_ms']}/{r[f'{mode}_p95_ms']} (CPU {r[f'{mode}_cpu_p50_ms']}, load {r[f'{mode}_load']})"
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [
         "| corpus | docs | chunks | keyword-ready | vectors-ready (real model) | search p50/p95 ms keyword · semantic · hybrid | ASK p50 ms | peak RSS |",
@@ -411,10 +430,11 @@ def table(report: dict[str, Any]) -> str:
     ]
     for name, r in report["corpora"].items():
         vec = f"{r.get('vectors_chunks_per_s', '?')} chunks/s (~{r.get('vectors_ready_est_s', '?')} s)"
-        lat = " · ".join(f"{r[f'{m}_p50_ms']}/{r[f'{m}_p95_ms']}" for m in MODES)
+        lat = " · ".join(_lat(r, m) for m in MODES)
         lines.append(
-            f"| {name} | {r['documents']} | {r['chunks']} | {r['keyword_ready_s']} s ({r['keyword_chunks_per_s']} chunks/s) "
-            f"| {vec} | {lat} | {r['ask_p50_ms']} | {r['peak_rss_mib']} MiB |"
+            f"| {name} | {r['documents']} | {r['chunks']} | {r['keyword_ready_s']} s ({r['keyword_docs_per_s']} docs/s, "
+            f"{r['keyword_chunks_per_s']} chunks/s; load {r['ingest_load']}) "
+            f"| {vec} | {lat} | {r['ask_p50_ms']} (load {r['ask_load']}) | {r['peak_rss_mib']} MiB |"
         )
     if report["scale"]:
         lines += [
@@ -425,8 +445,8 @@ def table(report: dict[str, Any]) -> str:
         for r in report["scale"]:
             lines.append(
                 f"| {r['chunks']} | "
-                + " | ".join(f"{r[f'{m}_p50_ms']}/{r[f'{m}_p95_ms']}" for m in MODES)
-                + f" | {r['ask_p50_ms']} | {r['peak_rss_mib']} MiB |"
+                + " | ".join(_lat(r, m) for m in MODES)
+                + f" | {r['ask_p50_ms']} (load {r['ask_load']}) | {r['peak_rss_mib']} MiB |"
             )
     return "\n".join(lines)
 

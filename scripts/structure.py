@@ -28,9 +28,12 @@ def main() -> None:
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for node in ast.walk(fn):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gitkb"):
-                    inner += 1
-                elif isinstance(node, ast.Import) and any(a.name.startswith("gitkb") for a in node.names):
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("gitkb")
+                    or isinstance(node, ast.Import)
+                    and any(a.name.startswith("gitkb") for a in node.names)
+                ):
                     inner += 1
             if "services" in p.relative_to(src).parts:
                 args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs

@@ -66,7 +66,6 @@ BOTH_BACKENDS = {
     "test_review.py",
     "test_review_crash.py",
     "test_sources.py",
-    "test_squash_merges.py",
 }
 
 

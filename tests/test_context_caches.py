@@ -23,6 +23,7 @@ def test_caches_fields_are_typed() -> None:
         "keywords_fed",
         "maintenance_at",
         "search_settings_toml",
+        "search_pool",
     }
     assert [n for n, t in fields.items() if t == "Any" or "Any |" in t] == []
 

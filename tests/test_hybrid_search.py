@@ -340,3 +340,48 @@ def test_semantic_search_of_one_index_in_a_shared_collection(make_ws: Callable[.
     assert files(small) == ["g.txt"]  # a 1/13 share: filtered by Chroma
     big = ok(w.document_index("SEARCH", query="rotate keys", index_name="big", mode="semantic", top_n=12))
     assert len(big["Results"]) == 12 and "g.txt" not in files(big)  # 12/13: unfiltered, then checked
+
+
+def test_hybrid_runs_the_keyword_side_while_the_query_is_embedded(
+    make_ws: Callable[..., Workspace], kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword side of a hybrid search runs on a search thread at the same time as the semantic
+    side (onnxruntime and tantivy release the GIL): the tantivy search here waits until the query
+    embedding has started, which a search that runs the two sides one after the other never lets
+    happen. The fused answer is the same as one built from the two sides run alone."""
+    import threading
+
+    from gitkb.core.embedders.hashing import HashingEmbedder
+    from gitkb.stores.keywords import KeywordIndex
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    query = "database failover runbook"
+    kw = [r["id"] for r in ok(w.document_index("SEARCH", query=query, mode="keyword", top_n=20))["Results"]]
+    sem = [r["id"] for r in ok(w.document_index("SEARCH", query=query, mode="semantic", top_n=20))["Results"]]
+    w.ctx.caches.query_vectors.clear()
+
+    embedding = threading.Event()
+    seen: dict[str, Any] = {}
+    real_embed, real_search = HashingEmbedder.embed_batch, KeywordIndex.search
+
+    def embed_batch(self: HashingEmbedder, texts: list[str]) -> list[list[float]]:
+        embedding.set()
+        return real_embed(self, texts)
+
+    def search(self: KeywordIndex, *a: Any, **k: Any) -> list[tuple[int, float]]:
+        seen["overlapped"] = embedding.wait(timeout=5)
+        seen["thread"] = threading.current_thread().name
+        return real_search(self, *a, **k)
+
+    monkeypatch.setattr(HashingEmbedder, "embed_batch", embed_batch)
+    monkeypatch.setattr(KeywordIndex, "search", search)
+    hyb = ok(w.document_index("SEARCH", query=query, mode="hybrid", top_n=10))
+    assert seen == {"overlapped": True, "thread": seen["thread"]} and seen["thread"].startswith(
+        "gitkb-search"
+    )
+    assert [r["id"] for r in hyb["Results"]] == [
+        f.key for f in rrf({"keyword": kw, "semantic:x": sem}, k=60)
+    ][:10]

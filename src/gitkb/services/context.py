@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -86,9 +87,15 @@ class Caches:
     keywords_fed: int | None = None  # catchup: the last change-log seq applied to the open tantivy writer
     maintenance_at: float = 0.0  # jobs.schedule_maintenance: time.monotonic() of the last look
     search_settings_toml: dict[str, Any] | None = None  # search_settings: gitkb.toml [search], validated
+    # search.fused_results: threads that run a hybrid search's keyword side while the caller's
+    # thread embeds the query (onnxruntime, tantivy and SQLite release the GIL); made on first use
+    search_pool: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
-        """Close what is open (the vector store); the embedding worker is closed by ``Context.close``."""
+        """Close what is open (the vector store, the search threads); the embedding worker is closed
+        by ``Context.close``."""
+        if self.search_pool is not None:
+            self.search_pool.shutdown(wait=True)
         if self.vectors is not None:
             self.vectors.close()
 

@@ -9,7 +9,12 @@ A big ingest also *feeds* the keyword index batch by batch (``feed_keywords``:
 applied, not committed) while the next batch is being chunked, so the final
 catch-up only commits. Fed but uncommitted entries are invisible to searches and
 are lost by a crash like any uncommitted write: the watermark has not moved, so
-they are applied again.
+they are applied again. Once ``FEED_COMMIT_EVERY`` entries are fed, the feed
+commits them and moves the watermark itself (what the catch-up does), while the
+chunker works on the next batch: tantivy's commit serialises what was fed
+(~0.34 s of CPU for awsdocs' 31k chunks), and left to the final catch-up all of
+it would run after the last batch, on nobody else's time. A search meanwhile
+sees chunks that the catalog already holds, as after any catch-up.
 
 Each node keeps its own keyword index under its own home, with its own watermark
 (``ctx.keywords_mark``: ``keywords`` for the home holding the catalog file, ``keywords@<node>`` for a
@@ -44,6 +49,9 @@ from gitkb.stores.node_rows import floor as compacted_floor
 
 KEYWORDS = "keywords"
 BATCH = 20000
+# Fed entries the feed commits at once: a few tantivy segments per big ingest (tantivy merges
+# from 8 on), most of the serialising done before the last batch.
+FEED_COMMIT_EVERY = 12000
 
 
 def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
@@ -52,10 +60,16 @@ def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
 
 
 def _keyword_docs(conn: Conn, cids: list[int]) -> list[KeywordDoc]:
-    return [
-        KeywordDoc(cid, index_id, tenant, keyword_title(title, tuple(json.loads(heading))), text)
-        for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids)
-    ]
+    # The chunks of a document share its title and mostly a few heading paths: each keyword
+    # title is made once per (title, heading path JSON), not once per chunk.
+    titles: dict[tuple[str | None, str], str] = {}
+    out = []
+    for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids):
+        kt = titles.get((title, heading))
+        if kt is None:
+            kt = titles[(title, heading)] = keyword_title(title, tuple(json.loads(heading)))
+        out.append(KeywordDoc(cid, index_id, tenant, kt, text))
+    return out
 
 
 def _apply(ctx: Context, conn: Conn, batch: list[changes.Change]) -> None:
@@ -73,7 +87,8 @@ def _behind_floor(ctx: Context) -> bool:
 
 def feed_keywords(ctx: Context) -> None:
     """Apply, without committing, the change-log entries past the watermark (or past what was
-    fed before); the next ``catch_up_keywords`` commits them and moves the watermark."""
+    fed before); the next ``catch_up_keywords`` commits them and moves the watermark, or this feed
+    does once ``FEED_COMMIT_EVERY`` entries wait."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return
     if _behind_floor(ctx):
@@ -81,11 +96,19 @@ def feed_keywords(ctx: Context) -> None:
         return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
-        fed = max(ctx.caches.keywords_fed or 0, changes.watermark(conn, ctx.keywords_mark))
+        wm = changes.watermark(conn, ctx.keywords_mark)
+        fed = max(ctx.caches.keywords_fed or 0, wm)
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch)
             fed = batch[-1].seq
-        ctx.caches.keywords_fed = fed
+        if fed - wm < FEED_COMMIT_EVERY:
+            ctx.caches.keywords_fed = fed
+            return
+        ctx.keywords.commit()
+        crash_point("keywords.after_commit")
+        with ctx.catalog.write() as w:
+            changes.set_watermark(w, ctx.keywords_mark, fed)
+        ctx.caches.keywords_fed = None
 
 
 def catch_up_keywords(ctx: Context) -> int:

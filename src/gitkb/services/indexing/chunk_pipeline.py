@@ -66,6 +66,40 @@ def _worker_init(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="gitkb-parent-watch", daemon=True).start()
 
 
+# A chunk as the worker sends it back: (char_start, char_end, line_start, line_end, heading path
+# number, token_count). Its text is a slice of the document the caller holds, and a heading path is
+# sent once per document: a twentieth of the bytes of ChunkSpans to pickle, send and unpickle.
+Packed = tuple[list[tuple[int, int, int, int, int, int]], list[tuple[str, ...]]]
+
+
+def chunk_packed(items: Items) -> list[Packed]:
+    """In the worker: ``chunk_many`` of ``items``, each document's chunks packed without their text."""
+    out: list[Packed] = []
+    for spans in chunk_many(list(items)):
+        paths: dict[tuple[str, ...], int] = {}
+        rows = [
+            (
+                s.char_start,
+                s.char_end,
+                s.line_start,
+                s.line_end,
+                paths.setdefault(s.heading_path, len(paths)),
+                s.token_count,
+            )
+            for s in spans
+        ]
+        out.append((rows, list(paths)))
+    return out
+
+
+def unpack(items: Items, packed: list[Packed]) -> list[list[ChunkSpan]]:
+    """The ChunkSpans ``chunk_packed`` stood for, their text cut from the documents of ``items``."""
+    return [
+        [ChunkSpan(text[cs:ce], cs, ce, ls, le, paths[h], n) for cs, ce, ls, le, h, n in rows]
+        for (text, _cfg, _md), (rows, paths) in zip(items, packed, strict=True)
+    ]
+
+
 class ChunkPipeline:
     def __init__(self, parallel: bool) -> None:
         self._pool: ProcessPoolExecutor | None = None
@@ -85,14 +119,14 @@ class ChunkPipeline:
         if self._pool is not None:
             try:
                 with _main_hidden():  # the pool spawns its worker inside submit
-                    future = self._pool.submit(chunk_many, batch)
+                    future = self._pool.submit(chunk_packed, batch)
             except (RuntimeError, OSError, BrokenProcessPool):
                 self.close()  # could not start the worker: chunk here from now on
             else:
 
                 def result() -> list[list[ChunkSpan]]:
                     try:
-                        return future.result()
+                        return unpack(batch, future.result())
                     except BrokenProcessPool:  # the worker died (killed, out of memory)
                         self.close()
                         return chunk_many(batch)

@@ -31,6 +31,9 @@ from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog.indexes import IndexRow
 
 WRITE_BATCH = 256
+# First and last batch of an ingest chunked by the worker: the first one's chunking, and the last
+# one's write, have nothing to overlap them (the writer waits, then the worker does), so they are small.
+EDGE_BATCH = 32
 Progress = Callable[[int, int], None]  # (done, total)
 Pending = list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]]
 
@@ -169,9 +172,10 @@ def ingest_entries(
         if progress:
             progress(done, total)
 
-    with ChunkPipeline(parallel=total >= PARALLEL_MIN_FILES) as pipeline:
-        for start in range(0, total, WRITE_BATCH):
-            batch = files[start : start + WRITE_BATCH]
+    parallel = total >= PARALLEL_MIN_FILES
+    with ChunkPipeline(parallel=parallel) as pipeline:
+        for start, end in batch_bounds(total, WRITE_BATCH, EDGE_BATCH if parallel else WRITE_BATCH):
+            batch = files[start:end]
             pending = _read_batch(ctx, row, batch, known, key, report, required, trust_mtime, reparse)
             # chunk this batch (on the second core for big ingests) while the previous one is written
             spans = pipeline.submit([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
@@ -188,6 +192,18 @@ def ingest_entries(
             ok=report.added + report.modified + report.unchanged,
         )
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
+
+
+def batch_bounds(total: int, size: int, edge: int) -> list[tuple[int, int]]:
+    """(start, end) of the write batches of ``total`` files: ``size`` each, except a first and a
+    last batch of ``edge`` (when ``edge < size`` and there are more than two edges' worth)."""
+    if edge >= size or total <= 2 * edge:
+        return [(s, min(s + size, total)) for s in range(0, total, size)]
+    cuts = [0, edge]
+    while cuts[-1] + size < total - edge:
+        cuts.append(cuts[-1] + size)
+    cuts += [total - edge, total]
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
 def _read_batch(

@@ -6,7 +6,9 @@ from a derived index is never returned) and comes back as a citation.
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any
 
@@ -15,8 +17,9 @@ from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.derived.index_lookup import get_index
-from gitkb.services.retrieval import search_settings
-from gitkb.services.retrieval.fusion import rrf, score_fusion
+from gitkb.services.retrieval import fusion, search_settings
+from gitkb.services.retrieval.fusion import rrf
+from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
@@ -26,6 +29,9 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_N = 100
 MAX_QUERY_CHARS = 4000
+# Keyword sides of concurrent hybrid searches that run at once (each search thread: one SQLite connection).
+SEARCH_THREADS = 4
+_pool_lock = threading.Lock()
 
 
 def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -> list[IndexRow]:
@@ -87,6 +93,19 @@ def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, sco
     }
 
 
+def catch_up_if_pending(ctx: Context) -> None:
+    """Another process wrote: catch the keyword index up, if nobody else is writing here."""
+    if (
+        ctx.keywords_owner  # the writer, or the process keeping this node's own index
+        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
+        and ctx.write_lock.acquire(blocking=False)
+    ):
+        try:
+            catch_up_keywords(ctx)
+        finally:
+            ctx.write_lock.release()
+
+
 def keyword_hits(
     ctx: Context,
     query: str,
@@ -95,22 +114,17 @@ def keyword_hits(
     *,
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
+    catch_up: bool = True,
 ) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    """Live, unexpired keyword hits (of the tiers asked for), best first."""
-    if (
-        ctx.keywords_owner  # the writer, or the process keeping this node's own index
-        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
-        and ctx.write_lock.acquire(blocking=False)
-    ):
-        try:  # another process wrote; catch up if nobody else is writing here
-            catch_up_keywords(ctx)
-        finally:
-            ctx.write_lock.release()
+    """Live, unexpired keyword hits (of the tiers asked for), best first. ``catch_up=False``: the
+    caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock)."""
+    if catch_up:
+        catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
-    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
+    raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
@@ -188,6 +202,17 @@ def search(
     return out
 
 
+def search_pool(ctx: Context) -> ThreadPoolExecutor:
+    """The workspace's search threads (``Caches.search_pool``), started on first use."""
+    with _pool_lock:
+        pool = ctx.caches.search_pool
+        if pool is None:
+            pool = ctx.caches.search_pool = ThreadPoolExecutor(
+                SEARCH_THREADS, thread_name_prefix="gitkb-search"
+            )
+        return pool
+
+
 def fused_results(
     ctx: Context,
     q: str,
@@ -205,15 +230,32 @@ def fused_results(
     scored: dict[str, list[tuple[int, float]]] = {}
     hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
     scores: dict[int, dict[str, float]] = {}
+    # Hybrid: the keyword side runs on a search thread while this one embeds the query and asks the
+    # vectors (both sides spend most of their time outside the GIL), so a hybrid search costs little
+    # more than its slower side. The lists are put together in the same order either way.
+    kw_side = None
     if plan.mode == "hybrid":
-        kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers)
+        catch_up_if_pending(ctx)  # here: this thread may hold the write lock, a search thread never does
+        kw_side = search_pool(ctx).submit(
+            keyword_hits, ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False
+        )
+    try:
+        sems = [
+            (identity, semantic_hits(ctx, q, identity, group, depth, tenant=tenant, tiers=tiers))
+            for identity, group in sorted(plan.groups.items())
+        ]
+    except BaseException:
+        if kw_side is not None:  # done when this call is done; the semantic error is the one raised
+            wait([kw_side])
+        raise
+    kw = kw_side.result() if kw_side is not None else None
+    if kw is not None:
         lists["keyword"] = [c.cid for c, _, _ in kw]
         scored["keyword"] = [(c.cid, s) for c, _, s in kw]
         for c, d, s in kw:
             hits[c.cid] = (c, d)
             scores.setdefault(c.cid, {})["keyword"] = s
-    for identity, group in sorted(plan.groups.items()):
-        sem = semantic_hits(ctx, q, identity, group, depth, tenant=tenant, tiers=tiers)
+    for identity, sem in sems:
         lists[f"semantic:{identity}"] = [c.cid for c, _, _ in sem]
         scored[f"semantic:{identity}"] = [(c.cid, s) for c, _, s in sem]
         for c, d, s in sem:
@@ -224,7 +266,12 @@ def fused_results(
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
-        fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
+        fused = fusion.document_fusion(
+            scored,
+            {cid: c.document_rowid for cid, (c, _) in hits.items()},
+            weights={"keyword": 1.0 - w, "semantic": w},
+            share=fusion.DOCUMENT_SHARE,
+        )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
     for f in fused[:n]:

@@ -1,0 +1,83 @@
+"""What makes a big ingest fast without changing what it writes: the chunking worker sends its
+chunks back without their text (the caller cuts it from the documents it holds), and the keyword
+feed commits as it goes, so tantivy's serialising does not all wait for the last batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitkb import Workspace
+from gitkb.core.chunking import chunk_many
+from gitkb.core.models import ChunkConfig
+from gitkb.services.derived import catchup
+from gitkb.services.indexing import ingest
+from gitkb.services.indexing.chunk_pipeline import ChunkPipeline, chunk_packed
+from gitkb.stores.catalog import changes
+from helpers import ok
+
+MARKDOWN = "\n\n".join(
+    f"## Section {k}\n\n" + " ".join(f"Sentence {j} of section {k} names topic{j % 7}." for j in range(60))
+    for k in range(6)
+)
+ITEMS = [(f"# Page {i}\n\n{MARKDOWN}\n", ChunkConfig("auto"), True) for i in range(3)] + [
+    ("plain text, one chunk.", ChunkConfig("sentence", 16, 4), False),
+    ("", ChunkConfig("auto"), False),
+]
+
+
+def test_the_worker_sends_chunks_without_their_text_and_they_come_back_equal() -> None:
+    expected = chunk_many(list(ITEMS))
+    assert any(len(spans) > 3 and spans[-1].heading_path for spans in expected)  # cut, with headings
+    packed = chunk_packed(ITEMS)
+    assert all(isinstance(x, int) for rows, _ in packed for row in rows for x in row)  # no text in it
+    with ChunkPipeline(parallel=True) as pipe:  # a real spawned worker
+        assert pipe.submit(ITEMS)() == expected
+
+
+def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``FEED_COMMIT_EVERY`` fed entries the feed commits them and moves the watermark: the
+    chunks written so far are searchable before the ingest returns; at the end everything is
+    applied exactly once."""
+    monkeypatch.setattr(catchup, "FEED_COMMIT_EVERY", 1)
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 2)  # 6 pages: 3 batches
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    conn = ws.ctx.catalog.conn
+    seen: list[tuple[int, int, int]] = []  # (files done, keyword watermark, keyword entries)
+
+    def progress(done: int, _total: int) -> None:
+        seen.append((done, changes.watermark(conn, catchup.KEYWORDS), ws.ctx.keywords.count()))
+
+    r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=progress)
+    assert r["counts"]["added"] == 6 and [d for d, _, _ in seen] == [2, 4, 6]
+    assert 0 < seen[0][1] < seen[1][1] < seen[2][1] and 0 < seen[0][2] < seen[1][2], seen
+    chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    assert ws.ctx.keywords.count() == chunks and changes.pending(conn, catchup.KEYWORDS) == 0
+    assert ws.ctx.keywords.all_cids() == {int(c): 1 for (c,) in conn.execute("SELECT rowid FROM chunks")}
+
+
+def test_batch_bounds_cover_every_file_once_with_small_edges() -> None:
+    for total in (0, 1, 5, 64, 65, 300, 2757):
+        for size, edge in ((256, 32), (256, 256), (4, 1)):
+            bounds = ingest.batch_bounds(total, size, edge)
+            assert [i for s, e in bounds for i in range(s, e)] == list(range(total))
+            assert all(0 < e - s <= size for s, e in bounds)
+    awsdocs = ingest.batch_bounds(2757, 256, 32)
+    assert awsdocs[0] == (0, 32) and awsdocs[-1] == (2725, 2757) and len(awsdocs) == 13
+
+
+def test_an_ingest_chunked_by_the_worker_writes_a_small_first_and_last_batch(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's first batch is chunked while the writer has nothing to write, and the writer's
+    last batch is written while the worker has nothing to chunk: both are ``EDGE_BATCH`` files."""
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 4)
+    monkeypatch.setattr(ingest, "EDGE_BATCH", 1, raising=False)
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    seen: list[int] = []
+    r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append(done))
+    assert r["counts"]["added"] == 6 and seen == [1, 5, 6]
