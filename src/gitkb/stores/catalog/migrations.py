@@ -610,6 +610,13 @@ def m020_checkouts(conn: Conn) -> None:
     )
 
 
+def m022_ingest20_drop_chunks_index(conn: Conn) -> None:
+    """Drop ``chunks_index(index_id)``: ``UNIQUE (index_id, id)`` already gives an index that starts
+    with ``index_id``, so every lookup by index uses that one, and each chunk INSERT kept one b-tree
+    more up to date for nothing (issue 20: a tenth of the chunk inserts' CPU)."""
+    run_script(conn, "DROP INDEX IF EXISTS chunks_index")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -626,6 +633,7 @@ MIGRATIONS: list[Migration] = [
     m014_document_overrides,
     m021_retired_chunks,
     m020_checkouts,
+    m022_ingest20_drop_chunks_index,
 ]
 
 
