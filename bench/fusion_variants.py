@@ -81,7 +81,7 @@ def rrf(k: float) -> Fuse:
 
 
 def default_fusion(w: float) -> Fuse:
-    """SEARCH's own score fusion (gitkb.services.fusion.score_fusion), semantic weight ``w``."""
+    """SEARCH's own score fusion (gitkb.services.retrieval.fusion.score_fusion), semantic weight ``w``."""
 
     def fuse(kw: Hits, sem: Hits) -> list[str]:
         lists = {"keyword": kw, "semantic": sem}

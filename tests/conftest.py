@@ -64,7 +64,6 @@ BOTH_BACKENDS = {
     "test_review.py",
     "test_review_crash.py",
     "test_sources.py",
-    "test_squash_merges.py",
 }
 
 

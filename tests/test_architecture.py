@@ -1,4 +1,5 @@
-"""Imports point down only: interfaces -> services/forges -> stores -> core.
+"""Imports point down only: interfaces -> services -> forges -> stores -> core (and down the order
+of the services subpackages, SERVICES_ORDER).
 
 Every module is parsed with ``ast`` (imports inside functions count too), and
 importing the CLI must not load the heavy libraries (they load lazily).
@@ -16,7 +17,7 @@ from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gitkb"
 
-LEVEL = {"core": 0, "stores": 1, "forges": 2, "services": 2, "http": 3, "mcp": 3, "cli": 3, "workspace": 3}
+LEVEL = {"core": 0, "stores": 1, "forges": 2, "services": 3, "http": 4, "mcp": 4, "cli": 4, "workspace": 4}
 HEAVY = ("chromadb", "onnxruntime", "fastembed", "tantivy", "pygit2", "fastapi", "mcp", "github3", "gitlab")
 
 
@@ -38,10 +39,11 @@ def _imports(path: Path) -> list[str]:
     return out
 
 
-def test_no_upward_imports() -> None:
+def upward_imports(src: Path) -> list[str]:
+    """Imports (anywhere in a module) of a higher layer: services may use forges, forges never services."""
     bad = []
-    for path in SRC.rglob("*.py"):
-        rel = path.relative_to(SRC.parent).with_suffix("")
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src.parent).with_suffix("")
         me = _layer(".".join(rel.parts))
         if me is None:
             continue
@@ -49,7 +51,25 @@ def test_no_upward_imports() -> None:
             other = _layer(target)
             if other is not None and LEVEL[other] > LEVEL[me]:
                 bad.append(f"{rel}: imports {target}")
+    return bad
+
+
+def test_no_upward_imports() -> None:
+    bad = upward_imports(SRC)
     assert bad == [], "\n".join(bad)
+
+
+def test_upward_import_check_sees_them(tmp_path: Path) -> None:
+    src = tmp_path / "gitkb"
+    for layer in ("forges", "services", "stores"):
+        (src / layer).mkdir(parents=True)
+    (src / "forges" / "a.py").write_text("def f():\n    from gitkb.services.changes import review\n")
+    (src / "services" / "b.py").write_text("from gitkb.forges import registry\n")
+    (src / "stores" / "c.py").write_text("import gitkb.workspace\n")
+    assert upward_imports(src) == [
+        "gitkb/forges/a: imports gitkb.services.changes",
+        "gitkb/stores/c: imports gitkb.workspace",
+    ]
 
 
 def test_cli_import_stays_light() -> None:

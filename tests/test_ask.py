@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitkb import Workspace
-from gitkb.services.retrieval.ask import sentence_spans
+from gitkb.services.retrieval.ask_text import sentence_spans
 
 AWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "awsdocs"
 

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gitkb import Workspace
+from gitkb.services.evaluation.answers import lead_recall
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate, per_query
 
@@ -279,6 +280,16 @@ def test_eval_qa_end_to_end(ws: Workspace, tmp_path: Path) -> None:
     assert r["recall@10"] == 1.0 and r["recall@1"] >= 2 / 3
     assert 0 < r["mrr@10"] <= 1
     assert r["ask_cites_gold"] >= 2 / 3 and r["ask_answered"] >= 2 / 3
+    leads = []  # ask_lead_recall: the gold answer's share of words in each answer's lead, averaged
+    for q, gold in [
+        ("How many widgets per account can I create?", "50"),
+        ("Which colors do widgets come in?", "red"),
+        ("What must I install first?", "agent"),
+    ]:
+        a = ws.document_index("ASK", query=q, index_name="eval-qa-qa-keyword")
+        leads.append(lead_recall(a["Answer"], gold) if a["answered"] else 0.0)
+    assert r["ask_lead_recall"] == round(sum(leads) / 3, 4) and r["ask_lead_recall"] >= 2 / 3
+    assert "lead recall" in r["Message"]
     listing = ws.document_index("LIST_DOCUMENTS", index_name="eval-qa-qa-keyword", show_files_only=True)
     paths = {
         d["filepath"] if isinstance(d, dict) else d

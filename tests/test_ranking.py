@@ -16,7 +16,7 @@ from gitkb import Workspace
 from gitkb.services.derived import embedding_inputs
 from gitkb.services.derived.embedding_inputs import EMBED_CONTEXT, context_path, embedding_input
 from gitkb.services.retrieval import fusion
-from gitkb.services.retrieval.fusion import rrf, score_fusion
+from gitkb.services.retrieval.fusion import document_fusion, rrf, score_fusion
 from helpers import ok
 
 
@@ -50,8 +50,29 @@ def test_score_fusion_normalises_each_list_and_weights_them() -> None:
     assert score_fusion({}) == [] and score_fusion({"k": []}) == []
 
 
+def test_document_fusion_gives_a_chunk_its_documents_best_evidence() -> None:
+    lists = {
+        "keyword": [("a1", 30.0), ("b1", 20.0), ("c1", 10.0)],
+        "semantic:x/y": [("b2", 0.9), ("c1", 0.5), ("a1", 0.1)],
+    }
+    doc = {"a1": "A", "b1": "B", "b2": "B", "c1": "C"}
+    weights = {"keyword": 0.5, "semantic": 0.5}
+    plain = document_fusion(lists, doc, weights=weights, share=0.0)
+    assert [(f.key, f.score) for f in plain] == [
+        (f.key, f.score) for f in score_fusion(lists, weights=weights)
+    ]
+    # page B: b1 matches the words (0.5 normalised), b2 the meaning (1.0); each now counts both
+    full = {f.key: round(f.score, 6) for f in document_fusion(lists, doc, weights=weights, share=1.0)}
+    assert full == {"b1": 0.75, "b2": 0.75, "a1": 0.5, "c1": 0.25}
+    half = document_fusion(lists, doc, weights=weights, share=0.5)
+    assert [f.key for f in half] == ["b2", "a1", "b1", "c1"]  # a1 and b1 tie at 0.5: a1 ranked first
+    with pytest.raises(ValueError):
+        document_fusion(lists, doc, share=1.5)
+
+
 def test_measured_defaults_are_pinned() -> None:
     assert fusion.DEFAULT_FUSION == "score" and fusion.DEFAULT_SEMANTIC_WEIGHT == 0.4
+    assert fusion.DOCUMENT_SHARE == 1.0
     assert EMBED_CONTEXT is True and embedding_inputs.POOL_WINDOWS is False
     assert [f.key for f in rrf({"k": ["a", "b"], "s": ["b", "a"]})] == ["a", "b"]
 

@@ -54,9 +54,7 @@ class EmbeddingTools(WorkspaceBase):
         ``repair`` fixes what the derived stores can. ``clean``: nothing differs (after the repair)."""
         if repair:  # it writes the keyword index and the vectors: the writer runs it, as a job
             return jobs.run_inline(self.ctx, "verify_repair", {"index_name": index_name})
-        from gitkb.services.operations import (
-            verify,  # loads pygit2 and the source registry: only when it runs
-        )
+        from gitkb.services.operations import verify  # heavy: pygit2, the source registry
 
         return verify.verify(self.ctx, index_name=index_name)
 

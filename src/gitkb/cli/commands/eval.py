@@ -97,7 +97,7 @@ def beir(directory: str, split: str, mode: str, index_name: str | None, **chunki
 def qa(directory: str, mode: str, index_name: str | None, no_ask: bool) -> None:
     """Recall@1/5/10 and MRR@10 of the gold document, and whether ASK cites it (docs/ + questions*.jsonl)."""
     measures = ["recall@1", "recall@5", "recall@10", "mrr@10"] + (
-        [] if no_ask else ["ask_cites_gold", "ask_answered"]
+        [] if no_ask else ["ask_cites_gold", "ask_answered", "ask_lead_recall"]
     )
     run(
         _with_bars(

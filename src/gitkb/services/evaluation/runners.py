@@ -35,6 +35,7 @@ from typing import Any
 from gitkb.core.errors import Busy, InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings
+from gitkb.services.evaluation.answers import lead_recall
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate
 from gitkb.services.indexing import indexes as index_service
@@ -258,7 +259,8 @@ def eval_qa(
     )
     if ask:
         msg += (
-            f"; ASK cites the gold document {out['ask_cites_gold']:.4f}, answered {out['ask_answered']:.4f}"
+            f"; ASK cites the gold document {out['ask_cites_gold']:.4f}, answered {out['ask_answered']:.4f}, "
+            f"lead recall {out['ask_lead_recall']:.4f}"
         )
     out["Message"] = msg
     return out
@@ -268,6 +270,7 @@ def _ask_checks(
     ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None
 ) -> dict[str, Any]:
     cites = answered = 0
+    leads: list[float] = []
     took: list[float] = []
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
@@ -275,11 +278,13 @@ def _ask_checks(
         took.append((time.perf_counter() - t0) * 1000)
         answered += bool(res["answered"])
         cites += any(f["filepath"] == q.doc for f in res["Footnotes"])
+        leads.append(lead_recall(res["Answer"], q.answer) if res["answered"] else 0.0)
         if progress:
             progress("ask", i, len(questions))
     n = len(questions)
     return {
         "ask_cites_gold": round(cites / n, 4),
         "ask_answered": round(answered / n, 4),
+        "ask_lead_recall": round(sum(leads) / n, 4),
         "ask_p50_ms": _p(took, 0.5),
     }

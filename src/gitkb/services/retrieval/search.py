@@ -17,8 +17,9 @@ from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.derived.index_lookup import get_index
-from gitkb.services.retrieval import search_settings
-from gitkb.services.retrieval.fusion import rrf, score_fusion
+from gitkb.services.retrieval import fusion, search_settings
+from gitkb.services.retrieval.fusion import rrf
+from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
@@ -123,7 +124,7 @@ def keyword_hits(
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
-    raw = ctx.keywords.search(query, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
+    raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
     live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
@@ -265,7 +266,12 @@ def fused_results(
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
-        fused = score_fusion(scored, weights={"keyword": 1.0 - w, "semantic": w})
+        fused = fusion.document_fusion(
+            scored,
+            {cid: c.document_rowid for cid, (c, _) in hits.items()},
+            weights={"keyword": 1.0 - w, "semantic": w},
+            share=fusion.DOCUMENT_SHARE,
+        )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
     for f in fused[:n]:
