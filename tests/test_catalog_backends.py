@@ -249,7 +249,7 @@ def _redundant(indexes: dict[str, tuple[str, ...]]) -> list[str]:
 
 def test_chunks_has_no_index_that_another_makes_redundant_on_either_engine(tmp_path: Path) -> None:
     """``chunks_index(index_id)`` duplicated the index of ``UNIQUE (index_id, id)`` (issue 20):
-    migration m022_ingest20_drop_chunks_index drops it on both engines."""
+    migration m024_ingest20_drop_chunks_index drops it on both engines."""
     Catalog(tmp_path / "c.sqlite3").close()
     conn = sqlite3.connect(tmp_path / "c.sqlite3")
     lite = {
