@@ -660,6 +660,13 @@ def m023_nodes18_proposal_specs(conn: Conn) -> None:
     )
 
 
+def m024_ingest20_drop_chunks_index(conn: Conn) -> None:
+    """Drop ``chunks_index(index_id)``: ``UNIQUE (index_id, id)`` already gives an index that starts
+    with ``index_id``, so every lookup by index uses that one, and each chunk INSERT kept one b-tree
+    more up to date for nothing (issue 20: awsdocs' 31,084 chunk INSERTs 0.29-0.31 s -> 0.28-0.29 s CPU)."""
+    run_script(conn, "DROP INDEX IF EXISTS chunks_index")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -678,6 +685,7 @@ MIGRATIONS: list[Migration] = [
     m020_checkouts,
     m022_nodes18_lease_nodes,
     m023_nodes18_proposal_specs,
+    m024_ingest20_drop_chunks_index,
 ]
 
 
