@@ -467,3 +467,23 @@ def test_a_table_rows_archive_whose_rows_differ_from_its_manifest_is_refused(
             assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 0
     finally:
         empty.close()
+
+
+def test_a_restored_workspace_is_its_own_writer_at_once(
+    make_ws: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The writer lease and node rows say which processes run a catalog now, not what it holds: a
+    backup taken while this process is the writer must not hand the restored copy a lease row naming
+    a live pid of this host (the restored workspace would wait until that row looked stale before it
+    could write) nor the original's node rows."""
+    w = make_ws()
+    assert w.ctx.is_writer
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    ok(w.document_index("ADD_TEXT", index_name="notes", text="# a\n\nsome text\n", filepath="a.md"))
+    ok(w.backup(str(tmp_path / "kb.backup")))
+    got = ok(w.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
+    assert got["tables"].get("writer_lease") == 0 and got["tables"].get("nodes") == 0, got["tables"]
+    with restored_at(tmp_path / "r") as r:
+        assert r.ctx.is_writer, "the restored workspace waits for the backed-up process's lease"
+        ok(r.document_index("ADD_TEXT", index_name="notes", text="# b\n\nmore\n", filepath="b.md"))
+        assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == 2

@@ -22,6 +22,10 @@ from gitkb.stores.catalog.migrations import MIGRATIONS
 
 SQLITE_FILE = "sqlite-database"  # the archive holds the database file as the backup API wrote it
 TABLE_ROWS = "table-rows"  # the archive holds catalog/tables/<table>.jsonl (a logical export)
+# Who runs the catalog now (the writer lease row, the node rows with their heartbeats), not what it
+# holds: a backup carries them empty, so a restored copy is nobody's yet and its first process is
+# the writer at once (a copied lease naming a live pid of this host would make it wait).
+RUNTIME_TABLES = ("writer_lease", "nodes")
 
 
 @contextmanager
@@ -45,6 +49,11 @@ def copy_online(source: Path, dest: Path) -> None:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"the catalog backup failed: {exc}") from exc
         out.execute("PRAGMA journal_mode=DELETE")
+        held = {r[0] for r in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in RUNTIME_TABLES:
+            if table in held:  # a catalog from before those tables has nothing to clear
+                out.execute(f"DELETE FROM {table}")
+        out.commit()
 
 
 def table_counts(path: Path) -> dict[str, int]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import ValidationFailed
+from gitkb.stores.catalog.backup import RUNTIME_TABLES
 from gitkb.stores.catalog.engine import Conn, dialect_of
 from gitkb.stores.catalog.migrations import MIGRATIONS, migrate
 
@@ -133,7 +134,8 @@ def export(conn: Conn, into: Path) -> dict[str, Any]:
         n = 0
         with open(folder / f"{table}.jsonl", "w", encoding="utf-8") as f:
             f.write(json.dumps(cols) + "\n")
-            for row in _stream(conn, f'SELECT {quoted} FROM "{table}"'):
+            rows = iter(()) if table in RUNTIME_TABLES else _stream(conn, f'SELECT {quoted} FROM "{table}"')
+            for row in rows:
                 f.write(json.dumps([encode_value(v) for v in row], ensure_ascii=False) + "\n")
                 n += 1
         counts[table], columns[table] = n, cols
