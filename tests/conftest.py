@@ -59,6 +59,8 @@ BOTH_BACKENDS = {
     "test_http_reviews.py",
     "test_jobs.py",
     "test_knowledge.py",
+    "test_nodes.py",  # nodes sharing one catalog (nodes18)
+    "test_nodes_proposals.py",
     "test_proposal_refresh.py",
     "test_proposals.py",
     "test_review.py",

@@ -234,3 +234,49 @@ def test_gitkb_backup_of_a_postgresql_catalog_says_to_use_pg_dump(
         return
     assert out["code"] == "invalid_argument" and "pg_dump" in out["Error"], out
     assert not (tmp_path / "kb.tar").exists()
+
+
+def _redundant(indexes: dict[str, tuple[str, ...]]) -> list[str]:
+    """Indexes whose columns are a leading part of another index's: every lookup they serve, the
+    longer one serves too, and each INSERT pays for both."""
+    return sorted(
+        name
+        for name, cols in indexes.items()
+        for other, longer in indexes.items()
+        if other != name and len(longer) > len(cols) and longer[: len(cols)] == cols
+    )
+
+
+def test_chunks_has_no_index_that_another_makes_redundant_on_either_engine(tmp_path: Path) -> None:
+    """``chunks_index(index_id)`` duplicated the index of ``UNIQUE (index_id, id)`` (issue 20):
+    migration m024_ingest20_drop_chunks_index drops it on both engines."""
+    Catalog(tmp_path / "c.sqlite3").close()
+    conn = sqlite3.connect(tmp_path / "c.sqlite3")
+    lite = {
+        name: tuple(r[2] for r in conn.execute(f"PRAGMA index_info('{name}')"))
+        for (name,) in conn.execute("SELECT name FROM pragma_index_list('chunks')").fetchall()
+    }
+    plan = " ".join(
+        r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT id FROM chunks WHERE index_id = 'x'")
+    )
+    conn.close()
+    assert "sqlite_autoindex_chunks" in plan  # lookups by index still use an index
+    assert _redundant(lite) == []
+    url = postgres.create_database()
+    try:
+        catalog = open_catalog(url, tmp_path / "unused.sqlite3")
+        rows = catalog.conn.execute(
+            "SELECT i.relname, a.attname, k.n FROM pg_index x"
+            " JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid"
+            " CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)"
+            " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum"
+            " WHERE t.relname = 'chunks' ORDER BY i.relname, k.n"
+        ).fetchall()
+        catalog.close()
+    finally:
+        postgres.drop_database(url)
+    pg: dict[str, tuple[str, ...]] = {}
+    for name, column, _n in rows:
+        pg[name] = (*pg.get(name, ()), column)
+    assert "chunks_index_id_id_key" in pg or any(cols == ("index_id", "id") for cols in pg.values())
+    assert _redundant(pg) == []

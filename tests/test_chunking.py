@@ -395,6 +395,33 @@ def test_threads_and_a_tiny_word_cache_give_the_same_chunks(monkeypatch: pytest.
     assert got == expected * 2
 
 
+COLD_WORDS = (
+    "Use DynamoDB's UpdateItem (see https://docs.aws.amazon.com/amazondynamodb/latest/APIReference) on "
+    "x86_64 or ARM64: c5d.12xlarge, db.t2.medium, v1.11, 0x7FFFFFFF, 1234567890123, ABCDEFGHIJ, "
+    "IAMRoleForLambdaExecution, eu-west-1a, S3://my-bucket/key.json, "
+    + "Pneumonoultramicroscopicsilicovolcanoconiosis" * 3  # over WordPiece's 100 chars: one [UNK]
+    + " naïve Café résumé Ωmega 東京 zażółć ǅemal ﬁle ＡＢＣ ⅻ 1st 2ND ³ snake_case_name camelCaseName"
+)
+
+
+def test_a_cold_word_cache_counts_what_the_tokenizer_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold words are learnt partly through the WordPiece model alone (ASCII letters and digits,
+    lower-cased): their counts, and the chunks made from them, are the whole tokenizer's."""
+    from gitkb.core import tokenizer
+
+    words = COLD_WORDS.split()
+    texts = [COLD_WORDS, *words, " ".join(w.upper() for w in words), " ".join(w.title() for w in words)]
+    expected = [len(get_tokenizer().encode(t, add_special_tokens=False).ids) for t in texts]
+    monkeypatch.setattr(tokenizer, "_word_counts", {})
+    assert count_tokens(texts) == expected
+    text = (COLD_WORDS + ". ") * 40
+    monkeypatch.setattr(tokenizer, "_word_counts", {})
+    [chunks] = chunk_many([(text, ChunkConfig("sentence", 48, 8), False)])
+    starts = hf_starts(text)
+    for c in chunks:
+        assert c.token_count == bisect_left(starts, c.char_end) - bisect_left(starts, c.char_start)
+
+
 def test_a_300k_char_document_is_quick() -> None:
     text = ("## Part\n\n" + PROSE + "\n\n```\n" + "code line. x = 1\n" * 50 + "```\n") * 30
     text = text[:300_000]

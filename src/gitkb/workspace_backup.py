@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.config import Settings
+from gitkb.core.config import CREDENTIAL_REFS, Settings
 from gitkb.core.errors import GitkbError
 from gitkb.services.access import policy, principals
 from gitkb.services.operations import backup as backups
@@ -46,6 +46,8 @@ def restore(
     try:
         with opens(out["directory"]) as restored:
             out.update(backups.rebuild(restored.ctx, progress))
+            if said := _credentials_said(restored.settings):
+                out["Warnings"] = [*out.get("Warnings", []), said]
     except GitkbError as exc:  # the files are in place: what is left is derived
         exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
         raise
@@ -56,3 +58,22 @@ def restore(
         + ("; `gitkb verify` agrees" if n == 0 else f"; `gitkb verify` reports {n} difference(s)")
     )
     return out
+
+
+def _credentials_said(settings: Settings) -> str | None:
+    """The secrets the restored gitkb.toml reads on this host and where it sends them: an archive
+    from elsewhere could name this host's environment variables or key files for its own hosts."""
+    if not settings.credentials:
+        return None
+    refs = "; ".join(
+        f"{c.name}: "
+        + ", ".join(
+            f"{k} {getattr(c, k)}" for k in CREDENTIAL_REFS if getattr(c, k, None) and k != "username"
+        )
+        + f" -> {', '.join(c.hosts)}"
+        for c in settings.credentials
+    )
+    return (
+        "the restored gitkb.toml reads these secrets of this host and sends them to these hosts when a "
+        f"source syncs or pushes: {refs}; check them before the first sync"
+    )

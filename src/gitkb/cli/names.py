@@ -23,6 +23,26 @@ class Renamed(click.Option):
         super().__init__([*names, *old, *dest], **kwargs)
         self.old: tuple[str, ...] = tuple(old)
 
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        if self.is_flag or self.multiple or self.count or not self.old:
+            super().add_to_parser(parser, ctx)
+            return
+        # every value given is kept, so two spellings given with different values are refused
+        # (``consume_value``) instead of the last one silently winning
+        parser.add_option(obj=self, opts=self.opts, dest=self.name, action="append", nargs=self.nargs)
+
+    def consume_value(self, ctx: click.Context, opts: Any) -> Any:
+        given = opts.get(self.name)
+        if isinstance(given, list) and not self.multiple:
+            if len({str(v) for v in given}) > 1:
+                raise click.UsageError(
+                    f"{self.opts[0]} was given more than once (or under its older spelling) with "
+                    f"different values: {', '.join(map(str, given))}; give it once",
+                    ctx,
+                )
+            opts = {**opts, self.name: given[-1]}
+        return super().consume_value(ctx, opts)
+
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         shown = self.opts
         self.opts = [o for o in shown if o not in self.old]

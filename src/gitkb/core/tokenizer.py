@@ -22,8 +22,9 @@ treating as spaces (VT, FF, U+001C..U+001F, NEL), which glues their
 neighbours together. ``split_words`` deletes them first. (Checked over every
 code point, and on the whole awsdocs corpus: 6,125,703 pieces either way.)
 
-Each distinct word is tokenized once per process (unknown words are batched,
-joined by spaces, through ``encode_batch``) and its count cached. The cache
+Each distinct word is tokenized once per process and its count cached: split at
+ASCII punctuation, its ASCII letters-and-digits runs go to the WordPiece model
+alone (lower-cased), any other run through ``encode_batch`` (joined by spaces). The cache
 holds at most ``WORD_CACHE_MAX`` words; past that it starts afresh. A plain
 dict under the GIL: a race only means a word is counted twice.
 """
@@ -142,6 +143,26 @@ def _seed() -> None:
 
 
 def _learn_leaves(leaves: list[str]) -> None:
+    """Cache the piece counts of ``leaves`` (words without ASCII punctuation, not cached yet).
+
+    An ASCII letters-and-digits leaf goes to the WordPiece model alone, lower-cased: for it the
+    normalizer only lower-cases and the pre-tokenizer leaves it whole, so the count is the same,
+    at half the CPU of the whole pipeline (98% of awsdocs' cold leaves). Any other leaf goes
+    through the whole tokenizer, several joined by spaces per string.
+    """
+    model = get_tokenizer().model
+    counts = _word_counts
+    rest: list[str] = []
+    for w in leaves:
+        if w.isascii() and w.isalnum():
+            counts[w] = len(model.tokenize(w.lower()))
+        else:
+            rest.append(w)
+    if rest:
+        _learn_joined(rest)
+
+
+def _learn_joined(leaves: list[str]) -> None:
     batches = [leaves[i : i + _JOIN_WORDS] for i in range(0, len(leaves), _JOIN_WORDS)]
     encodings = get_tokenizer().encode_batch([" ".join(b) for b in batches], add_special_tokens=False)
     for batch, enc in zip(batches, encodings, strict=True):

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -52,6 +53,39 @@ class HostGate:
         if scope["type"] == "websocket":  # pragma: no cover - no websocket routes today
             await send({"type": "websocket.close", "code": 1008})
             return
+        await response(scope, receive, send)
+
+
+class OriginGate:
+    """For a programmatic API a browser has no business calling (the MCP transport): a request
+    that carries ``Origin`` -- only browsers send it -- must come from a page of an allowed host
+    (``Origin: null``, a file or sandboxed page, never does); one without it passes. The MCP
+    specification asks servers to validate ``Origin`` against DNS rebinding and cross-site pages."""
+
+    def __init__(self, app: ASGIApp, cfg: ServerConfig) -> None:
+        self.app = app
+        self.cfg = cfg
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origins = [v for k, v in scope.get("headers", []) if k.lower() == b"origin"]
+        if scope["type"] != "http" or not origins:
+            await self.app(scope, receive, send)
+            return
+        origin = origins[0].decode("latin-1") if len(origins) == 1 else ""
+        parts = urlsplit(origin.strip())
+        netloc = parts.netloc if parts.scheme.lower() in ("http", "https") and not parts.path else ""
+        if netloc and (host_matches(netloc, self.cfg.host_allowlist) or _own_address(netloc, scope)):
+            await self.app(scope, receive, send)
+            return
+        response = error_response(
+            "forbidden",
+            f"refused: requests from the web page {origin[:100]!r} are not answered here",
+            status=403,
+            next_steps=[
+                "call the MCP endpoint from an MCP client (it sends no Origin), or from an allowed host's page"
+            ],
+            headers={"Connection": "close"},
+        )
         await response(scope, receive, send)
 
 

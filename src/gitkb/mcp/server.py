@@ -18,13 +18,14 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from gitkb import __version__
 from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.http.config import ServerConfig
-from gitkb.http.hosts import HostGate
+from gitkb.http.hosts import HostGate, OriginGate
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -161,8 +162,13 @@ def http_app(server: Server[Any], cfg: ServerConfig, host: str = "127.0.0.1", pa
     """The streamable HTTP app behind the HTTP API's ``Host`` allowlist (``gitkb.http.hosts``):
     localhost, ``[server] public_host``, ``allowed_hosts`` and the address the connection
     reached; any other ``Host`` is refused with 403 before the MCP transport reads the request
-    (the SDK's own check covers loopback binds only, not ``--allow-remote`` ones)."""
-    return HostGate(server.streamable_http_app(streamable_http_path=path, host=host), cfg)
+    (the SDK's own check covers loopback binds only, not ``--allow-remote`` ones), and so is a
+    browser's request whose ``Origin`` is not one of those hosts (``OriginGate``)."""
+    # the gates check Host and Origin against the server's allowlist on every bind; the SDK's own
+    # check (loopback binds only, loopback names only) would refuse public_host behind a proxy
+    own = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    sdk = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=own)
+    return HostGate(OriginGate(sdk, cfg), cfg)
 
 
 def serve_http(

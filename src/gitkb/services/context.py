@@ -19,13 +19,25 @@ from gitkb.core.files import private_dirs
 from gitkb.core.meters import Meters
 from gitkb.stores.catalog import CatalogStore, open_catalog
 from gitkb.stores.keywords import KeywordIndex
-from gitkb.stores.lease import WriterLease
+from gitkb.stores.lease import LocalGuard
+from gitkb.stores.node_lease import WriterLease
+from gitkb.stores.node_rows import KEYWORDS_PREFIX, node_id_for
 
 if TYPE_CHECKING:
     from gitkb.core.embedders.base import Embedder
     from gitkb.stores.vectors import VectorStore
 
 WRITER_LOCK_FILE = "writer.lock"
+DEFAULT_LEASE_SECONDS = 10.0  # [nodes] lease_seconds: a dead writer's lease passes on within that time
+
+
+def keywords_mark(settings: Settings, node_id: str) -> str:
+    """The name of this node's keyword watermark: ``keywords`` for the home that holds its catalog file
+    (one home, as always), ``keywords@<node id>`` for a node sharing a catalog kept elsewhere."""
+    own = settings.home / "catalog.sqlite3"
+    if settings.catalog_url is None and settings.catalog_path == own:
+        return KEYWORDS_PREFIX
+    return f"{KEYWORDS_PREFIX}@{node_id}"
 
 
 class EmbeddingWorkerLike(Protocol):
@@ -48,6 +60,12 @@ class WriterLike(Protocol):
     def notify(self) -> None: ...
 
     def request_stop(self) -> None: ...
+
+    def stop(self, timeout: float = 30.0) -> None: ...
+
+
+class StoppableLike(Protocol):
+    """A background thread the context stops when it closes (``services.nodes.NodeHeartbeat``)."""
 
     def stop(self, timeout: float = 30.0) -> None: ...
 
@@ -95,8 +113,18 @@ class Context:
         self.caches = Caches()
         self.meters = Meters()  # this process's counters and latencies (GET /metrics renders them)
         self._lazy_lock = threading.RLock()
-        # The cross-process writer lease (services.runtime.writer.become_writer takes it).
-        self.lease = WriterLease(settings.home / WRITER_LOCK_FILE)
+        # This home's node (gitkb.stores.node_rows) and the name of its keyword watermark.
+        self.node_id = node_id_for(settings.home)
+        self.keywords_mark = keywords_mark(settings, self.node_id)
+        # The writer lease: a catalog row any node may hold, taken only by the process holding this
+        # home's local guard (services.runtime.writer.become_writer takes it).
+        seconds = float(settings.section("nodes").get("lease_seconds", DEFAULT_LEASE_SECONDS))
+        self.lease = WriterLease(
+            LocalGuard(settings.home / WRITER_LOCK_FILE), self.catalog, self.node_id, seconds
+        )
+        self.heartbeat: StoppableLike | None = (
+            None  # services.runtime.nodes.NodeHeartbeat, set by the composition root
+        )
         self.writer: WriterLike | None = None  # services.runtime.writer.WriterThread while we hold the lease
         # Takes the writer lease when it is free (set by the composition root; a job waiter calls it
         # when the holder went away). Returns whether this process now holds it.
@@ -106,6 +134,11 @@ class Context:
     @property
     def is_writer(self) -> bool:
         return bool(self.lease.held)
+
+    @property
+    def keywords_owner(self) -> bool:
+        """Whether this process writes its home's keyword index (it holds the home's local guard)."""
+        return self.lease.guard.held
 
     def notify_writer(self) -> None:
         if self.writer is not None:
@@ -143,6 +176,9 @@ class Context:
             return worker
 
     def close(self) -> None:
+        beats, self.heartbeat = self.heartbeat, None
+        if beats is not None:  # first: it may take the lease or catch keywords up while we close
+            beats.stop()
         if self.writer is not None:  # first: a job it runs may hold the catch-up lock the embedder waits for
             self.writer.request_stop()
         worker, self.caches.embedding_worker = self.caches.embedding_worker, None
@@ -154,5 +190,5 @@ class Context:
         caches, self.caches = self.caches, Caches()  # forget everything held, as a new Context would
         caches.close()
         self.keywords.close()
+        self.lease.release()  # before the catalog: the lease row is deleted through it
         self.catalog.close()
-        self.lease.release()

@@ -1,6 +1,11 @@
-"""The writer lease: an exclusive OS file lock on ``<home>/writer.lock``, held for a process's lifetime.
+"""The local guard of one home: an exclusive OS file lock on ``<home>/writer.lock``, held for a process's
+lifetime.
 
-Whoever holds it runs the job queue (``gitkb.services.runtime.writer``); the file says who (pid, host, since).
+It is not the writer lease (that is a catalog row, ``gitkb.stores.node_lease``): it says which process
+of this home writes the home's own derived files (the keyword index under ``<home>/keywords``, the
+embedded Chroma under ``<home>/vectors``). Only the process holding it may take the writer lease; on a
+node that is not the writer it keeps the node's keyword index current. The file says who (pid, host,
+since).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import IO, Any
 from gitkb.core.files import open_private
 
 
-class WriterLease:
+class LocalGuard:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: IO[str] | None = None

@@ -36,7 +36,7 @@ from gitkb.services.dispatch import actions, scope
 from gitkb.services.dispatch.job_kinds import JOB_KINDS
 from gitkb.services.runtime import jobs
 from gitkb.services.runtime.embedding_worker import EmbeddingWorker
-from gitkb.services.runtime.writer import become_writer, work_left
+from gitkb.services.runtime.writer import become_writer, open_node, work_left
 from gitkb.workspace.base import tool
 from gitkb.workspace.change_tools import ChangeTools
 from gitkb.workspace.embedding_tools import EmbeddingTools
@@ -114,7 +114,7 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
         jobs.load_kinds(JOB_KINDS)
 
         # Opening never waits for derived work: recovery requeues, the catch-ups run on threads.
-        become_writer(self.ctx)
+        open_node(self.ctx)  # the node's row, the writer lease when it is free, the heartbeat
         self._resumed = False  # work a crash left (requeued jobs, vectors behind) resumes in this process
         if self.ctx.is_writer and self.ctx.writer is not None:
             self._resumed = bool(self.ctx.writer.recovered["requeued"]) | self._resume_embeddings()

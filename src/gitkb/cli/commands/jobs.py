@@ -38,6 +38,8 @@ def _render_list(d: dict[str, Any]) -> None:
 @page_options
 def list_(state: str | None, limit: int | None, start: int | None, count: int | None) -> None:
     """Recent jobs, newest first, a page at a time (50 by default)."""
+    if count is not None and limit is not None:  # one of them would be dropped silently
+        raise click.UsageError("give --count only (--limit is its older spelling), not both")
     run(
         lambda ws: ws.list_jobs(state=state, start=start, count=count if count is not None else limit),
         with_more(_render_list),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import COUNT, START, Body, call
 
@@ -72,6 +73,8 @@ async def list_jobs(
     count: int | None = COUNT,
     limit: int | None = Query(None, include_in_schema=False),  # the older spelling of count
 ) -> JSONResponse:
+    if count is not None and limit is not None:  # one of them would be dropped silently
+        raise InvalidArgument("give count only (limit is its older spelling), not both")
     count = count if count is not None else limit
     return await call(request, "list_jobs", state=state, start=start, count=count)
 

@@ -24,6 +24,7 @@ import yaml
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.paths import normalize_proposal_path
 from gitkb.services.changes import audit
+from gitkb.services.changes.sources.branches import record
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.sidecars import SCHEMA_FILES, parse_sidecar
 from gitkb.services.changes.sources.staging import author as author
@@ -165,6 +166,7 @@ def _stage(
                 commit_sha=commit,
                 detail=detail,
             )
+            record(w, repo, prop.id, base, commit)  # the branch can be rebuilt from the catalog
     except BaseException:
         if before is None:
             repo.delete_branch(branch, expected=commit)

@@ -16,6 +16,11 @@ chunker works on the next batch: tantivy's commit serialises what was fed
 it would run after the last batch, on nobody else's time. A search meanwhile
 sees chunks that the catalog already holds, as after any catch-up.
 
+Each node keeps its own keyword index under its own home, with its own watermark
+(``ctx.keywords_mark``: ``keywords`` for the home holding the catalog file, ``keywords@<node>`` for a
+node sharing a catalog). When the writer compacted the change log past a node's watermark
+(``stores.node_rows``), the node cannot catch up from the log: it rebuilds from the catalog instead.
+
 A keyword index whose files cannot be opened (``KeywordIndex.damage``) is skipped: the catalog
 write goes on, the watermark stays, searches and status name ``gitkb verify --repair``, and the
 rebuild that repair runs applies everything.
@@ -40,6 +45,7 @@ from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.documents import all_chunk_cids, keyword_rows
 from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.keywords import KeywordDoc
+from gitkb.stores.node_rows import floor as compacted_floor
 
 KEYWORDS = "keywords"
 BATCH = 20000
@@ -72,15 +78,25 @@ def _apply(ctx: Context, conn: Conn, batch: list[changes.Change]) -> None:
     ctx.keywords.apply(removes=cids, adds=_keyword_docs(conn, cids), drop_indexes=drops)
 
 
+def _behind_floor(ctx: Context) -> bool:
+    """The log was compacted past this node's watermark (and past what was fed): rebuild, don't catch up."""
+    conn = ctx.catalog.conn
+    wm = max(ctx.caches.keywords_fed or 0, changes.watermark(conn, ctx.keywords_mark))
+    return wm < compacted_floor(conn)
+
+
 def feed_keywords(ctx: Context) -> None:
     """Apply, without committing, the change-log entries past the watermark (or past what was
     fed before); the next ``catch_up_keywords`` commits them and moves the watermark, or this feed
     does once ``FEED_COMMIT_EVERY`` entries wait."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return
+    if _behind_floor(ctx):
+        rebuild_keywords(ctx)
+        return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
-        wm = changes.watermark(conn, KEYWORDS)
+        wm = changes.watermark(conn, ctx.keywords_mark)
         fed = max(ctx.caches.keywords_fed or 0, wm)
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch)
@@ -91,7 +107,7 @@ def feed_keywords(ctx: Context) -> None:
         ctx.keywords.commit()
         crash_point("keywords.after_commit")
         with ctx.catalog.write() as w:
-            changes.set_watermark(w, KEYWORDS, fed)
+            changes.set_watermark(w, ctx.keywords_mark, fed)
         ctx.caches.keywords_fed = None
 
 
@@ -99,16 +115,18 @@ def catch_up_keywords(ctx: Context) -> int:
     """Apply every pending change to the keyword index; returns entries applied."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return 0
+    if _behind_floor(ctx):
+        return rebuild_keywords(ctx)
     applied = 0
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
-        wm = changes.watermark(conn, KEYWORDS)
+        wm = changes.watermark(conn, ctx.keywords_mark)
         fed, ctx.caches.keywords_fed = ctx.caches.keywords_fed, None
         if fed is not None and fed > wm:  # fed earlier: commit it first
             ctx.keywords.commit()
             crash_point("keywords.after_commit")
             with ctx.catalog.write() as w:
-                changes.set_watermark(w, KEYWORDS, fed)
+                changes.set_watermark(w, ctx.keywords_mark, fed)
             wm = fed
         while True:
             batch = changes.since(conn, wm, BATCH)
@@ -119,7 +137,7 @@ def catch_up_keywords(ctx: Context) -> int:
             crash_point("keywords.after_commit")
             wm = batch[-1].seq
             with ctx.catalog.write() as w:
-                changes.set_watermark(w, KEYWORDS, wm)
+                changes.set_watermark(w, ctx.keywords_mark, wm)
             applied += len(batch)
     return applied
 
@@ -156,7 +174,7 @@ def rebuild_keywords(ctx: Context) -> int:
             ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
         ctx.keywords.commit()
         with ctx.catalog.write() as w:
-            changes.set_watermark(w, KEYWORDS, head)
+            changes.set_watermark(w, ctx.keywords_mark, head)
     return len(cids)
 
 

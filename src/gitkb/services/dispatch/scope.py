@@ -230,6 +230,7 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
     out = _filter_inventory(ctx, scope, out)
     out.pop("in_flight_job", None)
     out.pop("writer", None)
+    out.pop("catalog", None)  # the server's catalog file or database URL: no agent's business
     if isinstance(out.get("documents_indexed"), int) and not out.get("documents_indexed_error"):
         out["documents_indexed"] = doc_rows.count_in(ctx.catalog.conn, sorted(scope.readable))
     return out

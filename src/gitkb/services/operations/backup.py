@@ -43,6 +43,7 @@ from gitkb.stores.catalog import Catalog
 from gitkb.stores.catalog import backup as catalog_backup
 from gitkb.stores.catalog import checkouts as checkout_rows
 from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.git_auth import check_url
 
 CATALOG_MEMBER = "catalog/catalog.sqlite3"
 SETTINGS_MEMBER = f"settings/{CONFIG_FILE}"
@@ -67,10 +68,8 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
     if not isinstance(path, str) or not path.strip():
         raise InvalidArgument("path must name the archive file to write")
     archive = Path(path).expanduser().absolute()
-    if archive.exists():
-        raise Conflict(
-            f"{archive} exists; a backup never replaces a file", next_steps=["give a new file name"]
-        )
+    if (held := backup_archive.taken(archive)) is not None:  # a symlink too: never written through
+        raise Conflict(f"{held} exists; a backup never replaces a file", next_steps=["give a new file name"])
     if not isinstance(ctx.catalog, Catalog):  # pg18: PostgreSQL is backed up by its own tools
         raise InvalidArgument(
             "the catalog is on PostgreSQL: back it up with pg_dump; gitkb backup copies SQLite"
@@ -167,6 +166,12 @@ def check_target(directory: str) -> Path:
     if not isinstance(directory, str) or not directory.strip():
         raise InvalidArgument("directory must name the new workspace's directory")
     target = Path(directory).expanduser().absolute()
+    if target.is_symlink():  # where it points is not what was named (and may change under us)
+        raise Conflict(
+            f"{target} is a symlink; restore writes a new workspace only into a real empty or absent "
+            "directory; nothing was written",
+            next_steps=[f"give the directory it points to: {os.path.realpath(target)}"],
+        )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise Conflict(
             f"{target} is not empty; restore writes a new workspace only into an empty or absent "
@@ -184,14 +189,18 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
     try:
         files = staged / "archive"
         manifest = backup_archive.read(source, files, checksum)
+        _only_known_files(manifest)
         home = staged / "home"
         home.mkdir(mode=DIR_MODE)
         _place_catalog(manifest, files, home)
-        if manifest.get("settings", {}).get("file"):
+        if (manifest.get("settings") or {}).get("file"):
+            if not (files / SETTINGS_MEMBER).is_file():
+                raise ValidationFailed(f"the archive's manifest names {SETTINGS_MEMBER} but does not hold it")
             os.replace(files / SETTINGS_MEMBER, home / CONFIG_FILE)
         clones = manifest.get("clones") or []
         _place_clones(clones, files, home)
         if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
+            check_target(str(target))  # again, just before: nothing that came meanwhile is replaced
             for child in home.iterdir():
                 os.replace(child, target / child.name)
         else:
@@ -205,8 +214,30 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         "created_at": manifest.get("created_at"),
         "tables": manifest["catalog"].get("tables", {}),
         "sources": [{k: c.get(k) for k in ("source_id", "name", "branch", "refs")} for c in clones],
-        "proposal_branches": sorted(b for c in clones for b in c.get("proposal_branches", [])),
+        "proposal_branches": sorted(  # from the refs checked against the bundles, not the manifest's list
+            r.removeprefix("refs/heads/")
+            for c in clones
+            for r in (c.get("refs") if c.get("file") else None) or {}
+            if r.startswith(PROPOSAL_PREFIX)
+        ),
     }
+
+
+def _only_known_files(manifest: dict[str, Any]) -> None:
+    """The archive holds the catalog, gitkb.toml and clone bundles (``_place_clones`` checks which),
+    nothing else: a ``-wal`` or ``-journal`` file beside the catalog would be read by SQLite while
+    the catalog is checked (and left behind after), so the file checked would not be the file
+    restored."""
+    unknown = sorted(
+        name
+        for name in manifest["files"]
+        if name not in (CATALOG_MEMBER, SETTINGS_MEMBER)
+        and not (name.startswith("clones/") and name.endswith(".bundle") and name.count("/") == 1)
+    )
+    if unknown:
+        raise ValidationFailed(
+            f"the archive holds files a gitkb backup never has: {', '.join(unknown)[:300]}; nothing was restored"
+        )
 
 
 def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
@@ -222,6 +253,11 @@ def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
         raise ValidationFailed(
             f"the archive's catalog was made by a newer gitkb (migrations {unknown}); upgrade gitkb to restore it"
         )
+    if foreign := catalog_backup.schema_differences(path):
+        raise ValidationFailed(
+            "the archive's catalog holds schema objects gitkb's migrations do not make (or alters "
+            f"theirs): {'; '.join(foreign)[:600]}; nothing was restored"
+        )
     if catalog_backup.table_counts(path) != cat.get("tables"):
         raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
     os.replace(path, home / "catalog.sqlite3")
@@ -233,6 +269,13 @@ def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path) -> None
     urls = {
         source_id: url for source_id, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")
     }
+    for url in urls.values():
+        try:
+            check_url(url)  # what `gitkb source add` refuses (ext::, a password in the URL)
+        except InvalidArgument as exc:
+            raise ValidationFailed(
+                f"the archive's catalog holds a source URL gitkb refuses: {exc.message}"
+            ) from None
     for c in clones:
         sid = c.get("source_id") if isinstance(c, dict) else None
         if not isinstance(sid, str) or sid not in urls or Path(sid).name != sid or sid.startswith("."):

@@ -12,7 +12,6 @@ import os
 from typing import Any
 
 from gitkb.services.context import Context
-from gitkb.services.derived.catchup import KEYWORDS
 from gitkb.services.operations.status import dirty_embeddings
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import metrics as rows
@@ -36,7 +35,7 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         "writer": writer_view(ctx),
         "documents": rows.documents_by_index(conn),
         "chunks": rows.chunks_by_index(conn),
-        "dirty_paths": changes.dirty_documents(conn, KEYWORDS),
+        "dirty_paths": changes.dirty_documents(conn, ctx.keywords_mark),
         "dirty_embeddings": dirty_embeddings(ctx),
         "reviews": rows.reviews_by_state(conn),
         "webhook_deliveries": [

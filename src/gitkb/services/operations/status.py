@@ -12,7 +12,6 @@ from typing import Any
 
 from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.context import Context
-from gitkb.services.derived.catchup import KEYWORDS
 from gitkb.services.derived.vector_locks import running_builds
 from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
 from gitkb.services.runtime.ttl import count_expired
@@ -67,7 +66,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     in_flight = running[0] if running else None
     vector_build = vector_build_view(ctx)
     queue_depth = job_rows.count_state(conn, "queued")
-    dirty_paths = changes.dirty_documents(conn, KEYWORDS)
+    dirty_paths = changes.dirty_documents(conn, ctx.keywords_mark)
     dirty_emb = dirty_embeddings(ctx)
     last_build = job_rows.last_finished(conn, BUILD_KINDS)
     error = last_build.error if last_build is not None and last_build.state == "failed" else None
@@ -104,7 +103,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
             and vector_build is None
             and dirty_paths == 0
             and dirty_emb == 0,
-            "writer": ctx.lease.holder() if not ctx.is_writer else {"this_process": True},
+            "writer": {**(ctx.lease.holder() or {}), "this_process": True}
+            if ctx.is_writer
+            else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
         }
     )

@@ -100,7 +100,7 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
     except GitkbError as exc:
         return [Difference("keyword_index_unreadable", "keywords", 1, exc.message)]
     head = changes.head(conn)
-    wm = changes.watermark(conn, catchup.KEYWORDS)
+    wm = changes.watermark(conn, ctx.keywords_mark)
     pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
     temps = _rebuild_temps(ctx)
     skip_ix = pending_ix | temps
@@ -286,7 +286,7 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
                 changes.set_watermark(w, name, head)
         done.append(f"set {d.count} watermark(s) back to the log's head ({head}): {', '.join(d.items)}")
     if "keyword_index_unreadable" in by_kind or any(
-        n == catchup.KEYWORDS for d in by_kind.get("watermark_ahead", []) for n in d.items
+        n == ctx.keywords_mark for d in by_kind.get("watermark_ahead", []) for n in d.items
     ):
         with ctx.keyword_lock:
             ctx.keywords.reset()

@@ -96,8 +96,8 @@ def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, sco
 def catch_up_if_pending(ctx: Context) -> None:
     """Another process wrote: catch the keyword index up, if nobody else is writing here."""
     if (
-        ctx.is_writer
-        and changes.pending(ctx.catalog.conn, "keywords") > 0
+        ctx.keywords_owner  # the writer, or the process keeping this node's own index
+        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
         and ctx.write_lock.acquire(blocking=False)
     ):
         try:

@@ -30,6 +30,7 @@ from gitkb.core.errors import Busy, GitkbError, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_counts import range_vectors
+from gitkb.services.runtime.nodes import compact
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
@@ -194,7 +195,9 @@ def _execute(
         with ctx.catalog.write() as conn:
             if seq0 is not None:  # what this run wrote counts in the vectors summary of the run that ends it
                 job_rows.stage_once(conn, job.id, WROTE_FROM, seq0)
-            job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
+            now = job_rows.get(conn, job.id)
+            if now is not None and now.state == "running" and now.runner == job.runner:  # not taken over
+                job_rows.requeue(conn, job.id, "interrupted by shutdown; will resume")
         got = job_rows.get(ctx.catalog.conn, job.id)
         assert got is not None
         return got
@@ -315,12 +318,13 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 
 
 def schedule_maintenance(ctx: Context) -> None:
-    """When idle, at most once a minute: queue a purge of expired documents if any are due."""
+    """When idle, at most once a minute: compact the change log (``services.nodes.compact``) and queue a
+    purge of expired documents if any are due."""
     now = time.monotonic()
     if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
     ctx.caches.maintenance_at = now
-
+    compact(ctx)
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 

@@ -1,7 +1,8 @@
 """The single index writer of a workspace.
 
-The writer is a lease: an OS file lock (``flock``) on ``<home>/writer.lock``.
-Whoever holds it is the only process that writes the catalog, the keyword
+The writer is a lease: a catalog row with a heartbeat (``gitkb.stores.node_lease``), which
+any node sharing the catalog may hold, taken only by the process holding its home's local
+guard (an OS file lock on ``<home>/writer.lock``, ``gitkb.stores.lease``). Whoever holds it is the only process that writes the catalog, the keyword
 index and the vectors; it runs queued jobs on a background thread. A process
 that doesn't hold it enqueues its writes and waits for the holder to run them.
 
@@ -24,13 +25,14 @@ import time
 from collections.abc import Callable
 
 from gitkb.services.context import Context
-from gitkb.services.derived.catchup import KEYWORDS, catch_up_keywords
+from gitkb.services.derived.catchup import catch_up_keywords
+from gitkb.services.derived.embeddings import resume_if_pending
 from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
-from gitkb.services.runtime import jobs
+from gitkb.services.runtime import jobs, nodes
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.engine import Conn
-from gitkb.stores.lease import WriterLease as WriterLease
+from gitkb.stores.node_lease import WriterLease as WriterLease
 
 log = logging.getLogger("gitkb.writer")
 
@@ -94,12 +96,29 @@ class WriterThread:
             self._thread = None
 
 
+_BECOMING = threading.Lock()  # a waiter and the heartbeat may both try: one recovers, one thread runs
+
+
 def become_writer(ctx: Context) -> bool:
     """Take the lease if it is free; then recover, catch up and start the writer thread."""
-    if ctx.lease.held:
-        return True
-    if not ctx.lease.try_acquire():
-        return False
+    with _BECOMING:
+        if ctx.lease.held:
+            return True
+        if not ctx.lease.try_acquire():
+            return False
+        _start_writing(ctx)
+    return True
+
+
+def open_node(ctx: Context) -> None:
+    """Register this process's node, take the lease if it is free, start the heartbeat (``services.nodes``)."""
+    nodes.register(ctx)
+    become_writer(ctx)
+    ctx.heartbeat = beats = nodes.NodeHeartbeat(ctx, ctx.take_lease)
+    beats.start()
+
+
+def _start_writing(ctx: Context) -> None:
     outcome = jobs.recover(ctx)
     if outcome["requeued"] or outcome["failed"]:
         log.warning("recovered jobs after a crash: %s", outcome)
@@ -110,14 +129,17 @@ def become_writer(ctx: Context) -> bool:
 
     # A short keyword backlog (another process's last write) is caught up here, so the caller's first
     # search sees it; a crash's long one on the writer thread, so opening never waits for it.
-    small = changes.pending(ctx.catalog.conn, KEYWORDS) <= SYNC_KEYWORD_BACKLOG
+    small = changes.pending(ctx.catalog.conn, ctx.keywords_mark) <= SYNC_KEYWORD_BACKLOG
     if small:
         catch_up()
     ctx.writer = WriterThread(
         lambda stop: jobs.run_next(ctx, stop), first=None if small else catch_up, recovered=outcome
     )
     ctx.writer.start()
-    return True
+    try:  # vectors a dead writer left behind catch up now, not at the next write (a lease taken later)
+        resume_if_pending(ctx)
+    except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the derived vectors
+        log.warning("could not resume background embedding: %s", exc)
 
 
 def _jobs_active(conn: Conn) -> bool:
@@ -130,7 +152,7 @@ def work_left(ctx: Context) -> bool:
     if _jobs_active(conn):
         return True
     head = changes.head(conn)
-    if changes.watermark(conn, KEYWORDS) < head:
+    if changes.watermark(conn, ctx.keywords_mark) < head:
         return True
     return any(changes.watermark(conn, watermark_name(i)) < head for i in wanted_identities(ctx))
 

@@ -91,3 +91,40 @@ def unknown_migrations(path: Path) -> list[str]:
     """Migrations the catalog file at ``path`` records that this gitkb does not know (a newer gitkb's)."""
     known = {fn.__name__ for fn in MIGRATIONS}
     return [m for m in migrations_applied(path) if m not in known]
+
+
+def _schema(conn: sqlite3.Connection) -> set[tuple[str, str, str, str]]:
+    """``(type, name, table, sql)`` of every schema object, the SQL with its whitespace collapsed;
+    SQLite's own statistics tables (``ANALYZE``) are left out."""
+    rows = conn.execute("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master")
+    return {
+        (str(t), str(n), str(tb), " ".join(str(sql).split()))
+        for t, n, tb, sql in rows
+        if not str(n).startswith("sqlite_stat")
+    }
+
+
+def schema_differences(path: Path) -> list[str]:
+    """What the catalog file at ``path`` holds beyond, or differs in from, the schema this gitkb's
+    migrations make (those it records, in order): an extra table, view, index or trigger (a trigger
+    runs on every write, e.g. to approve a review or erase the audit), or an altered definition."""
+    done = set(migrations_applied(path))
+    reference = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        reference.execute(
+            "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        for fn in MIGRATIONS:
+            if fn.__name__ in done:
+                fn(reference)
+        want = _schema(reference)
+    finally:
+        reference.close()
+    with _open(path, readonly=True) as conn:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        got = _schema(conn)
+    extra = [f"{t} {n} ({sql[:120]})" for t, n, _tb, sql in sorted(got - want)]
+    missing = [
+        f"{t} {n}" for t, n, _tb, _sql in sorted(want - got) if (t, n) not in {(g[0], g[1]) for g in got}
+    ]
+    return extra + [f"missing {m}" for m in missing]

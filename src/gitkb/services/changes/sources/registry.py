@@ -25,6 +25,7 @@ from gitkb.core.paths import documents_root_parts
 from gitkb.forges import Forge, ForgeConfig, create_forge
 from gitkb.services.changes import audit
 from gitkb.services.changes.sources import credentials as creds_
+from gitkb.services.changes.sources.branches import follow_branch
 from gitkb.services.changes.sources.forge_meter import metered
 from gitkb.services.changes.sources.selection import check_globs
 from gitkb.services.changes.sources.sidecars import SCHEMA_FILES, Sidecars, read_sidecars
@@ -78,12 +79,16 @@ def credentials_for(ctx: Context, source: Mapping[str, Any], url: str) -> GitCre
 
 
 def open_repo(ctx: Context, row: SourceRow) -> ManagedRepo:
-    """The source's managed clone (cloned again if it went missing)."""
+    """The source's managed clone (cloned again if it went missing), its proposal branch rebuilt from
+    the catalog when the clone lacks it (``branches.ensure_branch``)."""
     path = repo_path(ctx, row)
     creds = credentials_for(ctx, row.settings, row.url)
     if not path.exists():
-        return ManagedRepo.clone(row.url, path, branch=row.branch, credentials=creds)
-    return ManagedRepo.open(path, credentials=creds)
+        repo = ManagedRepo.clone(row.url, path, branch=row.branch, credentials=creds)
+    else:
+        repo = ManagedRepo.open(path, credentials=creds)
+    follow_branch(ctx, row, repo, proposal_branch(row))
+    return repo
 
 
 def read_source_sidecars(repo: ManagedRepo, commit: str, documents_root: str) -> Sidecars:

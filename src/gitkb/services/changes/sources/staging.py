@@ -13,6 +13,7 @@ from typing import Any
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound
 from gitkb.core.paging import page_of, paged
 from gitkb.services.changes import audit
+from gitkb.services.changes.sources.branches import move
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.context import Context
 from gitkb.stores.catalog import proposals as prop_rows
@@ -110,7 +111,7 @@ def restack(
         for p in keep:
             if p.commit_sha in result.commits:
                 new = result.commits[p.commit_sha]
-                prop_rows.move_proposal(w, p.id, parent, new)
+                move(w, repo, p.id, parent, new)
                 parent = new
                 out["kept"].append(p.id)
             elif p.commit_sha in result.conflicts:
@@ -278,7 +279,7 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     repo.reset_branch(branch, tip, expected=before)
     with ctx.catalog.write() as w:
         for p, parent, new in moved:
-            prop_rows.move_proposal(w, p.id, parent, new)
+            move(w, repo, p.id, parent, new)
         for p, c in conflicts:
             state = "merged" if c.get("already_applied") else "conflict"
             prop_rows.set_proposal_state(w, p.id, state, detail={**p.detail, **c, "base": onto})

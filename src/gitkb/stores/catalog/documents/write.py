@@ -105,6 +105,19 @@ def _update_document(conn: Conn, doc: NewDocument, rowid: int, meta: str, now: f
     )
 
 
+def _heading_json(spans: Sequence[ChunkSpan]) -> list[str]:
+    """Each span's heading path as JSON, each distinct path dumped once (a document's chunks share few)."""
+    done: dict[tuple[str, ...], str] = {}
+    out: list[str] = []
+    for span in spans:
+        path = tuple(span.heading_path)
+        heading = done.get(path)
+        if heading is None:
+            heading = done[path] = json.dumps(list(path), ensure_ascii=False)
+        out.append(heading)
+    return out
+
+
 def replace_chunks(
     conn: Conn, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
 ) -> tuple[int, int]:
@@ -117,6 +130,7 @@ def replace_chunks(
             "SELECT rowid, id, heading_path FROM chunks WHERE document_rowid = ?", (document_rowid,)
         )
     }
+    headings = _heading_json(spans)
     if not old:  # a new document: bulk insert, then log every chunk in one statement
         conn.executemany(
             "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
@@ -133,10 +147,12 @@ def replace_chunks(
                     span.char_end,
                     span.line_start,
                     span.line_end,
-                    json.dumps(list(span.heading_path), ensure_ascii=False),
+                    heading,
                     span.token_count,
                 )
-                for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True))
+                for ordinal, (span, cid, h, heading) in enumerate(
+                    zip(spans, new_ids, hashes, headings, strict=True)
+                )
             ],
         )
         changes.log_adds_for_document(conn, document_rowid)
@@ -147,8 +163,7 @@ def replace_chunks(
         changes.log_removes_for_document(conn, document_rowid, gone)
         conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(g,) for g in gone])
     added_rows: list[tuple[int, str, int]] = []
-    for ordinal, (span, cid, h) in enumerate(zip(spans, new_ids, hashes, strict=True)):
-        heading = json.dumps(list(span.heading_path), ensure_ascii=False)
+    for ordinal, (span, cid, h, heading) in enumerate(zip(spans, new_ids, hashes, headings, strict=True)):
         if cid in keep:
             rowid, old_heading = old[cid]
             conn.execute(
