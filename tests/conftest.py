@@ -52,6 +52,7 @@ def home(tmp_path: Path) -> Path:
 # that uses a workspace (``ws``, ``make_ws``, ``client``, ``make_client``, ``catalog_url``) runs
 # twice, ``[sqlite]`` and ``[postgresql]``.
 BOTH_BACKENDS = {
+    "test_backup.py",  # pgbackup19: the table-rows export of a PostgreSQL catalog, restored
     "test_catalog_backends.py",
     "test_cite_stale.py",  # the retired-chunk triggers (PL/pgSQL on PostgreSQL)
     "test_crash_safety.py",

@@ -103,9 +103,22 @@ def top10(w: Any, mode: str) -> list[list[tuple[float, Any]]]:
     return out
 
 
+def restored_at(path: Path, catalog_url: str | None = None) -> Any:
+    """The restored workspace on its own catalog (never the source's, which GITKB_CATALOG_URL names
+    in the PostgreSQL half)."""
+    return Workspace(path, catalog_url=catalog_url or f"sqlite:///{path / 'catalog.sqlite3'}")
+
+
 def test_backup_while_another_process_writes_then_restore_brings_everything_back(
-    source_ws: Any, upstream: Upstream, tmp_path: Path, home: Path
+    source_ws: Any,
+    upstream: Upstream,
+    tmp_path: Path,
+    home: Path,
+    catalog_backend: str,
+    catalog_for: Callable[[Path], str | None],
 ) -> None:
+    """On SQLite: the file copy restored into SQLite. On PostgreSQL: the table-rows export restored
+    into another (empty) PostgreSQL database, and into SQLite (one machine)."""
     ws = source_ws  # this process holds the writer lease, as a running `gitkb serve` does
     assert ws.ctx.is_writer
     fill(ws)
@@ -133,31 +146,38 @@ def test_backup_while_another_process_writes_then_restore_brings_everything_back
     assert oct(archive.stat().st_mode & 0o777) == "0o600"
     with tarfile.open(archive) as tar:
         names = tar.getnames()
-    assert names[0] == "manifest.json" and "catalog/catalog.sqlite3" in names
+    member = "catalog/catalog.sqlite3" if catalog_backend == "sqlite" else "catalog/tables/reviews.jsonl"
+    assert names[0] == "manifest.json" and member in names, names
     assert not any(n.startswith(("keywords", "vectors")) for n in names)  # derived: rebuilt
     human = gitkb("--home", str(home), "backup", str(tmp_path / "again.backup"))
     assert human.returncode == 0 and "sha256" in human.stdout and "reviews" in human.stdout, human
 
-    restored = tmp_path / "restored"
-    back = gitkb("--json", "restore", str(archive), str(restored))
-    assert back.returncode == 0, back.stderr
-    got = json.loads(back.stdout)
-    assert got["differences"] == [] and got["tables"] == held["tables"], got
-    assert got["embeddings"]["chunks_embedded"] > 0  # a new embedded store: the vectors were embedded
-    assert str(tmp_path / "checkout") in " ".join(got["Warnings"])  # followed by both: said so
-    ws.close()
-
-    with Workspace(restored) as r:
-        assert top10(r, "keyword") == keyword
-        assert top10(r, "hybrid") == hybrid
-        assert ok(r.list_audit(count=500))["Entries"][: len(audit_before)] == audit_before
-        with r.ctx.catalog.read() as conn:
-            assert deliveries.get(conn, "github", "delivery-1") is not None
-            assert deliveries.get_secret(conn, source_id) == "whsec-kept-in-the-catalog"
-        review = ok(r.show_review(pr["review_id"]))
-        assert review["review_state"] == "pending" and review["diff"] == review_before["diff"]
-        assert upstream.remote_sha(BRANCH) is None
-        ok(r.approve_review(pr["review_id"]))
+    targets: list[tuple[Path, str | None]] = [(tmp_path / "restored", None)]
+    if catalog_backend == "postgresql":  # into another PostgreSQL database too (approved there)
+        targets.append((tmp_path / "restored-pg", catalog_for(tmp_path / "restored-pg")))
+    for restored, url in targets:
+        back = gitkb(
+            "--json", "restore", str(archive), str(restored), *(["--catalog-url", url] if url else [])
+        )
+        assert back.returncode == 0, back.stderr
+        ws.close()  # restored while the source ran; now only one workspace in this process
+        got = json.loads(back.stdout)
+        assert got["differences"] == [] and got["tables"] == held["tables"], got
+        assert got["embeddings"]["chunks_embedded"] > 0  # a new embedded store: the vectors were embedded
+        assert str(tmp_path / "checkout") in " ".join(got["Warnings"])  # followed by both: said so
+        with restored_at(restored, url) as r:
+            assert r.ctx.catalog.backend["engine"] == ("postgresql" if url else "sqlite")
+            assert top10(r, "keyword") == keyword
+            assert top10(r, "hybrid") == hybrid
+            assert ok(r.list_audit(count=500))["Entries"][: len(audit_before)] == audit_before
+            with r.ctx.catalog.read() as conn:
+                assert deliveries.get(conn, "github", "delivery-1") is not None
+                assert deliveries.get_secret(conn, source_id) == "whsec-kept-in-the-catalog"
+            review = ok(r.show_review(pr["review_id"]))
+            assert review["review_state"] == "pending" and review["diff"] == review_before["diff"]
+            assert upstream.remote_sha(BRANCH) is None
+            if (restored, url) == targets[-1]:
+                ok(r.approve_review(pr["review_id"]))
     pushed = git(upstream.remote, "diff", "main", BRANCH)
     assert changed_lines(pushed) == changed_lines(review_before["diff"]) != []
     assert "every 60 days" in upstream.read_remote(BRANCH, f"docs/{ROTATE}")
@@ -280,7 +300,7 @@ def test_restore_keeps_the_vectors_a_chroma_server_still_holds(
     emb = json.loads(got.stdout)["embeddings"]
     assert emb["chunks_embedded"] == 0 and emb["chunks_had_vector"] == chunks > 0, emb
     assert json.loads(got.stdout)["differences"] == []
-    with Workspace(tmp_path / "restored") as r:
+    with restored_at(tmp_path / "restored") as r:
         assert top10(r, "hybrid") == hybrid
 
 
@@ -332,7 +352,7 @@ def test_backup_while_the_writer_commits_is_one_consistent_snapshot(
     back = CliRunner().invoke(cli, ["--json", "restore", str(tmp_path / "kb.backup"), str(tmp_path / "r")])
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["differences"] == []
-    with Workspace(tmp_path / "r") as r:
+    with restored_at(tmp_path / "r") as r:
         # an ADD_TEXT running at the snapshot is in the catalog as a running job: the restored writer
         # runs it again (its document was not in the snapshot), as after a crash
         wait_until(
@@ -387,5 +407,63 @@ def test_a_source_without_its_clone_is_said_and_cloned_again_on_restore(
     assert "no managed clone to bundle for source handbook" in " ".join(made["Warnings"]), made
     got = ok(source_ws.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
     assert [d["kind"] for d in got["differences"]] == ["clone_missing"], got
-    with Workspace(tmp_path / "r") as r:
+    with restored_at(tmp_path / "r") as r:
         assert ok(r.verify(repair=True))["clean"] is True  # cloned again from the remote
+
+
+def test_a_restored_gitkb_toml_that_names_the_old_catalog_is_said(
+    make_ws: Callable[..., Any], home: Path, tmp_path: Path, catalog_url: str | None
+) -> None:
+    """pgbackup19: the archived gitkb.toml may say ``[catalog] url`` (the backed-up catalog); the
+    restore opens the restored catalog all the same and says the file still names the old one."""
+    old = catalog_url or f"sqlite:///{home / 'catalog.sqlite3'}"
+    home.mkdir()
+    (home / "gitkb.toml").write_text(f'[catalog]\nurl = "{old}"\n')
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    ok(w.document_index("ADD_TEXT", index_name="notes", text="# a\n\nsome text\n", filepath="a.md"))
+    ok(w.backup(str(tmp_path / "kb.backup")))
+    got = ok(w.restore(str(tmp_path / "kb.backup"), str(tmp_path / "r")))
+    assert "names [catalog] url" in " ".join(got.get("Warnings", [])), got
+    assert got["differences"] == [] and got["keyword_chunks"] == 1, got
+    with restored_at(tmp_path / "r") as r:
+        assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == 1
+
+
+def test_a_table_rows_archive_whose_rows_differ_from_its_manifest_is_refused(
+    make_ws: Callable[..., Any],
+    tmp_path: Path,
+    catalog_backend: str,
+    catalog_for: Callable[[Path], str | None],
+) -> None:
+    """pgbackup19: the row counts are checked on restore (into SQLite and into PostgreSQL), even in an
+    archive whose checksums were made to match; nothing is written on either side."""
+    if catalog_backend == "sqlite":
+        pytest.skip("a SQLite archive holds the database file (checked by its integrity check and counts)")
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    for i in range(3):
+        ok(
+            w.document_index(
+                "ADD_TEXT", index_name="notes", text=f"# n{i}\n\nbody {i}\n", filepath=f"n{i}.md"
+            )
+        )
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(archive, files)
+    rows = files / "catalog" / "tables" / "chunks.jsonl"
+    rows.write_text("".join(rows.read_text().splitlines(keepends=True)[:-1]))  # one chunk row gone
+    crafted = tmp_path / "crafted.backup"
+    backup_archive.write(crafted, files, manifest)
+    target = catalog_for(tmp_path / "into-pg")
+    for directory, url in ((tmp_path / "into-sqlite", None), (tmp_path / "into-pg", target)):
+        got = w.restore(str(crafted), str(directory), catalog_url=url)
+        assert error_code(got) == "validation" and "table chunks holds 2 rows" in got["Error"], got
+        assert not directory.exists()
+    empty = Workspace(tmp_path / "check", catalog_url=target)
+    try:
+        with empty.ctx.catalog.read() as conn:
+            assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 0
+    finally:
+        empty.close()

@@ -12,17 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitkb.core.config import CREDENTIAL_REFS, Settings
+from gitkb.core.config import CREDENTIAL_REFS, Settings, load_settings
 from gitkb.core.errors import GitkbError
 from gitkb.services.access import policy, principals
 from gitkb.services.operations import backup as backups
+from gitkb.stores.catalog.engine import redact_url
 
 
 class Operator:
     """What ``tool`` and ``restore`` need of a caller: the principal the policy checks, a home for a
     crash log, and how to open the restored workspace (``opens``: the ``Workspace`` class)."""
 
-    def __init__(self, opens: Callable[[str], Any]) -> None:
+    def __init__(self, opens: Callable[..., Any]) -> None:
         self.principal = principals.local()
         self.settings = Settings(home=Path(tempfile.gettempdir()) / "gitkb-restore")
         self.opens = opens
@@ -37,20 +38,41 @@ def backup(self: Any, path: str, progress: Any = None) -> dict[str, Any]:
 
 
 def restore(
-    self: Any, archive: str, directory: str, sha256: str | None = None, progress: Any = None
+    self: Any,
+    archive: str,
+    directory: str,
+    sha256: str | None = None,
+    progress: Any = None,
+    catalog_url: str | None = None,
 ) -> dict[str, Any]:
     """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
-    untouched. The restored one is opened to rebuild its keyword index and vectors, then closed."""
+    untouched. The restored one is opened to rebuild its keyword index and vectors, then closed.
+    ``catalog_url``: a PostgreSQL database with no gitkb rows the catalog goes into (a backup of a
+    PostgreSQL catalog); else the catalog is a new SQLite file in ``directory``."""
     opens = self.opens if isinstance(self, Operator) else type(self)
-    out = backups.unpack(archive, directory, sha256)
+    out = backups.unpack(archive, directory, sha256, catalog_url)
+    # the restored catalog, whatever GITKB_CATALOG_URL or the restored gitkb.toml name
+    url = catalog_url or f"sqlite:///{Path(out['directory']) / 'catalog.sqlite3'}"
     try:
-        with opens(out["directory"]) as restored:
+        with opens(out["directory"], catalog_url=url) as restored:
             out.update(backups.rebuild(restored.ctx, progress))
             if said := _credentials_said(restored.settings):
                 out["Warnings"] = [*out.get("Warnings", []), said]
     except GitkbError as exc:  # the files are in place: what is left is derived
         exc.next_steps.append(f"finish the rebuild with `gitkb --home {out['directory']} verify --repair`")
         raise
+    named = load_settings(out["directory"], env={}).catalog_url  # what the restored gitkb.toml opens
+    if named and named != url:
+        out.setdefault("Warnings", []).append(
+            f"the restored gitkb.toml names [catalog] url = {redact_url(named)}, the backed-up workspace's "
+            f"catalog, not the restored one ({redact_url(url)}): point it at the restored catalog before "
+            "this workspace runs, or it opens the old one"
+        )
+    elif catalog_url:
+        out.setdefault("Warnings", []).append(
+            f"the catalog is in {redact_url(catalog_url)}: run this workspace with [catalog] url in its "
+            "gitkb.toml or GITKB_CATALOG_URL naming it"
+        )
     n = len(out.get("differences") or [])
     out["Message"] = (
         f"restored {archive} into {out['directory']} ({sum(out['tables'].values())} catalog rows, "

@@ -471,6 +471,7 @@ METHODS: tuple[Action, ...] = (
             P("directory", PATH, "the new workspace's directory, absent or empty", required=True),
             P("sha256", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, "the archive's sha256"),
             PROGRESS,
+            P("catalog_url", {"type": "string"}, "an empty PostgreSQL database for the catalog"),
         ),
         "a new workspace from an archive: catalog, settings, clones; keyword index and vectors rebuilt",
         "gitkb restore",

@@ -78,7 +78,11 @@ def backup(file: str) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--sha256", help="The archive's sha256 as `gitkb backup` printed it.")
-def restore(file: str, directory: str, sha256: str | None) -> None:
+@click.option(
+    "--catalog-url",
+    help="Restore the catalog into this PostgreSQL database (no gitkb rows in it); default: SQLite in DIRECTORY.",
+)
+def restore(file: str, directory: str, sha256: str | None, catalog_url: str | None) -> None:
     """Make a new workspace at DIRECTORY (absent or empty) from an archive; rebuild its indexes."""
     target = Path(directory).expanduser().absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -91,7 +95,9 @@ def restore(file: str, directory: str, sha256: str | None) -> None:
     bars = _Bars()
     try:  # no workspace is open: the local operator calls it (the policy is asked all the same)
         operator = cast(Workspace, Operator(Workspace))
-        data = Workspace.restore(operator, str(Path(file).absolute()), str(target), sha256, progress=bars)
+        data = Workspace.restore(
+            operator, str(Path(file).absolute()), str(target), sha256, progress=bars, catalog_url=catalog_url
+        )
     finally:
         bars.close()
     report(data, _render_restore)

@@ -11,11 +11,14 @@ keyword index and the vectors (derived: rebuilt), the clones' guard tokens and h
 logs, the writer lock.
 
 ``backup`` reads while a server writes: the catalog through SQLite's online backup API (one
-snapshot), then the clones. A proposal staged between the two is on its branch in the bundle but
+snapshot), or on PostgreSQL as a ``table-rows`` export read in one REPEATABLE READ transaction
+(``stores.catalog.table_rows``), then the clones. A proposal staged between the two is on its branch in the bundle but
 not in the catalog copy: a commit nobody reviews, dropped by the next ``refresh_proposals``.
 
 ``unpack`` lays an archive out as a new workspace directory (absent or empty; refused otherwise,
-before anything is written), after checking it whole; ``rebuild`` then runs on the restored
+before anything is written), after checking it whole; a ``table-rows`` catalog goes into a new
+SQLite file there, or into an empty PostgreSQL database when given its URL (loaded last, after the
+clones are placed, so a refusal leaves nothing behind); ``rebuild`` then runs on the restored
 workspace: the keyword index from the catalog's chunks, and every embedding index's vectors through
 the usual catch-up (vectors still in the vector store -- a Chroma server's collection -- are kept
 and reused, the rest embedded again), and says what still differs (``verify``'s check).
@@ -39,7 +42,7 @@ from gitkb.services.derived import catchup
 from gitkb.services.operations import verify
 from gitkb.services.runtime import jobs
 from gitkb.stores import backup_archive, git_bundle
-from gitkb.stores.catalog import Catalog
+from gitkb.stores.catalog import Catalog, open_catalog, table_rows
 from gitkb.stores.catalog import backup as catalog_backup
 from gitkb.stores.catalog import checkouts as checkout_rows
 from gitkb.stores.catalog import vector_state as vs
@@ -70,22 +73,15 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
     archive = Path(path).expanduser().absolute()
     if (held := backup_archive.taken(archive)) is not None:  # a symlink too: never written through
         raise Conflict(f"{held} exists; a backup never replaces a file", next_steps=["give a new file name"])
-    if not isinstance(ctx.catalog, Catalog):  # pg18: PostgreSQL is backed up by its own tools
-        raise InvalidArgument(
-            "the catalog is on PostgreSQL: back it up with pg_dump; gitkb backup copies SQLite"
-        )
     home = ctx.settings.home
     staged = _staging(archive.parent, f".{archive.name}.")
     try:
-        catalog_file = staged / CATALOG_MEMBER
-        catalog_file.parent.mkdir(mode=DIR_MODE)
-        catalog_backup.copy_online(ctx.catalog.path, catalog_file)
-        tables = catalog_backup.table_counts(catalog_file)
+        catalog_entry, rows = _catalog(ctx, staged)
+        tables = catalog_entry["tables"]
         settings_file = home / CONFIG_FILE
         if settings_file.is_file():
             (staged / "settings").mkdir(mode=DIR_MODE)
             shutil.copyfile(settings_file, staged / SETTINGS_MEMBER)
-        rows = catalog_backup.sources(catalog_file)
         clones = []
         for i, (source_id, name, url, branch) in enumerate(rows):
             if progress is not None:
@@ -97,13 +93,7 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
             "created_at": time.time(),
             "gitkb_version": _version(),
             "home": str(home),
-            "catalog": {
-                "backend": "sqlite",
-                "format": catalog_backup.SQLITE_FILE,
-                "file": CATALOG_MEMBER,
-                "migrations": catalog_backup.migrations_applied(catalog_file),
-                "tables": tables,
-            },
+            "catalog": catalog_entry,
             "settings": {"file": SETTINGS_MEMBER if settings_file.is_file() else None},
             "clones": clones,
             "not_copied": [
@@ -136,6 +126,34 @@ def backup(ctx: Context, path: str, progress: Progress | None = None) -> dict[st
             f"{len(tables)} tables, {len(clones)} clone(s)); sha256 {digest}"
         ),
     }
+
+
+def _catalog(ctx: Context, staged: Path) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
+    """The catalog into the staged archive: SQLite's file through its online backup API, any other
+    store (PostgreSQL) as a ``table-rows`` export read in one REPEATABLE READ snapshot; the
+    manifest's entry and the sources whose clones to bundle."""
+    if isinstance(ctx.catalog, Catalog):
+        catalog_file = staged / CATALOG_MEMBER
+        catalog_file.parent.mkdir(mode=DIR_MODE)
+        catalog_backup.copy_online(ctx.catalog.path, catalog_file)
+        entry = {
+            "backend": "sqlite",
+            "format": catalog_backup.SQLITE_FILE,
+            "file": CATALOG_MEMBER,
+            "migrations": catalog_backup.migrations_applied(catalog_file),
+            "tables": catalog_backup.table_counts(catalog_file),
+        }
+        return entry, catalog_backup.sources(catalog_file)
+    with ctx.catalog.read() as conn:  # one snapshot for every table
+        exported = table_rows.export(conn, staged)
+        rows = table_rows.sources(conn)
+    backend = str(ctx.catalog.backend.get("engine", "postgresql"))
+    return {
+        "backend": backend,
+        "format": catalog_backup.TABLE_ROWS,
+        "dir": table_rows.TABLES_DIR,
+        **exported,
+    }, rows
 
 
 def _bundle(ctx: Context, staged: Path, source_id: str, name: str, url: str, branch: str) -> dict[str, Any]:
@@ -181,9 +199,15 @@ def check_target(directory: str) -> Path:
     return target
 
 
-def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[str, Any]:
-    """Check the archive and lay it out as a new workspace at ``directory``; what was restored."""
+def unpack(
+    archive: str, directory: str, checksum: str | None = None, catalog_url: str | None = None
+) -> dict[str, Any]:
+    """Check the archive and lay it out as a new workspace at ``directory``; what was restored.
+    ``catalog_url`` (PostgreSQL, a ``table-rows`` archive): the catalog's rows go into that
+    database (it must hold no gitkb rows); else into a new SQLite catalog in ``directory``."""
     target = check_target(directory)
+    if catalog_url is not None and (not isinstance(catalog_url, str) or not catalog_url.strip()):
+        raise InvalidArgument("catalog_url must be a postgresql:// URL when given")
     source = Path(archive).expanduser().absolute()
     staged = _staging(target.parent, f".{target.name}.restoring-")
     try:
@@ -192,13 +216,15 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
         _only_known_files(manifest)
         home = staged / "home"
         home.mkdir(mode=DIR_MODE)
-        _place_catalog(manifest, files, home)
+        urls = _place_catalog(manifest, files, home, catalog_url)
         if (manifest.get("settings") or {}).get("file"):
             if not (files / SETTINGS_MEMBER).is_file():
                 raise ValidationFailed(f"the archive's manifest names {SETTINGS_MEMBER} but does not hold it")
             os.replace(files / SETTINGS_MEMBER, home / CONFIG_FILE)
         clones = manifest.get("clones") or []
-        _place_clones(clones, files, home)
+        _place_clones(clones, files, home, urls)
+        if catalog_url is not None:  # last: once the rows are in, only moving files is left
+            _import_rows(manifest["catalog"], files, catalog_url, home)
         if target.exists():  # empty, checked above (kept: it may be a mount point, or owned so)
             check_target(str(target))  # again, just before: nothing that came meanwhile is replaced
             for child in home.iterdir():
@@ -224,15 +250,18 @@ def unpack(archive: str, directory: str, checksum: str | None = None) -> dict[st
 
 
 def _only_known_files(manifest: dict[str, Any]) -> None:
-    """The archive holds the catalog, gitkb.toml and clone bundles (``_place_clones`` checks which),
-    nothing else: a ``-wal`` or ``-journal`` file beside the catalog would be read by SQLite while
-    the catalog is checked (and left behind after), so the file checked would not be the file
+    """The archive holds the catalog (the SQLite file, or a table-rows export's
+    ``catalog/tables/<table>.jsonl``), gitkb.toml and clone bundles (``_place_clones`` checks
+    which), nothing else: a ``-wal`` or ``-journal`` file beside the catalog would be read by SQLite
+    while the catalog is checked (and left behind after), so the file checked would not be the file
     restored."""
+    rows_dir = f"{table_rows.TABLES_DIR}/"
     unknown = sorted(
         name
         for name in manifest["files"]
         if name not in (CATALOG_MEMBER, SETTINGS_MEMBER)
         and not (name.startswith("clones/") and name.endswith(".bundle") and name.count("/") == 1)
+        and not (name.startswith(rows_dir) and name.endswith(".jsonl") and name.count("/") == 2)
     )
     if unknown:
         raise ValidationFailed(
@@ -240,12 +269,32 @@ def _only_known_files(manifest: dict[str, Any]) -> None:
         )
 
 
-def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
+def _place_catalog(
+    manifest: dict[str, Any], files: Path, home: Path, catalog_url: str | None
+) -> dict[str, str]:
+    """The catalog file into ``home`` (a SQLite archive, or a ``table-rows`` one restored into
+    SQLite); the URL of each source id the restored catalog has."""
     cat = manifest.get("catalog") or {}
+    if cat.get("format") == catalog_backup.TABLE_ROWS:
+        if unknown := table_rows.unknown_migrations(list(cat.get("migrations") or [])):
+            raise ValidationFailed(
+                f"the archive's catalog was made by a newer gitkb (migrations {unknown}); upgrade gitkb to restore it"
+            )
+        urls = {sid: url for sid, _name, url, _branch in table_rows.archived_sources(files)}
+        if catalog_url is None:
+            path = home / "catalog.sqlite3"
+            table_rows.create_sqlite(path, list(cat.get("migrations") or []))
+            table_rows.load_sqlite(path, files, cat)
+        return urls
     if cat.get("format") != catalog_backup.SQLITE_FILE:
         raise ValidationFailed(
             f"the archive's catalog is a {cat.get('format')!r} export ({cat.get('backend')}); "
-            "this gitkb restores SQLite catalogs only"
+            "this gitkb restores SQLite files and table-rows exports"
+        )
+    if catalog_url is not None:
+        raise InvalidArgument(
+            "the archive holds a SQLite catalog file: it restores into DIR only (no catalog url); "
+            "only a backup of a PostgreSQL catalog (a table-rows export) restores into PostgreSQL"
         )
     path = files / CATALOG_MEMBER
     catalog_backup.check_copy(path)
@@ -261,14 +310,29 @@ def _place_catalog(manifest: dict[str, Any], files: Path, home: Path) -> None:
     if catalog_backup.table_counts(path) != cat.get("tables"):
         raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
     os.replace(path, home / "catalog.sqlite3")
+    return {sid: url for sid, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")}
 
 
-def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path) -> None:
+def _import_rows(cat: dict[str, Any], files: Path, catalog_url: str, home: Path) -> None:
+    """A ``table-rows`` export into the (empty) catalog at ``catalog_url``, in one transaction."""
+    store = open_catalog(catalog_url, home / "catalog.sqlite3")
+    try:
+        with store.write() as w:
+            applied = table_rows.migrations_applied(w)
+            if sorted(applied) != sorted(cat.get("migrations") or []):
+                raise ValidationFailed(
+                    "the archive's catalog schema is not the target's (the archive: "
+                    f"{len(cat.get('migrations') or [])} migrations, the target: {len(applied)}); restore it "
+                    "into SQLite (no catalog url) with this gitkb, or use the gitkb version that wrote it"
+                )
+            table_rows.import_rows(w, files, cat)
+    finally:
+        store.close()
+
+
+def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path, urls: dict[str, str]) -> None:
     """A clone per bundle, for the sources the restored catalog has (their ids and URLs are the
-    catalog's: the manifest only says which file holds which refs)."""
-    urls = {
-        source_id: url for source_id, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")
-    }
+    catalog's, ``urls``: the manifest only says which file holds which refs)."""
     for url in urls.values():
         try:
             check_url(url)  # what `gitkb source add` refuses (ext::, a password in the URL)

@@ -7,7 +7,7 @@ not block it). The copy is switched to ``journal_mode=DELETE`` so it is one self
 
 A backend without a file to copy (PostgreSQL) exports table by table instead: ``TABLE_ROWS`` is the
 archive format for that (one JSON-lines file per table, ``catalog/tables/<table>.jsonl``, its row
-count in the manifest); ``copy_online`` is the SQLite path, the only one implemented here.
+count in the manifest), written and loaded by ``table_rows``; ``copy_online`` here is the SQLite path.
 """
 
 from __future__ import annotations
