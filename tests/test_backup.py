@@ -469,9 +469,7 @@ def test_a_table_rows_archive_whose_rows_differ_from_its_manifest_is_refused(
         empty.close()
 
 
-def test_a_restored_workspace_is_its_own_writer_at_once(
-    make_ws: Callable[..., Any], tmp_path: Path
-) -> None:
+def test_a_restored_workspace_is_its_own_writer_at_once(make_ws: Callable[..., Any], tmp_path: Path) -> None:
     """The writer lease and node rows say which processes run a catalog now, not what it holds: a
     backup taken while this process is the writer must not hand the restored copy a lease row naming
     a live pid of this host (the restored workspace would wait until that row looked stale before it
