@@ -1,7 +1,8 @@
 """The wheel installs anywhere: built from a clean copy of the repository (``pip wheel . --no-deps``),
 it holds the tokenizer files, templates, static files, schemas and hooks; installed into a fresh
 virtual environment (dependencies from the package index, pip's cache reused), it runs the README
-quickstart's three steps (scripts/quickstart) from a directory outside the repository.
+quickstart's three steps (scripts/quickstart) from a directory outside the repository; then the
+same wheel installed with ``pipx install`` runs them again.
 
 Slow (about 90 s with a warm pip cache): CI runs it (``scripts/test`` selects no marker), ``-m 'not
 slow'`` skips it."""
@@ -84,3 +85,19 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_the_quickstart(tmp_path: Pa
     assert "created" in outputs[0]
     assert "6 added" in outputs[1] and "embedded" in outputs[1], outputs[1]
     assert "[1] Database failover" in outputs[2] and "semantic" in outputs[2], outputs[2]
+
+    # pipx: the same wheel as an application (its own venv under PIPX_HOME, the command in
+    # PIPX_BIN_DIR), the quickstart again from the same directory on a fresh home.
+    run([str(py), "-m", "pip", "install", "-q", "pipx"], tmp_path, env, timeout=600)
+    pipx_env = {
+        **env,
+        "PIPX_HOME": str(tmp_path / "pipx"),
+        "PIPX_BIN_DIR": str(tmp_path / "pipx-bin"),
+        "PIPX_MAN_DIR": str(tmp_path / "pipx-man"),
+        "GITKB_HOME": str(elsewhere / "home-pipx"),
+    }
+    run([str(venv / "bin" / "pipx"), "install", str(wheel)], tmp_path, pipx_env, timeout=600)
+    app = str(tmp_path / "pipx-bin" / "gitkb")
+    outputs = [run([app, *step], elsewhere, pipx_env) for step in steps]
+    assert "6 added" in outputs[1] and "embedded" in outputs[1], outputs[1]
+    assert "[1] Database failover" in outputs[2], outputs[2]
