@@ -62,6 +62,7 @@ BOTH_BACKENDS = {
     "test_knowledge.py",
     "test_nodes.py",  # nodes sharing one catalog (nodes18)
     "test_nodes_proposals.py",
+    "test_nodes_serve.py",  # three API servers on one catalog
     "test_proposal_refresh.py",
     "test_proposals.py",
     "test_review.py",

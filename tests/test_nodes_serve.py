@@ -1,4 +1,4 @@
-"""Three API servers with three homes (no shared files), one catalog, one Chroma server: an ingest
+"""Three API servers with three homes (no shared files), one catalog (SQLite or PostgreSQL), one Chroma server: an ingest
 through one is keyword-searchable through the others within 2 s; kill -9 the writer during an ingest of
 a few hundred files: another node takes the lease and completes it, nothing lost or doubled (documents =
 files; each node's keyword index and the vectors agree with the catalog); 8 clients of hybrid search on
@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import WaitTimeout, wait_until
+from helpers import WaitTimeout, postgres, wait_until
 from helpers.nodes import sqlite_url
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
@@ -80,9 +80,10 @@ def keyword_paths(n: Node, query: str) -> list[str]:
 
 @pytest.fixture
 def cluster(
-    tmp_path: Path, chroma: tuple[str, int], request: pytest.FixtureRequest
+    tmp_path: Path, chroma: tuple[str, int], catalog_backend: str, request: pytest.FixtureRequest
 ) -> Iterator[tuple[list[Node], Path]]:
-    """Three nodes; node a (the writer) is SIGKILLed at the crash point ``request.param`` names."""
+    """Three nodes; node a (the writer) is SIGKILLed at the crash point ``request.param`` names. The
+    catalog is a SQLite file outside every home, or a fresh PostgreSQL database (both in CI)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(FILES):
@@ -90,6 +91,7 @@ def cluster(
         (docs / f"f{i:03}.md").write_text(f"# File {i}\n\n{body}\n")
     catalog = tmp_path / "shared" / "catalog.sqlite3"
     catalog.parent.mkdir()
+    url = postgres.create_database() if catalog_backend == "postgresql" else sqlite_url(catalog)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
         "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -104,11 +106,13 @@ def cluster(
                 f'[chroma]\nhost = "{chroma[0]}"\nport = {chroma[1]}\n[server]\nallowed_roots = ["{docs}"]\n'
             )
             crash = {"GITKB_CRASH_AT": str(request.param)} if name == "a" else {}
-            nodes.append(Node(home, sqlite_url(catalog), {**env, **crash}))
+            nodes.append(Node(home, url, {**env, **crash}))
         yield nodes, docs
     finally:
         for n in nodes:
             n.stop(signal.SIGKILL)
+        if catalog_backend == "postgresql":
+            postgres.drop_database(url)
 
 
 # The writer kills itself with SIGKILL (``GITKB_CRASH_AT``, core/faults.py) after its 2nd of 3 batch
