@@ -105,15 +105,7 @@ def add_documents(
                 conn, row.id, [str(e.abs_path) for e in entries if isinstance(e, WalkEntry)]
             )
         catch_up_keywords(ctx)
-    out = {
-        "Message": summary(report),
-        "index_name": row.name,
-        **report.as_dict(),
-        "chunk_config": cfg.as_dict(),
-    }
-    if report.warnings:
-        out["Warnings"] = report.warnings
-    return out
+    return answer(report, row, cfg)
 
 
 def leave_out_sidecars(
@@ -294,6 +286,19 @@ def _write_files(
             (report.added if status == "added" else report.modified).append(entry.rel_path)
             report.chunks_written += len(chunks)
             report.chunk_tokens.extend(c.token_count for c in chunks)
+
+
+def answer(report: IngestReport, row: IndexRow, cfg: ChunkConfig) -> dict[str, Any]:
+    """What ADD_DOCUMENTS and ADD_TEXT's batch form answer: the report, its summary, the config."""
+    out: dict[str, Any] = {
+        "Message": summary(report),
+        "index_name": row.name,
+        **report.as_dict(),
+        "chunk_config": cfg.as_dict(),
+    }
+    if report.warnings:
+        out["Warnings"] = report.warnings
+    return out
 
 
 def summary(r: IngestReport) -> str:

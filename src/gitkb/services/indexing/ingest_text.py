@@ -15,7 +15,7 @@ from gitkb.services.derived.catchup import catch_up_keywords
 from gitkb.services.indexing.admission import Placement, admit_text, check_text_size, chunk_config_for
 from gitkb.services.indexing.guard import ensure_not_managed
 from gitkb.services.indexing.indexes import get_index
-from gitkb.services.indexing.ingest import WRITE_BATCH, IngestReport, Progress, summary
+from gitkb.services.indexing.ingest import WRITE_BATCH, IngestReport, Progress, answer
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.indexes import IndexRow
 
@@ -182,15 +182,7 @@ def add_texts(
                 progress(done, len(prepared))
         catch_up_keywords(ctx)
         report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
-    out = {
-        "Message": summary(report),
-        "index_name": row.name,
-        **report.as_dict(),
-        "chunk_config": cfg.as_dict(),
-    }
-    if report.warnings:
-        out["Warnings"] = report.warnings
-    return out
+    return answer(report, row, cfg)
 
 
 def _prepared_items(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.models import ChunkSpan
@@ -42,66 +43,46 @@ def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
     return status, row
 
 
+def _row_values(doc: NewDocument, meta: str) -> tuple[Any, ...]:
+    """The columns an insert and an update both write, in the order both name them."""
+    cfg = doc.chunk_config
+    return (
+        doc.title,
+        doc.kind,
+        doc.origin,
+        doc.origin_path,
+        doc.source_uri,
+        doc.content_hash,
+        doc.size,
+        doc.mtime,
+        doc.text,
+        meta,
+        cfg.strategy,
+        cfg.size,
+        cfg.overlap,
+        doc.tenant,
+        doc.tier,
+        doc.expires_at,
+    )
+
+
 def _insert_document(conn: Conn, doc: NewDocument, doc_id: str, meta: str, now: float) -> int:
     """A new document row; returns its rowid."""
-    cfg = doc.chunk_config
     cur = conn.execute(
         "INSERT INTO documents(id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash,"
         " size, mtime, text, metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at,"
         " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
-        (
-            doc_id,
-            doc.index_id,
-            doc.path,
-            doc.title,
-            doc.kind,
-            doc.origin,
-            doc.origin_path,
-            doc.source_uri,
-            doc.content_hash,
-            doc.size,
-            doc.mtime,
-            doc.text,
-            meta,
-            cfg.strategy,
-            cfg.size,
-            cfg.overlap,
-            doc.tenant,
-            doc.tier,
-            doc.expires_at,
-            now,
-            now,
-        ),
+        (doc_id, doc.index_id, doc.path, *_row_values(doc, meta), now, now),
     )
     return int(cur.fetchall()[0][0])
 
 
 def _update_document(conn: Conn, doc: NewDocument, rowid: int, meta: str, now: float) -> None:
-    cfg = doc.chunk_config
     conn.execute(
         "UPDATE documents SET title=?, kind=?, origin=?, origin_path=?, source_uri=?, content_hash=?, size=?,"
         " mtime=?, text=?, metadata=?, chunk_strategy=?, chunk_size=?, chunk_overlap=?, tenant=?, tier=?,"
         " expires_at=?, updated_at=? WHERE rowid=?",
-        (
-            doc.title,
-            doc.kind,
-            doc.origin,
-            doc.origin_path,
-            doc.source_uri,
-            doc.content_hash,
-            doc.size,
-            doc.mtime,
-            doc.text,
-            meta,
-            cfg.strategy,
-            cfg.size,
-            cfg.overlap,
-            doc.tenant,
-            doc.tier,
-            doc.expires_at,
-            now,
-            rowid,
-        ),
+        (*_row_values(doc, meta), now, rowid),
     )
 
 
