@@ -24,7 +24,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from gitkb import workspace_backup
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
 from gitkb.core.config import Settings, load_settings
 from gitkb.core.errors import InvalidArgument
@@ -37,6 +36,7 @@ from gitkb.services.dispatch.job_kinds import JOB_KINDS
 from gitkb.services.runtime import jobs
 from gitkb.services.runtime.embedding_worker import EmbeddingWorker
 from gitkb.services.runtime.writer import become_writer, open_node, work_left
+from gitkb.workspace import backup_tools
 from gitkb.workspace.base import tool
 from gitkb.workspace.change_tools import ChangeTools
 from gitkb.workspace.embedding_tools import EmbeddingTools
@@ -234,7 +234,7 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
             "Message": f"{done.kind} is running in the background; poll get_job_result with job_id {done.id}",
         }
 
-    backup, restore = tool(workspace_backup.backup), tool(workspace_backup.restore)  # workspace_backup.py
+    backup, restore = tool(backup_tools.backup), tool(backup_tools.restore)  # workspace/backup_tools.py
 
     def _resume_embeddings(self) -> bool:
         """Vectors that lag behind the change log (a crash, another process) catch up in the background."""

@@ -90,7 +90,7 @@ def restore(file: str, directory: str, sha256: str | None, catalog_url: str | No
             f"{target} is not empty; restore only into an empty or absent directory (nothing was written)"
         )
     from gitkb.workspace import Workspace  # heavy: tantivy, pygit2
-    from gitkb.workspace_backup import Operator  # heavy: pygit2
+    from gitkb.workspace.backup_tools import Operator  # heavy: pygit2
 
     bars = _Bars()
     try:  # no workspace is open: the local operator calls it (the policy is asked all the same)
