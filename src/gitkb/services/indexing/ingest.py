@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,7 @@ def ingest_entries(
             progress(done, total)
 
     parallel = total >= PARALLEL_MIN_FILES
-    with ChunkPipeline(parallel=parallel) as pipeline:
+    with ChunkPipeline(parallel=parallel) as pipeline, _bulk(ctx, parallel):
         for start, end in batch_bounds(total, WRITE_BATCH, EDGE_BATCH if parallel else WRITE_BATCH):
             batch = files[start:end]
             pending = _read_batch(ctx, row, batch, known, key, report, required, trust_mtime, reparse)
@@ -184,6 +185,11 @@ def ingest_entries(
             ok=report.added + report.modified + report.unchanged,
         )
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
+
+
+def _bulk(ctx: Context, big: bool) -> AbstractContextManager[None]:
+    """A big ingest writes with a bigger catalog page cache (``documents.bulk_cache``)."""
+    return doc_rows.bulk_cache(ctx.catalog.conn) if big else nullcontext()
 
 
 def batch_bounds(total: int, size: int, edge: int) -> list[tuple[int, int]]:

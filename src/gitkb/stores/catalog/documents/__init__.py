@@ -63,6 +63,7 @@ from gitkb.stores.catalog.documents.rows import (
     state_key,
 )
 from gitkb.stores.catalog.documents.write import (
+    bulk_cache,
     delete,
     rename,
     replace_chunks,
@@ -79,6 +80,7 @@ __all__ = [
     "LIVE",
     "NewDocument",
     "all_chunk_cids",
+    "bulk_cache",
     "chunk_cids_by_id",
     "chunk_count_of",
     "chunk_count_of_index",

@@ -5,14 +5,35 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from gitkb.core import ids
 from gitkb.core.models import ChunkSpan
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog.documents.rows import DocumentRow, NewDocument, get_by_path
-from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.catalog.engine import Conn, dialect_of
+
+# SQLite page cache of the connection writing a big ingest, in KiB (SQLite's default is 2 MiB). Its
+# chunk rows go into two indexes keyed by hashes, so a 2 MiB cache writes and reads back the same
+# index pages again and again: at 64 MiB the awsdocs ingest's writes take 0.08-0.14 s less CPU.
+BULK_CACHE_KIB = 64 * 1024
+
+
+@contextmanager
+def bulk_cache(conn: Conn) -> Iterator[None]:
+    """A ``BULK_CACHE_KIB`` page cache on this SQLite connection while a big ingest writes, its own
+    size again after (the pages past it are freed). PostgreSQL: nothing."""
+    if dialect_of(conn).name != "sqlite":
+        yield
+        return
+    before = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+    conn.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA cache_size={before}")
 
 
 def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
