@@ -205,39 +205,50 @@ def count_spans(text: str, starts: list[int], end: int | None = None) -> list[in
 
 
 def count_spans_many(items: list[tuple[str, list[int], int]]) -> list[list[int]]:
-    """``count_spans`` for many ``(text, starts, end)`` at once: unknown words are learnt in one batch.
-
-    Each slice is split into words once: a slice holding a word not cached yet keeps its words
-    until the words of every such slice of ``items`` are learnt together, then it is counted
-    from them (not split again, and not the whole document again)."""
-    get = _word_counts.__getitem__
+    """``count_spans`` for many ``(text, starts, end)`` at once: unknown words are learnt in one batch."""
     results: list[list[int]] = []
-    waiting: list[tuple[list[int], int, list[str]]] = []  # (a document's counts, slice, its words)
-    for text, starts, end in items:
-        ends = starts[1:]
-        ends.append(end)
-        if has_deleted_chars(text):
-            words = [split_words(text[s:e]) for s, e in zip(starts, ends, strict=True)]
-        else:
-            words = [text[s:e].split() for s, e in zip(starts, ends, strict=True)]
+    retry: list[int] = []
+    unknown: set[str] = set()
+    for i, (text, starts, end) in enumerate(items):
         try:
-            results.append([sum(map(get, ws)) for ws in words])
-            continue
+            results.append(_count_known(text, starts, end))
         except KeyError:
-            pass
-        counts: list[int] = []
-        for ws in words:
-            try:
-                counts.append(sum(map(get, ws)))
-            except KeyError:
-                waiting.append((counts, len(counts), ws))
-                counts.append(0)
-        results.append(counts)
-    if waiting:
-        learn_words({w for _, _, ws in waiting for w in ws})
-        for counts, k, ws in waiting:
-            counts[k] = count_words(ws)  # learns again if another thread emptied the cache meanwhile
+            results.append([])
+            retry.append(i)
+            unknown.update(_words(text, starts, end))
+    if retry:
+        learn_words(unknown)
+        for i in retry:
+            text, starts, end = items[i]
+            while True:  # another thread may empty the cache in between; then learn again
+                try:
+                    results[i] = _count_known(text, starts, end)
+                    break
+                except KeyError:
+                    learn_words(_words(text, starts, end))
     return results
+
+
+def _words(text: str, starts: list[int], end: int) -> set[str]:
+    """Every word ``_count_known`` looks up for these slices."""
+    if not has_deleted_chars(text):
+        return set(text[starts[0] : end].split())  # slices start after whitespace: same words
+    ends = starts[1:]
+    ends.append(end)
+    out: set[str] = set()
+    for s, e in zip(starts, ends, strict=True):
+        out.update(split_words(text[s:e]))  # a deleted char at a slice edge glues nothing across it
+    return out
+
+
+def _count_known(text: str, starts: list[int], end: int) -> list[int]:
+    """Counts of the slices from the cache; KeyError on the first word not in it."""
+    get = _word_counts.__getitem__
+    ends = starts[1:]
+    ends.append(end)
+    if has_deleted_chars(text):
+        return [sum(map(get, split_words(text[s:e]))) for s, e in zip(starts, ends, strict=True)]
+    return [sum(map(get, text[s:e].split())) for s, e in zip(starts, ends, strict=True)]
 
 
 def token_starts(texts: list[str]) -> list[list[int]]:
