@@ -273,7 +273,7 @@ def _write_files(
     crash_point("ingest.chunked")
     with ctx.catalog.write() as conn:
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
-            status, _ = doc_rows.upsert(
+            status = doc_rows.write_document(
                 conn,
                 doc_rows.NewDocument(
                     index_id=row.id,

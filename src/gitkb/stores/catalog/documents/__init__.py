@@ -70,6 +70,7 @@ from gitkb.stores.catalog.documents.write import (
     set_mtime,
     swap_index,
     upsert,
+    write_document,
 )
 
 __all__ = [
@@ -122,4 +123,5 @@ __all__ = [
     "untenanted_counts",
     "upsert",
     "with_text",
+    "write_document",
 ]
