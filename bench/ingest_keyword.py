@@ -45,8 +45,16 @@ TAIL: list[float] = []
 def _time_final_catch_up() -> None:
     """Record the process CPU of ADD_DOCUMENTS' final keyword catch-up: it runs after the last
     batch, with nothing else to overlap it, so the wall time includes it whole."""
-    import gitkb.services.indexing.ingest as ingest
+    import importlib
 
+    for name in ("gitkb.services.indexing.ingest", "gitkb.services.ingest"):  # an older tree: the second
+        try:
+            ingest = importlib.import_module(name)
+            break
+        except ModuleNotFoundError:
+            continue
+    else:
+        return
     real = getattr(ingest, "catch_up_keywords", None)
     if real is None:  # an older tree (--baseline) names it otherwise: not timed
         return
@@ -112,8 +120,10 @@ def baseline_pairs(tree: Path, runs: int, docs_dir: Path) -> None:
     def one(src: Path) -> dict[str, float]:
         env = {**os.environ, "PYTHONPATH": str(src)}
         cmd = [sys.executable, str(here), "--no-search", "--json", "--docs", str(docs_dir)]
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-        return dict(json.loads(out.splitlines()[0]))
+        done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"{src}: the ingest failed:\n{done.stderr[-2000:]}")
+        return dict(json.loads(done.stdout.splitlines()[0]))
 
     def line(name: str, r: dict[str, float]) -> str:
         total = r["main"] + r["threads"] + r["worker"]
