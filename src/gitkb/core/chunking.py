@@ -77,6 +77,7 @@ from gitkb.core.chunk_units import (
     LINE,
     PIECE,
     DocUnits,
+    long_blocks,
     prepare_units,
     split_lines,
     split_tokens,
@@ -180,7 +181,17 @@ def chunk_many(items: list[tuple[str, ChunkConfig, bool]]) -> list[list[ChunkSpa
         for doc, c in zip(group, counts, strict=True):
             doc.counts = c
     windows = [sentence_window(doc.config, doc.counts) for doc in docs]
-    long_units = [split_lines(doc, w[0]) if w else [] for doc, w in zip(docs, windows, strict=True)]
+    # code blocks over a window are cut into lines: every document's lines counted in one call
+    blocks = [long_blocks(doc, w[0]) if w else [] for doc, w in zip(docs, windows, strict=True)]
+    line_counts = iter(
+        count_spans_many(
+            [(d.text, subs, e) for d, bs in zip(docs, blocks, strict=True) for _k, subs, e in bs]
+        )
+    )
+    long_units = [
+        split_lines(doc, w[0], bs, [next(line_counts) for _ in bs]) if w else []
+        for doc, w, bs in zip(docs, windows, blocks, strict=True)
+    ]
     long_texts = [
         d.text[d.starts[k] : unit_end(d, k)] for d, ks in zip(docs, long_units, strict=True) for k in ks
     ]
