@@ -222,6 +222,92 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
     return out
 
 
+STAGES = (
+    ("plan", "gitkb.services.retrieval.search", "plan_modes"),
+    ("embed", "gitkb.services.retrieval.semantic", "embed_query"),
+    ("ann", None, "vectors.query"),
+    ("semantic_resolve", "gitkb.services.retrieval.semantic", "chunks_by_cids"),
+    ("keyword", None, "keywords.search"),
+    ("keyword_resolve", "gitkb.services.retrieval.search", "chunks_by_cids"),
+    ("fusion", "gitkb.services.retrieval.search", "rrf"),
+    ("fusion", "gitkb.services.retrieval.fusion", "document_fusion"),
+    ("citations", "gitkb.services.retrieval.search", "citation"),
+    ("fused_results", "gitkb.services.retrieval.search", "fused_results"),
+)
+
+
+def stages(ws: Any, index: str, qs: list[str], mode: str = "hybrid") -> dict[str, Any]:
+    """Where the time of one search goes: the real SEARCH call with its steps wrapped in timers
+    (wall and CPU of the thread that ran each step, summed per query; p50 over the queries).
+    ``envelope`` is the call minus ``fused_results`` (policy, plan, response); the keyword side runs
+    on a search thread beside the semantic side, so the steps add up to more than ``total``."""
+    import importlib
+
+    ctx = ws.ctx
+    per: dict[str, list[tuple[float, float]]] = {}
+    current: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc = current.setdefault(name, [0.0, 0.0])
+                acc[0] += (time.perf_counter() - t0) * 1000
+                acc[1] += (time.thread_time() - c0) * 1000
+
+        return run
+
+    undo: list[tuple[Any, str, Any]] = []
+    for name, module, attr in STAGES:
+        if module is None:
+            owner, attr = (
+                {"vectors": ctx.vectors, "keywords": ctx.keywords}[attr.split(".")[0]],
+                attr.split(".")[1],
+            )
+        else:
+            owner = importlib.import_module(module)
+        undo.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
+    try:
+        for q in qs[:5]:
+            ok(ws.document_index("SEARCH", query=q + " warm", index_name=index, mode=mode))
+        current.clear()
+        for q in qs:
+            ctx.caches.query_vectors.clear()  # embedded each time
+            t0, c0 = time.perf_counter(), time.process_time()
+            ok(ws.document_index("SEARCH", query=q, index_name=index, mode=mode))
+            total = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+            fr = current.get("fused_results", [0.0, 0.0])
+            current["envelope"] = [total[0] - fr[0], 0.0]
+            current["total"] = [total[0], total[1]]
+            for name, (w, c) in current.items():
+                per.setdefault(name, []).append((w, c))
+            current.clear()
+    finally:
+        for owner, attr, fn in reversed(undo):
+            if isinstance(owner, type(sys)):
+                setattr(owner, attr, fn)
+            else:
+                delattr(owner, attr)  # the bound method shows through again
+    names = [n for n, _, _ in STAGES] + ["envelope", "total"]
+    return {
+        n: {"wall_p50_ms": pct([w for w, _ in per[n]], 50), "cpu_p50_ms": pct([c for _, c in per[n]], 50)}
+        for n in dict.fromkeys(names)
+        if n in per
+    } | {"mode": mode, "queries": len(qs), "load": load()}
+
+
+def stages_table(r: dict[str, Any]) -> str:
+    """One line per step: wall p50 (ms), CPU p50 (ms, ``total``: every thread of the process)."""
+    rows = [
+        f"{k:>17} {v['wall_p50_ms']:>7} {v['cpu_p50_ms']:>7}" for k, v in r.items() if isinstance(v, dict)
+    ]
+    head = f"{r['mode']} search, {r['queries']} queries, load {r['load']}: step, wall p50 ms, CPU p50 ms"
+    return "\n".join([head, *rows])
+
+
 def keyword_ingest(name: str, root: Path) -> dict[str, Any]:
     from gitkb import Workspace
 
@@ -374,6 +460,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             qs = queries(name, data[name], args.queries)
             log(f"[{name}] latency, {len(qs)} queries per mode")
             lat = latency(ws, name, qs, ask=args.ask)
+            if args.stages:
+                row["stages"] = stages(ws, name, qs)
+                log(stages_table(row["stages"]))
             row.update({f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()})
             row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
             row["peak_rss_mib"] = rss_mib()
@@ -397,6 +486,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     copied, missing = copy_vectors(ws, sources)
                     v = build_vectors(ws)
                     lat = latency(ws, "scale", qs, ask=args.ask)
+                    if args.stages:
+                        lat["stages"] = stages(ws, "scale", qs)
+                        log(stages_table(lat["stages"]))
                     row = {
                         "chunks": state["chunks"],
                         "keyword_ingest_s": round(kw_s, 1),
@@ -405,8 +497,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "vectors_s": round(v["seconds"], 1),
                     }
                     row.update(
-                        {f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()}
+                        {
+                            f"{m}_{k}": x
+                            for m, d in lat.items()
+                            if m in MODES and isinstance(d, dict)
+                            for k, x in d.items()
+                        }
                     )
+                    if "stages" in lat:
+                        row["stages"] = lat["stages"]
                     row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
                     row["peak_rss_mib"] = rss_mib()
                     report["scale"].append(row)
@@ -473,6 +572,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="append",
         default=[],
         help="workspace whose stored vectors are reused by content hash (repeatable)",
+    )
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="also print where one hybrid query's time goes (embed, ANN, keyword, resolve, fusion, envelope)",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -473,3 +473,25 @@ def test_openai_compat_errors(openai_server: str, tmp_path: Path) -> None:
 def test_fastembed_option_validation(options: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument):
         create_embedder("fastembed", None, cache_dir=tmp_path, options=options)
+
+
+def test_minilm_query_session_gives_the_batch_vector_on_one_thread(minilm: Any, offline: None) -> None:
+    """``embed_query`` (its own onnxruntime session, one intra-op thread, ``tokenizers`` directly)
+    gives the vector ``embed_batch([text])`` gives, bit for bit: short and long (clipped at 256
+    tokens) texts, special-token spellings, accents, other scripts, tabs and line breaks."""
+    texts = [
+        "how do I throttle a function",
+        "What is the maximum timeout for a Lambda function?",
+        "[MASK] what [CLS] is [SEP] x [PAD]",
+        "Ünïcödé naïve café   spaced\tout\nlines",
+        "日本語のテキスト と English",
+        " ".join(f"word{i}" for i in range(400)),  # far over 256 tokens
+        "x",
+    ]
+    for t in texts:
+        assert minilm.embed_query(t) == minilm.embed_batch([t])[0], t
+    tokenizer, session = minilm._query_session()
+    assert session.get_session_options().intra_op_num_threads == 1
+    assert len(tokenizer.encode(texts[5]).ids) == 256
+    with pytest.raises(InvalidArgument):
+        minilm.embed_query(["a list"])

@@ -66,6 +66,63 @@ def test_real_model_finds_paraphrase_that_keyword_search_misses(
         assert hyb["mode"] == "hybrid" and target in files(hyb)
 
 
+def test_real_model_query_path_gives_the_batch_path_results(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """SEARCH embeds a query on the model's query session (one thread, ``embed_query``); semantic
+    and hybrid results (ids, order, scores) are those of the batch path's vector (``embed_batch``)."""
+    from gitkb.services.derived.identity import embedder_for
+    from gitkb.services.retrieval.semantic import query_key
+
+    w = make_ws(embedding_provider=None, embedding_model=None)  # the default: fastembed MiniLM
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    identity = "fastembed/all-minilm-l6-v2"
+    emb: Any = embedder_for(w.ctx, identity)
+    cache = w.ctx.caches.query_vectors
+    for q in ("newcomer orientation schedule", "how do I rotate the database password", "on-call"):
+        for mode in ("semantic", "hybrid"):
+            cache.clear()
+            new = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=20))["Results"]
+            assert list(cache) == [query_key(identity, q)] and emb._query is not None  # the query session ran
+            cache.clear()
+            cache[query_key(identity, q)] = emb.embed_batch([q])[0]
+            old = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=20))["Results"]
+            assert [(r["id"], r["score"]) for r in new] == [(r["id"], r["score"]) for r in old], (q, mode)
+            assert len(new) > 3
+
+
+def test_query_vectors_are_cached_by_identity_and_spacing_free_text(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """The query-vector LRU is keyed by (identity, query with its runs of spaces, tabs and line
+    breaks made one space): a query repeated with other spacing is not embedded again."""
+    from gitkb.services.derived import identity
+    from gitkb.services.retrieval.semantic import QUERY_CACHE_SIZE
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    emb = identity.embedder_for(w.ctx, "hashing/h1")
+    calls: list[list[str]] = []
+    real = emb.embed_batch
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return real(texts)
+
+    emb.embed_batch = counting  # type: ignore[method-assign]
+    first = ok(w.document_index("SEARCH", query="rotate the  password", mode="semantic"))
+    again = ok(w.document_index("SEARCH", query=" rotate\tthe\n password ", mode="semantic"))
+    assert calls == [["rotate the password"]]
+    assert [r["id"] for r in first["Results"]] == [r["id"] for r in again["Results"]]
+    ok(w.document_index("SEARCH", query="Rotate the password", mode="semantic"))
+    assert len(calls) == 2  # case is the embedder's business: another entry
+    assert QUERY_CACHE_SIZE == 512
+
+
 # -- fusion ------------------------------------------------------------------------------------
 
 

@@ -157,6 +157,9 @@ class FastEmbedMiniLM:
         self.model_dir = assemble_model_dir(cache_dir)
         self._lock = threading.Lock()
         self._counter: Any = None
+        self._query_lock = threading.Lock()
+        self._query: tuple[Any, Any] | None = None  # (tokenizer, onnxruntime session), made on first query
+        self._providers = list(providers) if providers else ["CPUExecutionProvider"]
         name = register_custom_model()
         from fastembed import TextEmbedding  # heavy: fastembed, onnxruntime
 
@@ -165,7 +168,7 @@ class FastEmbedMiniLM:
                 name,
                 cache_dir=str(self.model_dir.parent),
                 threads=self.threads,
-                providers=list(providers) if providers else ["CPUExecutionProvider"],
+                providers=self._providers,
                 specific_model_path=str(self.model_dir),
                 local_files_only=True,
             )
@@ -190,6 +193,54 @@ class FastEmbedMiniLM:
             for i, v in zip(idx, vecs, strict=True):
                 out[i] = v.tolist()
         return out
+
+    def embed_query(self, text: str) -> list[float]:
+        """One text (a search query) on the query session: the same model run by onnxruntime with
+        one intra-op thread, tokenized by ``tokenizers`` directly, mean-pooled and normalised as
+        fastembed does (the vector is the one ``embed_batch([text])`` gives, bit for bit). One
+        thread leaves the other cores to the keyword side of a hybrid search; batches keep the
+        ``threads`` session. Thread-safe, no lock: onnxruntime runs concurrent calls of one session."""
+        import numpy as np  # heavy: numpy, only when a query is embedded
+
+        if not isinstance(text, str):
+            raise InvalidArgument(f"embed_query takes a string, got {type(text).__name__}")
+        tokenizer, session = self._query_session()
+        enc = tokenizer.encode(text)
+        ids = np.array([enc.ids], dtype=np.int64)
+        mask = np.array([enc.attention_mask], dtype=np.int64)
+        out = session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )
+        hidden = out[0]  # (1, tokens, 384)
+        pooled = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
+        pooled = pooled / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
+        norm = np.maximum(np.linalg.norm(pooled, ord=2, axis=1, keepdims=True), 1e-12)
+        vec: list[float] = (pooled / norm).astype(hidden.dtype, copy=False)[0].tolist()
+        return vec
+
+    def _query_session(self) -> tuple[Any, Any]:
+        with self._query_lock:
+            if self._query is None:
+                import onnxruntime as ort  # heavy: onnxruntime, only when a query is embedded
+                from tokenizers import Tokenizer  # heavy: tokenizers, only when a query is embedded
+
+                tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                tok.enable_truncation(max_length=MAX_INPUT_TOKENS)  # fastembed's: model_max_length
+                tok.no_padding()  # one text: nothing to pad
+                opts = ort.SessionOptions()
+                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                opts.intra_op_num_threads = 1
+                opts.inter_op_num_threads = 1
+                try:
+                    session = ort.InferenceSession(
+                        str(self.model_dir / "model.onnx"), sess_options=opts, providers=self._providers
+                    )
+                except Exception as exc:  # onnxruntime load failures
+                    raise EmbeddingNotConfigured(
+                        f"cannot load the query session of the default embedding model from {self.model_dir}: {exc}"
+                    ) from exc
+                self._query = (tok, session)
+            return self._query
 
     def _tokenizer(self) -> Any:
         if self._counter is None:

@@ -17,11 +17,13 @@ Mode rules (``plan_modes``):
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitkb.core.embedders.base import embed_query
 from gitkb.core.errors import Conflict, EmbeddingNotConfigured, InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.derived.embeddings import REEMBED_HINT, index_vector_state
@@ -35,6 +37,7 @@ MODES = ("keyword", "semantic", "hybrid")
 QUERY_CACHE_SIZE = 512
 FILTER_BELOW_SHARE = 0.25  # the searched indexes' share of a collection under which Chroma filters
 _cache_lock = threading.Lock()
+_SPACES = re.compile(r"[ \t\r\n]+")
 
 
 @dataclass
@@ -112,17 +115,26 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
     return plan
 
 
+def query_key(identity: str, query: str) -> tuple[str, str]:
+    """The query-vector cache's key: the identity and the query with its runs of spaces, tabs and
+    line breaks made one space (what is embedded: word-piece tokenizers split there, so the vector
+    is the same; other Unicode spaces are left as they are)."""
+    return identity, _SPACES.sub(" ", query.strip())
+
+
 def query_vector(ctx: Context, identity: str, query: str) -> list[float]:
-    """The query's vector under ``identity``, from an LRU cache keyed by (identity, query)."""
+    """The query's vector under ``identity``, from an LRU cache of ``QUERY_CACHE_SIZE`` vectors keyed
+    by ``query_key``; a miss is embedded on the embedder's query path (``embed_query``)."""
+    key = query_key(identity, query)
     with _cache_lock:
         cache = ctx.caches.query_vectors
-        vec = cache.get((identity, query))
+        vec = cache.get(key)
         if vec is not None:
-            cache.move_to_end((identity, query))
+            cache.move_to_end(key)
             return vec
-    vec = embedder_for(ctx, identity).embed_batch([query])[0]
+    vec = embed_query(embedder_for(ctx, identity), key[1])
     with _cache_lock:
-        cache[(identity, query)] = vec
+        cache[key] = vec
         while len(cache) > QUERY_CACHE_SIZE:
             cache.popitem(last=False)
     return vec
