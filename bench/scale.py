@@ -222,15 +222,19 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
     return out
 
 
-STAGES = (
+# (step, module or "" for a store method of the Context, attribute[, skipped when the module has this])
+STAGES: tuple[tuple[str, ...], ...] = (
     ("plan", "gitkb.services.retrieval.search", "plan_modes"),
     ("embed", "gitkb.services.retrieval.semantic", "embed_query"),
-    ("ann", None, "vectors.query"),
-    ("semantic_resolve", "gitkb.services.retrieval.semantic", "chunks_by_cids"),
-    ("keyword", None, "keywords.search"),
-    ("keyword_resolve", "gitkb.services.retrieval.search", "chunks_by_cids"),
+    ("ann", "", "vectors.query"),
+    ("semantic_resolve", "gitkb.services.retrieval.semantic", "live_chunks"),
+    ("semantic_resolve", "gitkb.services.retrieval.semantic", "chunks_by_cids", "live_chunks"),  # older
+    ("keyword", "", "keywords.search"),
+    ("keyword_resolve", "gitkb.services.retrieval.search", "live_chunks"),
+    ("keyword_resolve", "gitkb.services.retrieval.search", "chunks_by_cids", "live_chunks"),  # older
     ("fusion", "gitkb.services.retrieval.search", "rrf"),
     ("fusion", "gitkb.services.retrieval.fusion", "document_fusion"),
+    ("full_rows", "gitkb.services.retrieval.search", "full_rows"),
     ("citations", "gitkb.services.retrieval.search", "citation"),
     ("fused_results", "gitkb.services.retrieval.search", "fused_results"),
 )
@@ -260,14 +264,16 @@ def stages(ws: Any, index: str, qs: list[str], mode: str = "hybrid") -> dict[str
         return run
 
     undo: list[tuple[Any, str, Any]] = []
-    for name, module, attr in STAGES:
-        if module is None:
+    for name, module, attr, *newer in STAGES:
+        if not module:
             owner, attr = (
                 {"vectors": ctx.vectors, "keywords": ctx.keywords}[attr.split(".")[0]],
                 attr.split(".")[1],
             )
         else:
             owner = importlib.import_module(module)
+        if not hasattr(owner, attr) or any(hasattr(owner, n) for n in newer):
+            continue  # a step another version of gitkb does not have
         undo.append((owner, attr, getattr(owner, attr)))
         setattr(owner, attr, timed(name, getattr(owner, attr)))
     try:
@@ -291,7 +297,7 @@ def stages(ws: Any, index: str, qs: list[str], mode: str = "hybrid") -> dict[str
                 setattr(owner, attr, fn)
             else:
                 delattr(owner, attr)  # the bound method shows through again
-    names = [n for n, _, _ in STAGES] + ["envelope", "total"]
+    names = [st[0] for st in STAGES] + ["envelope", "total"]
     return {
         n: {"wall_p50_ms": pct([w for w, _ in per[n]], 50), "cpu_p50_ms": pct([c for _, c in per[n]], 50)}
         for n in dict.fromkeys(names)

@@ -123,6 +123,39 @@ def test_query_vectors_are_cached_by_identity_and_spacing_free_text(
     assert QUERY_CACHE_SIZE == 512
 
 
+def test_search_reads_full_rows_only_for_the_hits_it_cites(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """Candidates are checked against the catalog with a narrow read (no text, no JSON); the full
+    chunk and document rows are read once, for the ``top_n`` hits cited (keyword and semantic
+    searches ask for 2-4x more candidates than they cite). SQLite's statement trace shows it."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+    for mode in ("keyword", "semantic"):
+        ok(w.document_index("SEARCH", query="database password", mode=mode, top_n=2))  # warm: settings, plan
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            r = ok(w.document_index("SEARCH", query="database password", mode=mode, top_n=2))
+        finally:
+            conn.set_trace_callback(None)
+        assert r["count"] == 2
+        full = [x for x in statements if "c.text" in x and "rowid IN" in x]
+        assert len(full) == 1, (mode, full)
+        ids = re.search(r"rowid IN \(([^)]*)\)", full[0])
+        assert ids is not None and len(ids.group(1).split(",")) == 2, (mode, full[0])
+        narrow = [x for x in statements if "c.document_rowid, d.tenant" in x]
+        assert narrow and len(re.search(r"IN \(([^)]*)\)", narrow[0]).group(1).split(",")) > 2  # type: ignore[union-attr]
+
+
 # -- fusion ------------------------------------------------------------------------------------
 
 

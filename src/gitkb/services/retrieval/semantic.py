@@ -30,7 +30,7 @@ from gitkb.services.derived.embeddings import REEMBED_HINT, index_vector_state
 from gitkb.services.derived.identity import embedder_for, identity_state
 from gitkb.services.retrieval.tenancy import tier_matches
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunk_counts_by_index, chunks_by_cids
+from gitkb.stores.catalog.documents import LiveChunk, chunk_counts_by_index, live_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -149,8 +149,8 @@ def semantic_hits(
     *,
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
-) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    """Live, unexpired nearest chunks of ``rows`` under ``identity``: (chunk, doc, cosine similarity), best first."""
+) -> list[tuple[LiveChunk, float]]:
+    """Live, unexpired nearest chunks of ``rows`` under ``identity``: (chunk, cosine similarity), best first."""
     vec = query_vector(ctx, identity, query)
     ids = {r.id for r in rows}
     fetch = limit + 10 if tiers is None and tenant is None else limit * 5 + 50
@@ -185,20 +185,19 @@ def _resolve(
     tenant: str | None,
     tiers: frozenset[str] | None,
     limit: int,
-) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    live = chunks_by_cids(ctx.catalog.conn, [int(vid) for vid, _ in raw])
+) -> list[tuple[LiveChunk, float]]:
+    live = live_chunks(ctx.catalog.conn, [int(vid) for vid, _ in raw])
     now = time.time()
     out = []
     for vid, distance in raw:
-        hit = live.get(int(vid))
-        if hit is None:
+        chunk = live.get(int(vid))
+        if chunk is None:
             continue  # deleted, not yet removed from the vectors
-        chunk, doc = hit
-        if chunk.index_id not in ids or doc.tenant != (tenant or None):
+        if chunk.index_id not in ids or chunk.tenant != (tenant or None):
             continue
-        if (doc.expires_at is not None and doc.expires_at <= now) or not tier_matches(doc, tiers):
+        if (chunk.expires_at is not None and chunk.expires_at <= now) or not tier_matches(chunk, tiers):
             continue
-        out.append((chunk, doc, 1.0 - distance))
+        out.append((chunk, 1.0 - distance))
         if len(out) >= limit:
             break
     return out
