@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from gitkb.stores.catalog.indexes import IndexRow
 
 MODES = ("keyword", "semantic", "hybrid")
 QUERY_CACHE_SIZE = 512
+TEXT_CACHE_SIZE = 4096  # ASK's candidate sentences: 3 KiB a vector of 384 dims (doubles), 12 MiB at most
 FILTER_BELOW_SHARE = 0.25  # the searched indexes' share of a collection under which Chroma filters
 _cache_lock = threading.Lock()
 _SPACES = re.compile(r"[ \t\r\n]+")
@@ -138,6 +140,30 @@ def query_vector(ctx: Context, identity: str, query: str) -> list[float]:
         while len(cache) > QUERY_CACHE_SIZE:
             cache.popitem(last=False)
     return vec
+
+
+def text_vectors(ctx: Context, identity: str, texts: list[str]) -> list[list[float]]:
+    """Vectors of ``texts`` under ``identity`` (ASK's candidate sentences), from an LRU cache of
+    ``TEXT_CACHE_SIZE`` vectors keyed by (identity, text); the texts not in it are embedded in one
+    ``embed_batch`` call (a text repeated in ``texts`` once)."""
+    found: dict[str, list[float]] = {}
+    with _cache_lock:
+        cache = ctx.caches.text_vectors
+        for t in texts:
+            hit = cache.get((identity, t))
+            if hit is not None:
+                cache.move_to_end((identity, t))
+                found[t] = hit.tolist()
+    missing = [t for t in dict.fromkeys(texts) if t not in found]
+    if missing:
+        fresh = embedder_for(ctx, identity).embed_batch(missing)
+        with _cache_lock:
+            for t, vec in zip(missing, fresh, strict=True):
+                found[t] = vec
+                cache[(identity, t)] = array("d", vec)
+            while len(cache) > TEXT_CACHE_SIZE:
+                cache.popitem(last=False)
+    return [found[t] for t in texts]
 
 
 def semantic_hits(
