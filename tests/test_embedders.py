@@ -475,23 +475,49 @@ def test_fastembed_option_validation(options: dict[str, Any], tmp_path: Path) ->
         create_embedder("fastembed", None, cache_dir=tmp_path, options=options)
 
 
-def test_minilm_query_session_gives_the_batch_vector_on_one_thread(minilm: Any, offline: None) -> None:
-    """``embed_query`` (its own onnxruntime session, one intra-op thread, ``tokenizers`` directly)
-    gives the vector ``embed_batch([text])`` gives, bit for bit: short and long (clipped at 256
-    tokens) texts, special-token spellings, accents, other scripts, tabs and line breaks."""
-    texts = [
-        "how do I throttle a function",
-        "What is the maximum timeout for a Lambda function?",
-        "[MASK] what [CLS] is [SEP] x [PAD]",
-        "Ünïcödé naïve café   spaced\tout\nlines",
-        "日本語のテキスト と English",
-        " ".join(f"word{i}" for i in range(400)),  # far over 256 tokens
-        "x",
-    ]
-    for t in texts:
+def fastembed_reference(model_dir: Path, texts: list[str], batch_size: int = 8) -> list[list[float]]:
+    """What ``FastEmbedMiniLM.embed_batch`` gave when fastembed's ``TextEmbedding`` ran the model:
+    texts sorted by length, groups of ``batch_size``, two intra-op threads."""
+    from fastembed import TextEmbedding
+
+    from gitkb.core.embedders.fastembed_minilm import register_custom_model
+
+    model = TextEmbedding(
+        register_custom_model(),
+        cache_dir=str(model_dir.parent),
+        threads=2,
+        specific_model_path=str(model_dir),
+        local_files_only=True,
+    )
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[list[float]] = [[] for _ in texts]
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        for i, v in zip(idx, model.embed([texts[i] for i in idx], batch_size=batch_size), strict=True):
+            out[i] = v.tolist()
+    return out
+
+
+MIXED_TEXTS = [
+    "how do I throttle a function",
+    "What is the maximum timeout for a Lambda function?",
+    "[MASK] what [CLS] is [SEP] x [PAD]",
+    "Ünïcödé naïve café   spaced\tout\nlines",
+    "日本語のテキスト と English",
+    " ".join(f"word{i}" for i in range(400)),  # far over 256 tokens: clipped
+    "x",
+    *[("lorem ipsum " * n).strip() + f" item {n}" for n in (40, 1, 90, 7, 60, 2, 15, 33, 120, 5)],
+]
+
+
+def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm: Any, offline: None) -> None:
+    """One onnxruntime session with one intra-op thread, groups run side by side: the vectors of
+    fastembed's own ``TextEmbedding`` (the way they were made before), bit for bit, in batches and
+    for one query (``embed_query``, on the caller's thread)."""
+    assert minilm.embed_batch(MIXED_TEXTS) == fastembed_reference(minilm.model_dir, MIXED_TEXTS)
+    for t in MIXED_TEXTS:
         assert minilm.embed_query(t) == minilm.embed_batch([t])[0], t
-    tokenizer, session = minilm._query_session()
-    assert session.get_session_options().intra_op_num_threads == 1
-    assert len(tokenizer.encode(texts[5]).ids) == 256
+    assert minilm._session.get_session_options().intra_op_num_threads == 1
+    assert len(minilm._tok.encode(MIXED_TEXTS[5]).ids) == 256
     with pytest.raises(InvalidArgument):
         minilm.embed_query(["a list"])
