@@ -211,13 +211,17 @@ def latency(ws: Any, index: str, qs: list[str], *, ask: int = 0) -> dict[str, An
             "load": load(),
         }
     if ask:
+        # Cold caches at the start (query vectors, ASK's sentence vectors); a sentence two questions
+        # share is embedded once, as in any session. Then the same questions again (all cached).
         ws.ctx.caches.query_vectors.clear()
-        took = []
-        for q in qs[:ask]:
-            t0 = time.perf_counter()
-            ok(ws.document_index("ASK", query=q, index_name=index))
-            took.append((time.perf_counter() - t0) * 1000)
-        out["ask_p50_ms"] = pct(took, 50)
+        getattr(ws.ctx.caches, "text_vectors", {}).clear()  # absent before issue 20's ASK cache
+        for key in ("ask", "ask_repeat"):
+            took = []
+            for q in qs[:ask]:
+                t0 = time.perf_counter()
+                ok(ws.document_index("ASK", query=q, index_name=index))
+                took.append((time.perf_counter() - t0) * 1000)
+            out[f"{key}_p50_ms"] = pct(took, 50)
         out["ask_load"] = load()
     return out
 
@@ -471,6 +475,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(stages_table(row["stages"]))
             row.update({f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()})
             row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
+            row["ask_repeat_p50_ms"] = lat.get("ask_repeat_p50_ms")
             row["peak_rss_mib"] = rss_mib()
             report["corpora"][name] = row
             log(json.dumps(row))
@@ -513,6 +518,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if "stages" in lat:
                         row["stages"] = lat["stages"]
                     row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
+                    row["ask_repeat_p50_ms"] = lat.get("ask_repeat_p50_ms")
                     row["peak_rss_mib"] = rss_mib()
                     report["scale"].append(row)
                     log(json.dumps(row))
@@ -528,9 +534,14 @@ def _lat(r: dict[str, Any], mode: str) -> str:
     return f"{r[f'{mode}_p50_ms']}/{r[f'{mode}_p95_ms']} (CPU {r[f'{mode}_cpu_p50_ms']}, load {r[f'{mode}_load']})"
 
 
+def _ask(r: dict[str, Any]) -> str:
+    """ASK p50 ms, the same questions asked again (cached vectors) and the load average."""
+    return f"{r['ask_p50_ms']} (again {r.get('ask_repeat_p50_ms')}; load {r['ask_load']})"
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| corpus | docs | chunks | keyword-ready | vectors-ready (real model) | search p50/p95 ms keyword · semantic · hybrid | ASK p50 ms | peak RSS |",
+        "| corpus | docs | chunks | keyword-ready | vectors-ready (real model) | search p50/p95 ms keyword · semantic · hybrid | ASK p50 ms (asked again) | peak RSS |",
         "| --- | ---: | ---: | --- | --- | --- | ---: | ---: |",
     ]
     for name, r in report["corpora"].items():
@@ -539,19 +550,19 @@ def table(report: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {r['documents']} | {r['chunks']} | {r['keyword_ready_s']} s ({r['keyword_docs_per_s']} docs/s, "
             f"{r['keyword_chunks_per_s']} chunks/s; load {r['ingest_load']}) "
-            f"| {vec} | {lat} | {r['ask_p50_ms']} (load {r['ask_load']}) | {r['peak_rss_mib']} MiB |"
+            f"| {vec} | {lat} | {_ask(r)} | {r['peak_rss_mib']} MiB |"
         )
     if report["scale"]:
         lines += [
             "",
-            "| chunks | search p50/p95 ms keyword | semantic | hybrid | ASK p50 ms | peak RSS |",
+            "| chunks | search p50/p95 ms keyword | semantic | hybrid | ASK p50 ms (asked again) | peak RSS |",
             "| ---: | --- | --- | --- | ---: | ---: |",
         ]
         for r in report["scale"]:
             lines.append(
                 f"| {r['chunks']} | "
                 + " | ".join(_lat(r, m) for m in MODES)
-                + f" | {r['ask_p50_ms']} (load {r['ask_load']}) | {r['peak_rss_mib']} MiB |"
+                + f" | {_ask(r)} | {r['peak_rss_mib']} MiB |"
             )
     return "\n".join(lines)
 
