@@ -303,18 +303,86 @@ def stages(ws: Any, index: str, qs: list[str], mode: str = "hybrid") -> dict[str
                 delattr(owner, attr)  # the bound method shows through again
     names = [st[0] for st in STAGES] + ["envelope", "total"]
     return {
-        n: {"wall_p50_ms": pct([w for w, _ in per[n]], 50), "cpu_p50_ms": pct([c for _, c in per[n]], 50)}
+        n: {
+            "wall_p50_ms": pct([w for w, _ in per[n]], 50),
+            "wall_p95_ms": pct([w for w, _ in per[n]], 95),
+            "cpu_p50_ms": pct([c for _, c in per[n]], 50),
+        }
         for n in dict.fromkeys(names)
         if n in per
     } | {"mode": mode, "queries": len(qs), "load": load()}
 
 
+def embed_threads(ws: Any, index: str, qs: list[str]) -> dict[str, Any]:
+    """The query embedding alone, query by query in turn: the embedder's query path (``embed_query``:
+    one onnxruntime thread, on the caller's) against sessions of the same model file with two
+    intra-op threads, spinning between operations (onnxruntime's default, fastembed's way before
+    issue 20) and not. Wall and CPU of the whole process, p50 ms. Tells on a quiet machine whether a
+    second thread would shorten a query more than it takes from the keyword side running beside it."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from gitkb.core.embedders.base import embed_query
+    from gitkb.services.derived.identity import effective_identity, embedder_for
+    from gitkb.services.derived.index_lookup import get_index
+
+    emb: Any = embedder_for(ws.ctx, effective_identity(ws.ctx, get_index(ws.ctx, index)))
+    model_dir = getattr(emb, "model_dir", None)
+    if model_dir is None:
+        return {}
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.enable_truncation(max_length=256)
+    tok.no_padding()
+
+    def session(spin: bool) -> Any:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 2
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        return ort.InferenceSession(str(model_dir / "model.onnx"), sess_options=opts)
+
+    def run_with(sess: Any) -> Any:
+        def run(text: str) -> Any:
+            ids = np.array([tok.encode(text).ids], dtype=np.int64)
+            feed = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+            return sess.run(None, feed)
+
+        return run
+
+    variants = {
+        "one_thread": lambda text: embed_query(emb, text),
+        "two_threads_spinning": run_with(session(True)),
+        "two_threads_no_spin": run_with(session(False)),
+    }
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
+    for q in qs[:5]:
+        for fn in variants.values():
+            fn(q)
+    for q in qs:
+        for name, fn in variants.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn(q)
+            times[name].append(((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
+    return {
+        k: {"wall_p50_ms": pct([w for w, _ in v], 50), "cpu_p50_ms": pct([c for _, c in v], 50)}
+        for k, v in times.items()
+    } | {"load": load()}
+
+
 def stages_table(r: dict[str, Any]) -> str:
-    """One line per step: wall p50 (ms), CPU p50 (ms, ``total``: every thread of the process)."""
+    """One line per step: wall p50 and p95, CPU p50 (ms; ``total``'s CPU: every thread of the process)."""
     rows = [
-        f"{k:>17} {v['wall_p50_ms']:>7} {v['cpu_p50_ms']:>7}" for k, v in r.items() if isinstance(v, dict)
+        f"{k:>17} {v['wall_p50_ms']:>7} {v['wall_p95_ms']:>7} {v['cpu_p50_ms']:>7}"
+        for k, v in r.items()
+        if isinstance(v, dict)
     ]
-    head = f"{r['mode']} search, {r['queries']} queries, load {r['load']}: step, wall p50 ms, CPU p50 ms"
+    head = f"{r['mode']} search, {r['queries']} queries, load {r['load']}: step, wall p50, p95, CPU p50 (ms)"
     return "\n".join([head, *rows])
 
 
@@ -473,6 +541,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.stages:
                 row["stages"] = stages(ws, name, qs)
                 log(stages_table(row["stages"]))
+                row["embed_threads"] = embed_threads(ws, name, qs)
+                log(f"query embedding alone (wall / CPU p50 ms): {json.dumps(row['embed_threads'])}")
             row.update({f"{m}_{k}": x for m, d in lat.items() if isinstance(d, dict) for k, x in d.items()})
             row["ask_p50_ms"], row["ask_load"] = lat.get("ask_p50_ms"), lat.get("ask_load")
             row["ask_repeat_p50_ms"] = lat.get("ask_repeat_p50_ms")
