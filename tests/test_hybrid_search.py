@@ -156,6 +156,41 @@ def test_search_reads_full_rows_only_for_the_hits_it_cites(
         assert narrow and len(re.search(r"IN \(([^)]*)\)", narrow[0]).group(1).split(",")) > 2  # type: ignore[union-attr]
 
 
+def test_hybrid_cites_the_keyword_sides_hits_on_its_thread(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """A hybrid search's keyword side reads and cites its first ``top_n`` hits on the search thread,
+    while the query is embedded; the caller's thread then reads full rows only for the fused hits
+    the keyword side did not cite. The answer is the one of the two sides put together."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+    q, n = "rotate the database password after an incident", 4
+    kw = [r["id"] for r in ok(w.document_index("SEARCH", query=q, mode="keyword", top_n=n))["Results"]]
+    ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=n))  # warm: settings, plan, query vector
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        hyb = ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=n))["Results"]
+    finally:
+        conn.set_trace_callback(None)
+    others = [r["id"] for r in hyb if r["id"] not in kw]
+    assert len(hyb) == n and len(others) < n  # some fused hits are the keyword side's own
+    read = [
+        m.group(1) for x in statements if "c.text" in x for m in [re.search(r"rowid IN \(([^)]*)\)", x)] if m
+    ]
+    cids = [int(c) for part in read for c in part.split(",") if c.strip()]
+    assert len(cids) == len(others), (statements, others)
+    assert all(r["retrievers"] and r["snippet"] for r in hyb)
+
+
 # -- fusion ------------------------------------------------------------------------------------
 
 

@@ -252,7 +252,7 @@ def fused_results(
     if plan.mode == "hybrid":
         catch_up_if_pending(ctx)  # here: this thread may hold the write lock, a search thread never does
         kw_side = search_pool(ctx).submit(
-            keyword_hits, ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False
+            keyword_side, ctx, q, rows, depth, n, names, tenant=tenant, tiers=tiers
         )
     try:
         sems = [
@@ -263,7 +263,7 @@ def fused_results(
         if kw_side is not None:  # done when this call is done; the semantic error is the one raised
             wait([kw_side])
         raise
-    kw = kw_side.result() if kw_side is not None else None
+    kw, ready = kw_side.result() if kw_side is not None else (None, {})
     if kw is not None:
         lists["keyword"] = [c.cid for c, _ in kw]
         scored["keyword"] = [(c.cid, s) for c, s in kw]
@@ -276,7 +276,6 @@ def fused_results(
         for c, s in sem:
             hits[c.cid] = c
             scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
-    out = []
     single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
@@ -289,14 +288,60 @@ def fused_results(
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
-    top = fused[:n]
-    rows_of = {c.cid: (c, d) for c, d in full_rows(ctx, [hits[f.key] for f in top])}
+    return _cite(ctx, q, fused[:n], hits, scores, ready, names, single=single)
+
+
+def keyword_side(
+    ctx: Context,
+    q: str,
+    rows: list[IndexRow],
+    depth: int,
+    n: int,
+    names: dict[str, str],
+    *,
+    tenant: str | None,
+    tiers: frozenset[str] | None,
+) -> tuple[list[tuple[LiveChunk, float]], dict[int, dict[str, Any]]]:
+    """A hybrid search's keyword side, on a search thread: its hits, and the citations of the first
+    ``n`` made while the caller's thread still embeds the query (their scores are set once fused),
+    so that only the semantic side's hits are read and cited after the vectors answer."""
+    kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False)
+    ready = {
+        c.cid: citation(c, d, names[c.index_id], q, 0.0) for c, d in full_rows(ctx, [h for h, _ in kw[:n]])
+    }
+    return kw, ready
+
+
+def _cite(
+    ctx: Context,
+    q: str,
+    top: list[fusion.Fused[int]],
+    hits: dict[int, LiveChunk],
+    scores: dict[int, dict[str, float]],
+    ready: dict[int, dict[str, Any]],
+    names: dict[str, str],
+    *,
+    single: bool,
+) -> list[dict[str, Any]]:
+    """The fused hits as citations: the keyword side's ready ones (when the hit is the one it cited:
+    a semantic list's own row of a chunk wins, as it always did), the others read now in one go."""
+    mine = {
+        f.key: ready[f.key]
+        for f in top
+        if f.key in ready and ready[f.key]["index_id"] == hits[f.key].index_id
+    }
+    rows_of = {c.cid: (c, d) for c, d in full_rows(ctx, [hits[f.key] for f in top if f.key not in mine])}
+    out = []
     for f in top:
-        if f.key not in rows_of:
-            continue  # deleted since it was ranked
-        chunk, doc = rows_of[f.key]
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
-        cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        if f.key in mine:
+            cited = mine[f.key]
+            cited["score"] = score
+        elif f.key in rows_of:
+            chunk, doc = rows_of[f.key]
+            cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        else:
+            continue  # deleted since it was ranked
         cited["retrievers"] = f.retrievers
         cited["scores"] = scores[f.key]
         cited["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}
