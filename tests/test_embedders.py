@@ -514,7 +514,14 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm
     """One onnxruntime session with one intra-op thread, groups run side by side: the vectors of
     fastembed's own ``TextEmbedding`` (the way they were made before), bit for bit, in batches and
     for one query (``embed_query``, on the caller's thread)."""
-    assert minilm.embed_batch(MIXED_TEXTS) == fastembed_reference(minilm.model_dir, MIXED_TEXTS)
+    reference = fastembed_reference(minilm.model_dir, MIXED_TEXTS)
+    assert minilm.embed_batch(MIXED_TEXTS) == reference
+    kept = minilm.batch_size, minilm.threads
+    try:  # a text's vector does not depend on the group it runs in
+        for minilm.batch_size, minilm.threads in ((1, 1), (3, 2), (5, 3), (64, 2)):
+            assert minilm.embed_batch(MIXED_TEXTS) == reference
+    finally:
+        minilm.batch_size, minilm.threads = kept
     for t in MIXED_TEXTS:
         assert minilm.embed_query(t) == minilm.embed_batch([t])[0], t
     assert minilm._session.get_session_options().intra_op_num_threads == 1
