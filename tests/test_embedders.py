@@ -514,6 +514,7 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm
     """One onnxruntime session with one intra-op thread, groups run side by side: the vectors of
     fastembed's own ``TextEmbedding`` (the way they were made before), bit for bit, in batches and
     for one query (``embed_query``, on the caller's thread)."""
+    assert minilm.batch_size == 2  # the default: the least CPU per text (README, Performance)
     reference = fastembed_reference(minilm.model_dir, MIXED_TEXTS)
     assert minilm.embed_batch(MIXED_TEXTS) == reference
     kept = minilm.batch_size, minilm.threads

