@@ -529,3 +529,22 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm
     assert len(minilm._tok.encode(MIXED_TEXTS[5]).ids) == 256
     with pytest.raises(InvalidArgument):
         minilm.embed_query(["a list"])
+
+
+def test_minilm_concurrent_queries_and_batches_give_the_same_vectors(minilm: Any, offline: None) -> None:
+    """One session and one tokenizer serve every thread at once (no lock): queries embedded while
+    batches run on other threads give the vectors they give alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    alone = {t: minilm.embed_query(t) for t in MIXED_TEXTS}
+    batch_alone = minilm.embed_batch(MIXED_TEXTS)
+
+    def queries(k: int) -> bool:
+        return all(minilm.embed_query(t) == alone[t] for t in MIXED_TEXTS[k % 3 :: 2])
+
+    def batches(_: int) -> bool:
+        return bool(minilm.embed_batch(MIXED_TEXTS) == batch_alone)
+
+    with ThreadPoolExecutor(6) as pool:
+        done = [pool.submit(queries if k % 2 else batches, k) for k in range(12)]
+        assert all(f.result() for f in done)
