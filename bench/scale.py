@@ -322,7 +322,6 @@ def embed_threads(ws: Any, index: str, qs: list[str]) -> dict[str, Any]:
     import numpy as np
     import onnxruntime as ort
 
-    from gitkb.core.embedders.base import embed_query
     from gitkb.services.derived.identity import effective_identity, embedder_for
     from gitkb.services.derived.index_lookup import get_index
 
@@ -356,7 +355,8 @@ def embed_threads(ws: Any, index: str, qs: list[str]) -> dict[str, Any]:
         return run
 
     variants = {
-        "one_thread": lambda text: embed_query(emb, text),
+        # the embedder's own query path (an older gitkb has none: its batch of one)
+        "one_thread": getattr(emb, "embed_query", lambda text: emb.embed_batch([text])[0]),
         "two_threads_spinning": run_with(session(True)),
         "two_threads_no_spin": run_with(session(False)),
     }
