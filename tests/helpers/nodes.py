@@ -95,6 +95,7 @@ class ServeNode:
 
     def __init__(self, home: Path, catalog: str, env: dict[str, str]) -> None:
         code = "import sys; from helpers.nodes import serve_child; serve_child(*sys.argv[1:])"
+        self.home = home
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, str(home), catalog], stdout=subprocess.PIPE, text=True, env=env
         )
