@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -353,3 +354,49 @@ def chroma_count(server: tuple[str, int]) -> int:
 
     client = chromadb.HttpClient(host=server[0], port=server[1])
     return sum(col.count() for col in client.list_collections())
+
+
+SYNC_CHILD = """
+import sys
+from gitkb import Workspace
+home, remote = sys.argv[1], sys.argv[2]
+with Workspace(home, embedding_provider="hashing") as ws:
+    ws.source_add("handbook", remote, index="kb")
+    print(ws.source_sync("handbook"))
+"""
+
+
+@pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
+def test_one_workspace_killed_mid_sync_resumes_it_when_opened_again(
+    tmp_path: Path, git_env: None, home: Path
+) -> None:
+    """The same crash point on one workspace: a sync killed after its first batch is requeued when the
+    workspace opens again and completes it; documents = files, keywords and vectors = chunks."""
+    from gitkb import Workspace  # heavy: the parent opens the workspace only after the child died
+
+    work, remote = tmp_path / "up" / "work", tmp_path / "up" / "remote.git"
+    work.mkdir(parents=True)
+    git(work, "init", "-q", "-b", "main")
+    git(work, "config", "user.name", "Upstream")
+    git(work, "config", "user.email", "upstream@example.invalid")
+    git(tmp_path / "up", "init", "-q", "--bare", "-b", "main", str(remote))
+    git(work, "remote", "add", "origin", str(remote))
+    head = commit_tree(work, first_tree(), "the first handbook")
+    env = {**os.environ, "GITKB_CRASH_AT": "sync.after_batch:1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", SYNC_CHILD, str(home), str(remote)], env=env, capture_output=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr.decode()[-2000:])
+    with Workspace(home, embedding_provider="hashing") as ws:
+
+        def synced() -> bool:
+            st = ws.get_index_status()
+            src = ws.source_list()["Sources"]
+            return bool(st["caught_up"]) and src[0]["synced_commit"] == head
+
+        wait_until(synced, timeout=120, interval=0.2, what="the resumed sync")
+        listed = ws.document_index("GET_INDICES_STATS")["Stats"]["kb"]
+        assert listed["file_count"] == FILES, listed
+        assert ws.verify()["clean"]
+        jobs = [j for j in ws.list_jobs()["Jobs"] if j["kind"] == "source_sync"]
+        assert len(jobs) == 1 and jobs[0]["status"] == "completed" and jobs[0]["attempts"] >= 2, jobs
