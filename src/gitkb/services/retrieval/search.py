@@ -268,7 +268,11 @@ def fused_results(
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
         document_of = {cid: c.document_rowid for cid, (c, _) in hits.items()}
         fused = fusion.document_fusion(
-            scored, document_of, weights={"keyword": 1.0 - w, "semantic": w}, share=fusion.DOCUMENT_SHARE
+            scored,
+            document_of,
+            weights={"keyword": 1.0 - w, "semantic": w},
+            share=fusion.DOCUMENT_SHARE,
+            tie={cid: (d.path, c.index_id, c.char_start) for cid, (c, d) in hits.items()},
         )
         fused = amounts.favour_amounts(q, fused, document_of, {cid: c.text for cid, (c, _) in hits.items()})
     else:
