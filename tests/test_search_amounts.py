@@ -74,3 +74,14 @@ def test_favour_amounts_raises_only_the_first_documents() -> None:
     assert [f.key for f in got] == ["b", "a", "c"]  # c holds the best line but is not among the first 2
     same = amounts.favour_amounts("Widget groups per account are 10.", fused, doc, text)
     assert [f.key for f in same] == ["a", "b", "c"]
+
+
+def test_favour_amounts_reads_the_first_chunks_of_a_document() -> None:
+    line = "widget groups per account: 10 items"
+    fused = [Fused("a", 0.9)] + [Fused(f"b{i}", 0.8) for i in range(amounts.CHUNKS + 1)]
+    doc = {"a": 1} | {f"b{i}": 2 for i in range(amounts.CHUNKS + 1)}
+    text = {k: "widget groups" for k in doc} | {f"b{amounts.CHUNKS}": line}  # past the chunks read
+    got = amounts.favour_amounts("How many widget groups per account?", fused, doc, text)
+    assert got[0].key == "a"
+    text[f"b{amounts.CHUNKS - 1}"] = line
+    assert amounts.favour_amounts("How many widget groups per account?", fused, doc, text)[0].key == "b0"
