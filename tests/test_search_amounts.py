@@ -70,9 +70,11 @@ def test_favour_amounts_raises_only_the_first_documents() -> None:
     doc = {"a": 1, "b": 2, "c": 3}
     line = "widget groups per account: 10 items"  # 4 of the question's 5 terms (many, widget, group, per, account)
     text = {"a": "widget groups", "b": line, "c": line}
-    got = amounts.favour_amounts("How many widget groups per account?", fused, doc, text, documents=2)
+    got = amounts.favour_amounts(
+        "How many widget groups per account?", fused, doc, lambda ks: text, documents=2
+    )
     assert [f.key for f in got] == ["b", "a", "c"]  # c holds the best line but is not among the first 2
-    same = amounts.favour_amounts("Widget groups per account are 10.", fused, doc, text)
+    same = amounts.favour_amounts("Widget groups per account are 10.", fused, doc, lambda ks: text)
     assert [f.key for f in same] == ["a", "b", "c"]
 
 
@@ -81,7 +83,14 @@ def test_favour_amounts_reads_the_first_chunks_of_a_document() -> None:
     fused = [Fused("a", 0.9)] + [Fused(f"b{i}", 0.8) for i in range(amounts.CHUNKS + 1)]
     doc = {"a": 1} | {f"b{i}": 2 for i in range(amounts.CHUNKS + 1)}
     text = {k: "widget groups" for k in doc} | {f"b{amounts.CHUNKS}": line}  # past the chunks read
-    got = amounts.favour_amounts("How many widget groups per account?", fused, doc, text)
+    asked: list[list[str]] = []
+
+    def read(keys: list[str]) -> dict[str, str]:
+        asked.append(keys)
+        return {k: text[k] for k in keys}
+
+    got = amounts.favour_amounts("How many widget groups per account?", fused, doc, read)
     assert got[0].key == "a"
+    assert asked == [["a", *[f"b{i}" for i in range(amounts.CHUNKS)]]]  # one read, the first chunks only
     text[f"b{amounts.CHUNKS - 1}"] = line
-    assert amounts.favour_amounts("How many widget groups per account?", fused, doc, text)[0].key == "b0"
+    assert amounts.favour_amounts("How many widget groups per account?", fused, doc, read)[0].key == "b0"

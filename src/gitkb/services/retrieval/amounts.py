@@ -20,7 +20,7 @@ Pure: texts in, scores out.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from gitkb.services.retrieval.ask_pick import numbers, question_kind
@@ -66,27 +66,29 @@ def favour_amounts(
     query: str,
     fused: Sequence[Fused[K]],
     document_of: Mapping[K, Hashable],
-    text_of: Mapping[K, str],
+    read_texts: Callable[[list[K]], Mapping[K, str]],
     *,
     weight: float = WEIGHT,
     documents: int = DOCUMENTS,
 ) -> list[Fused[K]]:
     """``fused`` (best first) with the first ``documents`` documents' chunks raised by ``weight`` x
-    the best ``evidence`` of the document's first ``CHUNKS`` chunks, when ``query`` asks for an
-    amount; else ``fused`` as is.
+    the best ``evidence`` of the document's first ``CHUNKS`` chunks (their texts from
+    ``read_texts``, asked once), when ``query`` asks for an amount; else ``fused`` as is.
     Order is otherwise kept (a stable sort)."""
     if weight <= 0 or not fused or not asks_amount(query):
         return list(fused)
     qterms = set(analyze(keyword_query(query)))
     asked = {n for n, _ in numbers(query)}
     docs = list(dict.fromkeys(document_of[f.key] for f in fused))[:documents]
-    best: dict[Hashable, float] = dict.fromkeys(docs, 0.0)
-    read: dict[Hashable, int] = dict.fromkeys(docs, 0)
+    read: dict[Hashable, list[K]] = {d: [] for d in docs}
     for f in fused:
         doc = document_of[f.key]
-        if doc in best and best[doc] < 1.0 and read[doc] < CHUNKS:
-            read[doc] += 1
-            best[doc] = max(best[doc], evidence(qterms, asked, text_of[f.key]))
+        if doc in read and len(read[doc]) < CHUNKS:
+            read[doc].append(f.key)
+    texts = read_texts([k for keys in read.values() for k in keys])  # one read of at most 15 texts
+    best: dict[Hashable, float] = {}
+    for doc, keys in read.items():
+        best[doc] = max((evidence(qterms, asked, texts.get(k, "")) for k in keys), default=0.0)
     if not any(best.values()):
         return list(fused)
     out = [Fused(f.key, f.score + weight * best.get(document_of[f.key], 0.0), f.ranks) for f in fused]

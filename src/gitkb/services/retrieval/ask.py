@@ -39,7 +39,7 @@ from gitkb.services.retrieval import ask_llm
 from gitkb.services.retrieval import search as search_service
 from gitkb.services.retrieval.ask_pick import Meaning, Passage, Sentence, query_terms, score_sentences
 from gitkb.services.retrieval.ask_text import WORDS, with_list
-from gitkb.services.retrieval.semantic import query_vector
+from gitkb.services.retrieval.semantic import query_vector, text_vectors
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.keywords import analyze
@@ -175,17 +175,17 @@ def meaning_of(ctx: Context, query: str, passages: list[Passage]) -> Meaning | N
             continue
         try:
             identity = effective_identity(ctx, row)
-            embedder = embedder_for(ctx, identity)
+            embedder_for(ctx, identity)
             qv = query_vector(ctx, identity, query)
         except (EmbeddingNotConfigured, GitkbError):
             continue
         qn = math.sqrt(sum(x * x for x in qv)) or 1.0
 
         def cosines(
-            texts: list[str], embedder: Any = embedder, qv: list[float] = qv, qn: float = qn
+            texts: list[str], identity: str = identity, qv: list[float] = qv, qn: float = qn
         ) -> list[float]:
             out = []
-            for v in embedder.embed_batch(texts) if texts else []:
+            for v in text_vectors(ctx, identity, texts) if texts else []:  # LRU-cached per text
                 vn = math.sqrt(sum(x * x for x in v)) or 1.0
                 out.append(sum(a * b for a, b in zip(qv, v, strict=True)) / (qn * vn))
             return out
