@@ -63,6 +63,7 @@ BOTH_BACKENDS = {
     "test_nodes.py",  # nodes sharing one catalog (nodes18)
     "test_nodes_proposals.py",
     "test_nodes_serve.py",  # three API servers on one catalog
+    "test_nodes_sync.py",  # three API servers, kill -9 of the writer mid-sync (sync18)
     "test_proposal_refresh.py",
     "test_proposals.py",
     "test_review.py",

@@ -126,6 +126,32 @@ def _heading_json(spans: Sequence[ChunkSpan]) -> list[str]:
     return out
 
 
+_INSERT_CHUNK = (
+    "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
+    " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _chunk_values(
+    index_id: str, document_rowid: int, ordinal: int, span: ChunkSpan, cid: str, h: str, heading: str
+) -> tuple[Any, ...]:
+    """The twelve columns of one new chunk row, in ``_INSERT_CHUNK``'s order."""
+    return (
+        cid,
+        document_rowid,
+        index_id,
+        ordinal,
+        span.text,
+        h,
+        span.char_start,
+        span.char_end,
+        span.line_start,
+        span.line_end,
+        heading,
+        span.token_count,
+    )
+
+
 def replace_chunks(
     conn: Conn,
     index_id: str,
@@ -149,30 +175,11 @@ def replace_chunks(
             )
         }
     )
-    headings = _heading_json(spans)
+    rows = list(enumerate(zip(spans, new_ids, hashes, _heading_json(spans), strict=True)))
     if not old:  # a new document: bulk insert, then log every chunk in one statement
         conn.executemany(
-            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
-            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    cid,
-                    document_rowid,
-                    index_id,
-                    ordinal,
-                    span.text,
-                    h,
-                    span.char_start,
-                    span.char_end,
-                    span.line_start,
-                    span.line_end,
-                    heading,
-                    span.token_count,
-                )
-                for ordinal, (span, cid, h, heading) in enumerate(
-                    zip(spans, new_ids, hashes, headings, strict=True)
-                )
-            ],
+            _INSERT_CHUNK,
+            [_chunk_values(index_id, document_rowid, o, span, cid, h, hd) for o, (span, cid, h, hd) in rows],
         )
         changes.log_adds_for_document(conn, document_rowid)
         return len(spans), 0
@@ -182,7 +189,7 @@ def replace_chunks(
         changes.log_removes_for_document(conn, document_rowid, gone)
         conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(g,) for g in gone])
     added_rows: list[tuple[int, str, int]] = []
-    for ordinal, (span, cid, h, heading) in enumerate(zip(spans, new_ids, hashes, headings, strict=True)):
+    for ordinal, (span, cid, h, heading) in rows:
         if cid in keep:
             rowid, old_heading = old[cid]
             conn.execute(
@@ -194,22 +201,8 @@ def replace_chunks(
                 added_rows.append((rowid, index_id, document_rowid))
             continue
         cur = conn.execute(
-            "INSERT INTO chunks(id, document_rowid, index_id, ordinal, text, content_hash, char_start, char_end,"
-            " line_start, line_end, heading_path, token_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid",
-            (
-                cid,
-                document_rowid,
-                index_id,
-                ordinal,
-                span.text,
-                h,
-                span.char_start,
-                span.char_end,
-                span.line_start,
-                span.line_end,
-                heading,
-                span.token_count,
-            ),
+            _INSERT_CHUNK + " RETURNING rowid",
+            _chunk_values(index_id, document_rowid, ordinal, span, cid, h, heading),
         )
         added_rows.append((int(cur.fetchall()[0][0]), index_id, document_rowid))
     if added_rows:
