@@ -14,7 +14,7 @@ Measured (hybrid, ``gitkb eval``; README "Ranking and ASK (issue 20)"): awsdocs 
 train unchanged (no claim is a question). Weight 0.2 moved it only with lists 100 deep, 0.3-0.5 at
 both depths; 3, 5 or 10 documents, and 1, 2, 3, 5 or all chunks of each, gave the same.
 
-Pure: texts in, scores out.
+No I/O of its own: the few texts it reads come from the caller's ``read_texts``.
 """
 
 from __future__ import annotations

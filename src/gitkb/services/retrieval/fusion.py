@@ -130,9 +130,9 @@ def document_fusion(
     ranks on both. ``share`` 0 is ``score_fusion``; 1 ranks documents, their chunks tied (ties as
     in ``score_fusion``: best single rank, then first appearance).
 
-    With ``tie`` (a sortable key per item, e.g. its path and offset), equal scores within a list
-    share one rank and a tie left after that breaks by ``tie``: the order of equal hits is then the
-    content's, never the order a store happened to return them in (its insertion order).
+    With ``tie`` (a sortable key per item; SEARCH gives the catalog's index, document and chunk row),
+    equal scores within a list share one rank and a tie left after that breaks by ``tie``: equal hits
+    then come in the catalog's order, never in the order a store happened to return them in.
     """
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"document share must be in [0, 1], got {share}")
