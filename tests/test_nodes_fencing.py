@@ -14,6 +14,7 @@ import pytest
 
 from gitkb import Workspace
 from gitkb.core.errors import GitkbError, LeaseLost
+from gitkb.services.derived.vector_locks import identity_lock
 from gitkb.services.dispatch import actions
 from gitkb.services.runtime import jobs, nodes
 from gitkb.stores.catalog import changes
@@ -164,3 +165,32 @@ def test_an_inline_job_of_a_writer_that_stalled_past_its_lease_is_left_to_the_ne
     assert not a.ctx.is_writer and a.ctx.writer is None  # a stopped writing at once
     nodes.beat_once(a.ctx, a.ctx.take_lease)
     assert b.ctx.is_writer and not a.ctx.is_writer
+
+
+def test_the_background_embedder_of_a_writer_that_lost_its_lease_writes_nothing(
+    pair: tuple[Workspace, Workspace],
+) -> None:
+    a, b = pair
+    ok(a.document_index("CREATE_INDEX", index_name="kb"))
+    ok(a.document_index("ADD_TEXT", index_name="kb", text="The first fenced note.", filepath="n0.md"))
+    ok(a.build_embeddings())
+    identity = ok(a.embeddings_status())["identity"]
+    mark = f"vectors:{identity}"
+    held = identity_lock(b.ctx, identity)  # b's embedder waits: only a's could move the watermark
+    held.acquire()
+    try:
+        take_over(a, b)
+        ok(b.document_index("ADD_TEXT", index_name="kb", text="The second fenced note.", filepath="n1.md"))
+        before = changes.watermark(b.ctx.catalog.conn, mark)
+        assert before < changes.head(b.ctx.catalog.conn)
+        a.ctx.embedding_worker.kick()  # a still believes it is the writer: its embedder tries
+        wait_until(lambda: not a.ctx.is_writer, timeout=15, what="a's embedder to find its lease taken")
+        assert changes.watermark(b.ctx.catalog.conn, mark) == before  # a wrote nothing
+        assert a.ctx.embedding_worker.last_error is None
+    finally:
+        held.release()
+    wait_until(
+        lambda: changes.watermark(b.ctx.catalog.conn, mark) == changes.head(b.ctx.catalog.conn),
+        timeout=30,
+        what="b's embedder to catch up",
+    )
