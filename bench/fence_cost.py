@@ -1,7 +1,8 @@
 """What fencing the writer costs (issue 18): a keyword-only ingest of ../shared/data/awsdocs with the
 lease fence on (as shipped) and off, in one process, alternating. Prints the write transactions the
 fence checked (one primary-key read of ``writer_lease`` each) and the process CPU of each run
-(``time.process_time``: this process's threads, not the chunking worker, not wall time).
+(``time.process_time``: this process's threads, not the chunking worker, not wall time), then the
+cost of one check alone (mean of 500 inside one write transaction).
 
     .venv/bin/python bench/fence_cost.py [--docs ../shared/data/awsdocs/docs] [--runs 1]
         [--catalog-url postgresql://...]   # a PostgreSQL database to reset and use (default: SQLite)
@@ -64,6 +65,21 @@ def run_once(docs: Path, fenced: bool, url: str | None) -> tuple[int, float, int
         WriterLease.fence = real_fence  # type: ignore[method-assign]
 
 
+def one_check(url: str | None, n: int = 500) -> tuple[float, float]:
+    """The CPU and wall time of one fence check (microseconds, mean of ``n``) inside a write transaction."""
+    from gitkb import Workspace
+
+    if url:
+        _reset(url)
+    with tempfile.TemporaryDirectory() as tmp, Workspace(Path(tmp) / "ws", catalog_url=url) as ws:
+        fence = ws.ctx.lease.fence()
+        with ws.ctx.catalog.write() as conn:
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                fence(conn)
+            return (time.process_time() - c0) / n * 1e6, (time.perf_counter() - t0) / n * 1e6
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--docs", type=Path, default=DATA / "docs")
@@ -81,6 +97,8 @@ def main() -> None:
                 f"process CPU {cpu:.2f} s (load average {load:.1f} on {os.cpu_count()} cores)",
                 flush=True,
             )
+    cpu, wall = one_check(a.catalog_url)
+    print(f"{engine}: one fence check {cpu:.0f} us CPU, {wall:.0f} us wall (mean of 500)")
 
 
 if __name__ == "__main__":
