@@ -116,12 +116,15 @@ def _execute(
     caller_progress: Progress | None,
     *,
     stop: threading.Event | None,
-    fence: LeaseFence,
+    fence: LeaseFence | None = None,
 ) -> JobRow:
-    """Run a claimed job under the lease's fence; once the lease is lost the job is left to the new
-    writer, as the catalog holds it (nothing more is written)."""
+    """Run a claimed job under the lease's fence (the one the caller claimed it under, else the lease
+    held now); once the lease is lost the job is left to the new writer, as the catalog holds it
+    (nothing more is written)."""
+    fence = fence if fence is not None else ctx.lease.fence()
     try:
-        return _run(ctx, job, caller_progress, stop=stop)
+        with ctx.catalog.fenced(fence):
+            return _run(ctx, job, caller_progress, stop=stop)
     except LeaseLost:
         log.warning("job %s (%s): the writer lease was taken over; the new writer runs it", job.id, job.kind)
         _lease_lost(ctx, fence)
