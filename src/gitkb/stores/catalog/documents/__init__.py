@@ -63,12 +63,14 @@ from gitkb.stores.catalog.documents.rows import (
     state_key,
 )
 from gitkb.stores.catalog.documents.write import (
+    bulk_cache,
     delete,
     rename,
     replace_chunks,
     set_mtime,
     swap_index,
     upsert,
+    write_document,
 )
 
 __all__ = [
@@ -79,6 +81,7 @@ __all__ = [
     "LIVE",
     "NewDocument",
     "all_chunk_cids",
+    "bulk_cache",
     "chunk_cids_by_id",
     "chunk_count_of",
     "chunk_count_of_index",
@@ -120,4 +123,5 @@ __all__ = [
     "untenanted_counts",
     "upsert",
     "with_text",
+    "write_document",
 ]
