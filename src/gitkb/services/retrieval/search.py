@@ -17,7 +17,7 @@ from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.derived.index_lookup import get_index
-from gitkb.services.retrieval import fusion, search_settings
+from gitkb.services.retrieval import amounts, fusion, search_settings
 from gitkb.services.retrieval.fusion import rrf
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
@@ -280,11 +280,19 @@ def fused_results(
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
+        document_of = {cid: c.document_rowid for cid, c in hits.items()}
         fused = fusion.document_fusion(
             scored,
-            {cid: c.document_rowid for cid, c in hits.items()},
+            document_of,
             weights={"keyword": 1.0 - w, "semantic": w},
             share=fusion.DOCUMENT_SHARE,
+            tie={cid: (c.index_id, c.document_rowid, cid) for cid, c in hits.items()},
+        )
+        fused = amounts.favour_amounts(
+            q,
+            fused,
+            document_of,
+            lambda cids: {c.cid: c.text for c, _ in full_rows(ctx, [hits[k] for k in cids])},
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
