@@ -308,6 +308,7 @@ def test_kill_9_the_writer_during_a_webhook_sync_another_node_completes_it(
         assert took_over <= 10, took_over
         result = finished(b, {"status": "working", "job_id": job_id})
         assert result["status"] == "synced" and result["commit"] == after, result
+        assert change_counts(result["counts"]) == WHOLE_CHANGE, result["counts"]  # not only b's part
         for n in (b, c):
             wait_caught_up(n)
     finally:
