@@ -142,3 +142,71 @@ def test_the_worker_is_handed_batches_ahead_of_the_one_being_written(
     assert seen == [(1, 3), (2, 4), (3, 5), (4, 6), (5, 6), (6, 6)]
     conn = ws.ctx.catalog.conn
     assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 6
+
+
+def test_the_keyword_feed_takes_the_texts_the_writer_just_wrote_and_they_equal_the_catalogs(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest's feed reads no chunk text back from the catalog for the chunks its write just made
+    (``keyword_rows`` is asked for none of them); every keyword doc it makes so equals the one the
+    catalog's rows make, on a first ingest and on a re-ingest that edits, shifts and re-titles
+    chunks, and the index ends with exactly the catalog's chunks."""
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 2)  # 6 pages: 3 writes, 3 feeds
+    read_back: list[Any] = []  # the texts the feed read back from the catalog
+    real_rows, real_docs = catchup.keyword_rows, catchup._keyword_docs
+
+    def rows(conn: Any, cids: Any) -> Any:
+        got = real_rows(conn, cids)
+        read_back.extend(got)
+        return got
+
+    compared: list[int] = []
+
+    def docs(conn: Any, cids: list[int], written: Any = None, handed: Any = None) -> Any:
+        got = real_docs(conn, cids, written, handed)
+        if written is not None:
+            n = len(read_back)
+            assert got == real_docs(conn, cids)  # what the catalog's rows make
+            del read_back[n:]  # that comparison's reads are the test's, not the feed's
+            compared.append(len(got))
+        return got
+
+    monkeypatch.setattr(catchup, "keyword_rows", rows)
+    monkeypatch.setattr(catchup, "_keyword_docs", docs)
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    conn = ws.ctx.catalog.conn
+    docs_dir = kb_copy / "docs"
+    ingest.add_documents(ws.ctx, "kb", str(docs_dir))
+    fed = sum(compared)
+    assert fed == conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] > 0
+    assert read_back == []
+    pages = sorted(p for p in docs_dir.rglob("*.md"))
+    for p in pages[::2]:  # a new first section shifts every chunk's ordinal; a new title, heading paths
+        p.write_text("# Retitled\n\n## New first part\n\nA new sentence.\n\n" + p.read_text())
+    pages[1].write_text(pages[1].read_text().replace("the", "a"))
+    read_back.clear()
+    compared.clear()
+    ingest.add_documents(ws.ctx, "kb", str(docs_dir))
+    assert sum(compared) > 0 and read_back == []
+    cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+    assert ws.ctx.keywords.count() == len(cids) and changes.pending(conn, catchup.KEYWORDS) == 0
+
+
+def test_the_keyword_feed_reads_the_catalog_when_something_newer_is_pending(ws: Workspace) -> None:
+    """A hand-off is only good for the write it came from: once a later entry is pending (another
+    write changed the chunks since), every text comes from the catalog."""
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    ok(ws.document_index("ADD_TEXT", index_name="kb", text="alpha beta gamma", filepath="a.md"))
+    conn = ws.ctx.catalog.conn
+    batch = changes.since(conn, 0, 100)
+    cids = sorted({c.cid for c in batch if c.cid is not None})
+    row = conn.execute(
+        "SELECT c.index_id, d.path FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
+    ).fetchone()
+    stale = catchup.Written(0, batch[-1].seq, {(row[0], row[1]): [("old text", ())]})
+    assert catchup._handed(batch, stale) == set(cids)  # the write's own entries: its texts
+    assert catchup._keyword_docs(conn, cids, stale, set(cids))[0].text == "old text"
+    older = catchup.Written(0, batch[-1].seq - 1, stale.docs)
+    assert catchup._handed(batch, older) == set()  # something newer is pending: the catalog
+    assert [d.text for d in catchup._keyword_docs(conn, cids, older, set())] == ["alpha beta gamma"]
+    assert catchup._handed(batch, None) == set()

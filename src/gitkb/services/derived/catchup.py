@@ -25,6 +25,12 @@ A keyword index whose files cannot be opened (``KeywordIndex.damage``) is skippe
 write goes on, the watermark stays, searches and status name ``gitkb verify --repair``, and the
 rebuild that repair runs applies everything.
 
+An ingest run by the writer hands the feed what it just wrote (``Written``: the chunk texts and heading
+paths of each document, and the change-log seqs of that write): a chunk whose every pending entry lies
+in that range, and nothing newer is pending, takes its text from there; the catalog still says which
+chunk a cid is (index, document, ordinal, tenant, title: ``keyword_keys``, without the ~25 MB of text on
+awsdocs). Anything else, and every catch-up, reads the catalog.
+
 RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
 ones in one tantivy commit just before its catalog swap (``switch_keywords``):
 a search sees one generation or the other, never neither. Between that commit
@@ -36,13 +42,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import all_chunk_cids, keyword_rows
+from gitkb.stores.catalog.documents import all_chunk_cids, keyword_keys, keyword_rows
 from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.keywords import KeywordDoc
 from gitkb.stores.node_rows import floor as compacted_floor
@@ -59,23 +65,68 @@ def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
     return " / ".join(p for p in parts if p)
 
 
-def _keyword_docs(conn: Conn, cids: list[int]) -> list[KeywordDoc]:
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one write of an ingest put in the catalog: change-log entries ``after`` < seq <= ``upto``,
+    and each document's chunks as (text, heading path) by ordinal, keyed by (index id, path)."""
+
+    after: int
+    upto: int
+    docs: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]]
+
+
+def _handed(batch: list[changes.Change], written: Written | None) -> set[int]:
+    """The cids of ``batch`` whose text ``written`` holds: every entry of theirs is from that write,
+    and nothing written after it is pending (it could have changed them since)."""
+    if written is None or not batch or batch[-1].seq > written.upto:
+        return set()
+    inside: set[int] = set()
+    outside: set[int] = set()
+    for c in batch:
+        if c.cid is not None:
+            (inside if c.op == "add" and c.seq > written.after else outside).add(c.cid)
+    return inside - outside
+
+
+def _keyword_docs(
+    conn: Conn, cids: list[int], written: Written | None = None, handed: set[int] | None = None
+) -> list[KeywordDoc]:
     # The chunks of a document share its title and mostly a few heading paths: each keyword
-    # title is made once per (title, heading path JSON), not once per chunk.
-    titles: dict[tuple[str | None, str], str] = {}
+    # title is made once per (title, heading path), not once per chunk.
+    titles: dict[tuple[str | None, object], str] = {}
     out = []
-    for cid, index_id, tenant, title, heading, text in keyword_rows(conn, cids):
-        kt = titles.get((title, heading))
+    rest = cids
+    if written is not None and handed:
+        rest = []
+        for cid, index_id, tenant, title, path, ordinal in keyword_keys(
+            conn, [c for c in cids if c in handed]
+        ):
+            chunks = written.docs.get((index_id, path))
+            if chunks is None or ordinal >= len(chunks):  # not from that write after all: read it
+                rest.append(cid)
+                continue
+            text, heading = chunks[ordinal]
+            kt = titles.get((title, heading))
+            if kt is None:
+                kt = titles[(title, heading)] = keyword_title(title, heading)
+            out.append(KeywordDoc(cid, index_id, tenant, kt, text))
+        rest += [c for c in cids if c not in handed]
+        rest.sort()
+    for cid, index_id, tenant, title, heading_json, text in keyword_rows(conn, rest):
+        kt = titles.get((title, heading_json))
         if kt is None:
-            kt = titles[(title, heading)] = keyword_title(title, tuple(json.loads(heading)))
+            kt = titles[(title, heading_json)] = keyword_title(title, tuple(json.loads(heading_json)))
         out.append(KeywordDoc(cid, index_id, tenant, kt, text))
+    if rest is not cids:
+        out.sort(key=lambda d: d.cid)
     return out
 
 
-def _apply(ctx: Context, conn: Conn, batch: list[changes.Change]) -> None:
+def _apply(ctx: Context, conn: Conn, batch: list[changes.Change], written: Written | None = None) -> None:
     drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
     cids = sorted({c.cid for c in batch if c.cid is not None})
-    ctx.keywords.apply(removes=cids, adds=_keyword_docs(conn, cids), drop_indexes=drops)
+    adds = _keyword_docs(conn, cids, written, _handed(batch, written))
+    ctx.keywords.apply(removes=cids, adds=adds, drop_indexes=drops)
 
 
 def _behind_floor(ctx: Context) -> bool:
@@ -85,10 +136,11 @@ def _behind_floor(ctx: Context) -> bool:
     return wm < compacted_floor(conn)
 
 
-def feed_keywords(ctx: Context) -> None:
+def feed_keywords(ctx: Context, written: Written | None = None) -> None:
     """Apply, without committing, the change-log entries past the watermark (or past what was
     fed before); the next ``catch_up_keywords`` commits them and moves the watermark, or this feed
-    does once ``FEED_COMMIT_EVERY`` entries wait."""
+    does once ``FEED_COMMIT_EVERY`` entries wait. ``written``: the texts the ingest's last write
+    holds (see the module's docstring)."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return
     if _behind_floor(ctx):
@@ -99,7 +151,7 @@ def feed_keywords(ctx: Context) -> None:
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed = max(ctx.caches.keywords_fed or 0, wm)
         while batch := changes.since(conn, fed, BATCH):
-            _apply(ctx, conn, batch)
+            _apply(ctx, conn, batch, written)
             fed = batch[-1].seq
         if fed - wm < FEED_COMMIT_EVERY:
             ctx.caches.keywords_fed = fed

@@ -24,12 +24,12 @@ from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedTex
 from gitkb.core.walking import walk
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings
-from gitkb.services.derived.catchup import catch_up_keywords, feed_keywords
+from gitkb.services.derived.catchup import Written, catch_up_keywords, feed_keywords
 from gitkb.services.indexing.admission import Placement, admit_documents
 from gitkb.services.indexing.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
+from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog import skipped_files
 from gitkb.stores.catalog.indexes import IndexRow
 
 WRITE_BATCH = 256
@@ -163,9 +163,9 @@ def ingest_entries(
         nonlocal done
         pending, spans, n = item
         crash_point("ingest.before_write")
-        _write_files(ctx, row, cfg, place, pending, spans(), report)
+        written = _write_files(ctx, row, cfg, place, pending, spans(), report)
         crash_point("ingest.after_write")
-        feed_keywords(ctx)  # tantivy indexes this batch while the next one is chunked
+        feed_keywords(ctx, written)  # tantivy indexes this batch while the next one is chunked
         done += n
         if progress:
             progress(done, total)
@@ -267,11 +267,14 @@ def _write_files(
     pending: list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]],
     spans: list[list[ChunkSpan]],
     report: IngestReport,
-) -> None:
+) -> Written | None:
+    """Write one batch in one transaction; returns its chunk texts for the keyword feed."""
     if not pending:
-        return
+        return None
     crash_point("ingest.chunked")
+    texts: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
     with ctx.catalog.write() as conn:
+        after = changes.head(conn)
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
             status = doc_rows.write_document(
                 conn,
@@ -298,6 +301,9 @@ def _write_files(
             (report.added if status == "added" else report.modified).append(entry.rel_path)
             report.chunks_written += len(chunks)
             report.chunk_tokens.extend(c.token_count for c in chunks)
+            texts[(row.id, entry.rel_path)] = [(c.text, c.heading_path) for c in chunks]
+        upto = changes.head(conn)
+    return Written(after, upto, texts)
 
 
 def answer(report: IngestReport, row: IndexRow, cfg: ChunkConfig) -> dict[str, Any]:

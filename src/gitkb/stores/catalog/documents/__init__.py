@@ -19,6 +19,7 @@ from gitkb.stores.catalog.documents.chunk_reads import (
     chunk_index_ids,
     chunks_by_cids,
     has_chunks,
+    keyword_keys,
     keyword_rows,
     live_chunks,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "has_chunks",
     "has_live_tenant",
     "hashes_by_path",
+    "keyword_keys",
     "keyword_rows",
     "live_chunks",
     "overrides",

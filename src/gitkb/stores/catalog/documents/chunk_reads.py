@@ -33,6 +33,24 @@ def keyword_rows(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | 
     return [tuple(r) for r in out]
 
 
+def keyword_keys(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, int]]:
+    """(cid, index_id, tenant, document title, document path, ordinal) of live chunks: ``keyword_rows``
+    without the text and heading path, for chunks whose text the writer still holds (``catchup.Written``)."""
+    out = []
+    cids = list(cids)
+    for i in range(0, len(cids), 900):
+        part = cids[i : i + 900]
+        marks = ",".join("?" * len(part))
+        out.extend(
+            conn.execute(
+                "SELECT c.rowid, c.index_id, d.tenant, d.title, d.path, c.ordinal FROM chunks c"
+                f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
+                part,
+            ).fetchall()
+        )
+    return [tuple(r) for r in out]
+
+
 @dataclass(frozen=True, slots=True)
 class LiveChunk:
     """What a search checks of a hit before it ranks it: the chunk's index and document, and the
