@@ -41,6 +41,7 @@ def _children_cpu() -> float:
 
 
 TAIL: list[float] = []
+FEED: list[float] = []  # writer-thread CPU of each keyword feed of the ingest (``feed_keywords``)
 # tantivy's own threads (indexing, merging, segment updates, doc store compression), by their names
 TANTIVY_THREADS = ("thrd-tantivy", "thread-tantivy", "merge_thread", "segment_update", "docstore")
 
@@ -113,6 +114,18 @@ def _time_final_catch_up() -> None:
             TAIL.append(time.process_time() - c)
 
     ingest.catch_up_keywords = timed  # type: ignore[assignment]
+    feed = getattr(ingest, "feed_keywords", None)
+    if feed is None:
+        return
+
+    def timed_feed(*args: object) -> None:
+        c = time.thread_time()
+        try:
+            feed(*args)
+        finally:
+            FEED.append(time.thread_time() - c)
+
+    ingest.feed_keywords = timed_feed
 
 
 def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = False) -> None:
@@ -134,16 +147,17 @@ def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = Fals
         chunks = r["chunks_written"]
         load = f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores"
         tail = TAIL[-1] if TAIL else float("nan")
+        fed, FEED[:] = sum(FEED) if FEED else float("nan"), []
         if as_json:
             figures = {"docs": docs, "chunks": chunks, "wall": dt, "main": main, "threads": cpu - main}
-            more = {"tantivy": tantivy, "worker": worker, "tail": tail, "load": [load0, load1]}
+            more = {"tantivy": tantivy, "worker": worker, "tail": tail, "feed": fed, "load": [load0, load1]}
             print(json.dumps({**figures, **more}))
             return
         print(
             f"ingest: {docs} docs, {chunks} chunks in {dt:.2f} s -> {docs / dt:.0f} docs/s, "
             f"{chunks / dt:.0f} chunks/s; CPU {cpu + worker:.2f} s = writer main thread {main:.2f} + "
             f"tantivy's threads ~{tantivy:.2f} + other writer threads ~{cpu - main - tantivy:.2f} + "
-            f"chunking worker {worker:.2f}; after the last batch {tail:.2f} ({load})"
+            f"chunking worker {worker:.2f}; keyword feeds {fed:.2f} (writer thread); after the last batch {tail:.2f} ({load})"
         )
         print(f"skipped: {r['counts']['skipped']}")
         if not search:
@@ -180,7 +194,8 @@ def baseline_pairs(tree: Path, runs: int, docs_dir: Path) -> None:
         tv = r.get("tantivy", float("nan"))
         return (
             f"{name}: {r['docs'] / r['wall']:5.0f} docs/s, CPU {total:.2f} s = main {r['main']:.2f} + "
-            f"tantivy ~{tv:.2f} + other threads ~{r['threads'] - tv:.2f} + worker {r['worker']:.2f} "
+            f"tantivy ~{tv:.2f} + other threads ~{r['threads'] - tv:.2f} + worker {r['worker']:.2f}, "
+            f"feeds {r.get('feed', float('nan')):.2f} "
             f"(load {r['load'][0]:.1f})"
         )
 
