@@ -131,7 +131,8 @@ def _time_final_catch_up() -> None:
 def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = False) -> None:
     from gitkb import Workspace
 
-    with tempfile.TemporaryDirectory() as tmp, Workspace(Path(tmp) / "ws") as ws:
+    # ignore_cleanup_errors: a tantivy merge thread may still write while the directory goes
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, Workspace(Path(tmp) / "ws") as ws:
         assert ws.document_index("CREATE_INDEX", index_name="aws", embeddings=False)["Success"]
         load0 = os.getloadavg()[0]
         with TantivyCpu() as tv:
