@@ -42,8 +42,8 @@ def test_a_script_without_a_main_guard_runs_once_and_its_big_ingest_uses_the_wor
             with Workspace(Path({str(tmp_path)!r}) / "ws", embedding_provider="none") as ws:
                 ws.document_index("CREATE_INDEX", index_name="a", embeddings=False)
                 r = ws.document_index("ADD_DOCUMENTS", index_name="a", filepath=str(docs))
-                child = resource.getrusage(resource.RUSAGE_CHILDREN)
-                print("RESULT", r["Success"], r["counts"]["added"], child.ru_utime + child.ru_stime > 0, flush=True)
+            child = resource.getrusage(resource.RUSAGE_CHILDREN)  # the kept worker ended with close()
+            print("RESULT", r["Success"], r["counts"]["added"], child.ru_utime + child.ru_stime > 0, flush=True)
             """
         )
     )

@@ -71,6 +71,12 @@ class StoppableLike(Protocol):
     def stop(self, timeout: float = 30.0) -> None: ...
 
 
+class ClosableLike(Protocol):
+    """Something the caches close with the context (``services.indexing.chunk_pipeline.KeptWorker``)."""
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Caches:
     """What the services keep between calls on one Context, one typed field per thing."""
@@ -93,12 +99,15 @@ class Caches:
     # search.fused_results: threads that run a hybrid search's keyword side while the caller's
     # thread embeds the query (onnxruntime, tantivy and SQLite release the GIL); made on first use
     search_pool: ThreadPoolExecutor | None = None
+    chunk_worker: ClosableLike | None = None  # chunk_pipeline.KeptWorker: big ingests' chunking worker
 
     def close(self) -> None:
         """Close what is open (the vector store, the search threads); the embedding worker is closed
         by ``Context.close``."""
         if self.search_pool is not None:
             self.search_pool.shutdown(wait=True)
+        if self.chunk_worker is not None:
+            self.chunk_worker.close()
         if self.vectors is not None:
             self.vectors.close()
 
@@ -133,6 +142,9 @@ class Context:
         # when the holder went away). Returns whether this process now holds it.
         self.take_lease: Callable[[], bool] = lambda: False
         self.make_embedding_worker: Callable[[Context], EmbeddingWorkerLike] | None = None
+        # Big ingests keep their chunking worker (and its word cache) for the next one
+        # (``chunk_pipeline.KeptWorker``); the composition root sets it for long-running processes.
+        self.keep_chunk_worker = False
 
     @property
     def is_writer(self) -> bool:

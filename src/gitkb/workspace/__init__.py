@@ -110,6 +110,9 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
         self.ctx = Context(self.settings)
         self.ctx.take_lease = functools.partial(become_writer, self.ctx)  # the runtime, handed in
         self.ctx.make_embedding_worker = EmbeddingWorker
+        # a server, the MCP server, a library caller: the chunking worker outlives one ingest (the CLI's
+        # one-shot commands, resume_in_background, start and end one per ingest)
+        self.ctx.keep_chunk_worker = not resume_in_background
 
         jobs.load_kinds(JOB_KINDS)
 

@@ -15,6 +15,13 @@ as soon as the parent is gone (a ``kill -9`` of ``gitkb add`` leaves no orphan
 behind; multiprocessing's resource tracker then sees its pipe close and exits
 too). Polling, not ``PR_SET_PDEATHSIG``: that signal follows the *thread* that
 spawned the worker, and a pool is spawned from whichever thread submits first.
+
+A long-running process (a server, the MCP server, a library ``Workspace`` doing several ingests) keeps
+its worker between big ingests (``KeptWorker``, in ``ctx.caches.chunk_worker``): the next one then
+finds the worker's word cache warm (bounded by ``tokenizer.WORD_CACHE_MAX`` entries) instead of
+learning every word again (~0.45 s of CPU on awsdocs). It ends with the context's ``close()``, after
+``IDLE_SECONDS`` unused, or when it breaks. A CLI command (``ctx.keep_chunk_worker`` false) starts
+and ends one per ingest, as before.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
@@ -35,6 +42,7 @@ from gitkb.core.models import ChunkConfig, ChunkSpan
 
 PARALLEL_MIN_FILES = 400
 PARENT_POLL_SECONDS = 0.2
+IDLE_SECONDS = 300.0  # a kept worker unused this long ends (a new one starts with the next big ingest)
 Items = Sequence[tuple[str, ChunkConfig, bool]]
 _MAIN_LOCK = threading.Lock()
 
@@ -91,16 +99,94 @@ def unpack(items: Items, packed: list[Packed]) -> list[list[ChunkSpan]]:
     ]
 
 
-class ChunkPipeline:
-    def __init__(self, parallel: bool) -> None:
+def _new_pool() -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
+
+
+class KeptWorker:
+    """One chunking worker kept between the big ingests of a long-running process: started by the
+    first, lent to one ``ChunkPipeline`` at a time, ended by ``close()``, by ``IDLE_SECONDS`` unused
+    or when it broke."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
+        self._lent = False
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return self._pool is not None
+
+    def lend(self) -> ProcessPoolExecutor | None:
+        """The kept pool (started now when there is none); None while it is lent or after close."""
+        with self._lock:
+            if self._closed or self._lent:
+                return None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._pool is None:
+                self._pool = _new_pool()
+            self._lent = True
+            return self._pool
+
+    def give_back(self, pool: ProcessPoolExecutor, broken: bool) -> None:
+        end = None
+        with self._lock:
+            self._lent = False
+            if broken or self._closed or pool is not self._pool:
+                end = pool
+                if pool is self._pool:
+                    self._pool = None
+            else:
+                self._timer = threading.Timer(self.idle_seconds, self._end_idle)
+                self._timer.daemon = True
+                self._timer.name = "gitkb-chunk-worker-idle"
+                self._timer.start()
+        if end is not None:
+            end.shutdown(wait=True, cancel_futures=True)
+
+    def _end_idle(self) -> None:
+        with self._lock:
+            if self._lent or self._pool is None:
+                return
+            pool, self._pool, self._timer = self._pool, None, None
+        pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._lent:  # the pipeline holding it ends it when it gives it back
+                pool = None
+            else:
+                pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class ChunkPipeline:
+    def __init__(self, parallel: bool, kept: KeptWorker | None = None) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._kept: KeptWorker | None = None
+        self._broken = False
+        self._futures: list[Future[list[Packed]]] = []
         if parallel:
-            self._pool = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-                initargs=(os.getpid(),),
-            )
+            pool = kept.lend() if kept is not None else None
+            if pool is not None:
+                self._pool, self._kept = pool, kept
+            else:
+                self._pool = _new_pool()
 
     def submit(self, items: Items) -> Callable[[], list[list[ChunkSpan]]]:
         """Start chunking ``items``; call the returned function for the result."""
@@ -112,13 +198,16 @@ class ChunkPipeline:
                 with _main_hidden():  # the pool spawns its worker inside submit
                     future = self._pool.submit(chunk_packed, batch)
             except (RuntimeError, OSError, BrokenProcessPool):
+                self._broken = True
                 self.close()  # could not start the worker: chunk here from now on
             else:
+                self._futures.append(future)
 
                 def result() -> list[list[ChunkSpan]]:
                     try:
                         return unpack(batch, future.result())
                     except BrokenProcessPool:  # the worker died (killed, out of memory)
+                        self._broken = True
                         self.close()
                         return chunk_many(batch)
 
@@ -127,9 +216,18 @@ class ChunkPipeline:
         return lambda: done
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if self._kept is None:
+            pool.shutdown(wait=True, cancel_futures=True)
+            return
+        for f in self._futures:  # an ingest that failed half-way: its batches are not chunked for nobody
+            f.cancel()
+        if not all(f.done() for f in self._futures):  # one is running: wait, the worker is busy until then
+            wait(self._futures)
+        self._futures = []
+        self._kept.give_back(pool, self._broken)
 
     def __enter__(self) -> ChunkPipeline:
         return self

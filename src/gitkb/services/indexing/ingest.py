@@ -26,7 +26,7 @@ from gitkb.services.context import Context
 from gitkb.services.derived import embeddings
 from gitkb.services.derived.catchup import Written, catch_up_keywords, feed_keywords
 from gitkb.services.indexing.admission import Placement, admit_documents
-from gitkb.services.indexing.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline
+from gitkb.services.indexing.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline, KeptWorker
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
@@ -172,7 +172,7 @@ def ingest_entries(
 
     parallel = total >= PARALLEL_MIN_FILES
     ahead = CHUNK_AHEAD if parallel else 1
-    with ChunkPipeline(parallel=parallel) as pipeline, _bulk(ctx, parallel):
+    with ChunkPipeline(parallel, _kept_worker(ctx)) as pipeline, _bulk(ctx, parallel):
         for start, end in batch_bounds(total, WRITE_BATCH, EDGE_BATCH if parallel else WRITE_BATCH):
             batch = files[start:end]
             pending = _read_batch(ctx, row, batch, known, key, report, required, trust_mtime, reparse)
@@ -191,6 +191,16 @@ def ingest_entries(
             ok=report.added + report.modified + report.unchanged,
         )
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
+
+
+def _kept_worker(ctx: Context) -> KeptWorker | None:
+    """This context's kept chunking worker (made now) when it keeps one between ingests."""
+    if not ctx.keep_chunk_worker:
+        return None
+    kept = ctx.caches.chunk_worker
+    if not isinstance(kept, KeptWorker):
+        kept = ctx.caches.chunk_worker = KeptWorker()
+    return kept
 
 
 def _bulk(ctx: Context, big: bool) -> AbstractContextManager[None]:
