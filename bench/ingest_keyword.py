@@ -8,6 +8,9 @@ feeder and result threads, the heartbeat; the chunking worker process), then pea
     .venv/bin/python bench/ingest_keyword.py [--docs ../shared/data/awsdocs/docs] [--runs 3]
     .venv/bin/python bench/ingest_keyword.py --runs 3 --baseline /path/to/older/tree
 
+``--twice`` measures instead the second of two ingests in one workspace (a long-running process;
+its chunking worker, kept or not, counted live), alone (JSON) or with ``--baseline``.
+
 ``--baseline TREE`` alternates fresh processes of this tree and of ``TREE`` (this script run with
 ``PYTHONPATH=TREE/src``; ingest only), ``--runs`` pairs, and prints each pair's docs/s, CPU and
 ratio, then the median ratio: on a busy machine wall-clock figures mean little, so compare the
@@ -178,13 +181,49 @@ def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = Fals
         )
 
 
-def baseline_pairs(tree: Path, runs: int, docs_dir: Path) -> None:
+def _worker_cpu() -> float:
+    """CPU of this process's children: those ended (reaped) and those still running (a chunking
+    worker a long-running process keeps between ingests is only reaped when the workspace closes)."""
+    import psutil  # the test dependency; only --twice needs it
+
+    live = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        live += t.user + t.system
+    return _children_cpu() + live
+
+
+def run_twice(docs_dir: Path) -> None:
+    """Ingest ``docs_dir`` into two indexes of one workspace (a long-running process's second big
+    ingest) and print, as JSON, the second ingest's figures (``run_once``'s keys, no tantivy split)."""
+    from gitkb import Workspace
+
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, Workspace(Path(tmp) / "ws") as ws:
+        for name in ("first", "second"):
+            assert ws.document_index("CREATE_INDEX", index_name=name, embeddings=False)["Success"]
+        assert ws.document_index("ADD_DOCUMENTS", index_name="first", filepath=str(docs_dir))["Success"]
+        load0 = os.getloadavg()[0]
+        t0, c0, m0, k0 = time.perf_counter(), time.process_time(), time.thread_time(), _worker_cpu()
+        r = ws.document_index("ADD_DOCUMENTS", index_name="second", filepath=str(docs_dir))
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        main, worker = time.thread_time() - m0, _worker_cpu() - k0
+        assert r["Success"], r
+        figures = {"docs": r["counts"]["added"], "chunks": r["chunks_written"], "wall": dt, "main": main}
+        more = {"threads": cpu - main, "worker": worker, "load": [load0, os.getloadavg()[0]]}
+        print(json.dumps({**figures, **more}))
+
+
+def baseline_pairs(tree: Path, runs: int, docs_dir: Path, twice: bool = False) -> None:
     """Alternate fresh processes of this tree and of ``tree``; print each pair and the median ratio."""
     here = Path(__file__).resolve()
 
     def one(src: Path) -> dict[str, float]:
         env = {**os.environ, "PYTHONPATH": str(src)}
         cmd = [sys.executable, str(here), "--no-search", "--json", "--docs", str(docs_dir)]
+        cmd += ["--twice"] if twice else []
         done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"{src}: the ingest failed:\n{done.stderr[-2000:]}")
@@ -229,10 +268,18 @@ def main() -> None:
     ap.add_argument(
         "--baseline", type=Path, help="another tree: alternate fresh processes of both, print ratios"
     )
+    ap.add_argument(
+        "--twice",
+        action="store_true",
+        help="with --baseline: the second of two ingests in one workspace (two indexes), CPU incl. a kept worker",
+    )
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one figures line (--baseline)
     args = ap.parse_args()
     if args.baseline is not None:
-        baseline_pairs(args.baseline.resolve(), args.runs, args.docs)
+        baseline_pairs(args.baseline.resolve(), args.runs, args.docs, args.twice)
+        return
+    if args.twice:
+        run_twice(args.docs)
         return
     _time_final_catch_up()
     for _ in range(args.runs):
