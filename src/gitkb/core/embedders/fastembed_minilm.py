@@ -154,10 +154,10 @@ class FastEmbedMiniLM:
             raise InvalidArgument(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
         self.threads = threads if threads is not None else default_threads()
-        self.model_dir = assemble_model_dir(cache_dir)
+        self.model_dir = self._assemble(Path(cache_dir))
         self._lock = threading.Lock()
         self._counter: Any = None
-        name = register_custom_model()
+        name = self._register()
         from fastembed import TextEmbedding  # heavy: fastembed, onnxruntime
 
         try:
@@ -171,8 +171,16 @@ class FastEmbedMiniLM:
             )
         except Exception as exc:  # onnxruntime / tokenizer load failures
             raise EmbeddingNotConfigured(
-                f"cannot load the default embedding model from {self.model_dir}: {exc}"
+                f"cannot load the embedding model {self.identity} from {self.model_dir}: {exc}"
             ) from exc
+
+    def _assemble(self, cache_dir: Path) -> Path:
+        """The model folder to load (a subclass may build another graph there)."""
+        return assemble_model_dir(cache_dir)
+
+    def _register(self) -> str:
+        """The fastembed name to load the folder under (registered once per process)."""
+        return register_custom_model()
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
         items = check_texts(texts)
