@@ -14,6 +14,7 @@ import pytest
 
 from gitkb.core.embedders import DEFAULT_IDENTITY, create_embedder, fingerprint, resolve_identity
 from gitkb.core.embedders.minilm_qdyn import IDENTITY, LOCK_NAME, MODEL_DIR_NAME, ensure_model_dir
+from helpers import ok
 
 SENTENCES = [
     "How do I reset my password?",
@@ -38,12 +39,24 @@ class NetworkBlocked(AssertionError):
 
 
 def _block_network(mp: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kw: Any) -> Any:
-        raise NetworkBlocked(f"network access attempted: {args[1:]!r}")
+    """Only loopback and Unix sockets (a local catalog or vector server) may be reached."""
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
 
-    mp.setattr(socket.socket, "connect", refuse)
-    mp.setattr(socket.socket, "connect_ex", refuse)
-    mp.setattr(socket, "getaddrinfo", refuse)
+    def local(host: Any) -> bool:
+        return isinstance(host, str) and (host in {"localhost", "::1"} or host.startswith("127."))
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        if self.family == socket.AF_UNIX or local(address[0] if isinstance(address, tuple) else address):
+            return real_connect(self, address)
+        raise NetworkBlocked(f"network access attempted: connect {address!r}")
+
+    def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
+        if local(host):
+            return real_getaddrinfo(host, *args, **kw)
+        raise NetworkBlocked(f"network access attempted: getaddrinfo {host!r}")
+
+    mp.setattr(socket.socket, "connect", connect)
+    mp.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +134,29 @@ def test_two_processes_at_once_build_it_once(tmp_path: Path) -> None:
     )  # no temporary file left behind
     d, built = ensure_model_dir(tmp_path)
     assert (d, built) == (folder, False)
+
+
+def test_a_workspace_switches_to_it_explicitly(
+    make_ws: Any, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace embedded with today's model keeps it until told: `embeddings use` + `reembed`."""
+    w = make_ws(embedding_provider=None, embedding_model=None)  # the default model
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    n = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["chunk_count"]
+    _block_network(monkeypatch)
+    changed = ok(w.set_embedding_identity("fastembed", "all-minilm-l6-v2-qdyn"))
+    assert (changed["identity"], changed["previous_identity"]) == (IDENTITY, DEFAULT_IDENTITY)
+    assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "stranded"
+    ok(w.reembed("kb"))
+    st = ok(w.embeddings_status())
+    assert st["fingerprint"] == "fastembed/all-minilm-l6-v2-qdyn@384" and st["pending_embeddings"] == 0
+    counts = {c["identity"]: c["count"] for c in st["collections"]}
+    assert counts[IDENTITY] == n  # its own collection, beside the old one
+    for query, target in (
+        ("newcomer orientation schedule", "first-week.md"),
+        ("how long may we hold on to client information", "data-retention.md"),
+    ):
+        sem = ok(w.document_index("SEARCH", query=query, mode="semantic", top_n=3))
+        assert sem["mode"] == "semantic" and sem["Results"][0]["filepath"].endswith(target), sem
