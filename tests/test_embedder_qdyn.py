@@ -140,7 +140,7 @@ def test_a_workspace_switches_to_it_explicitly(
     make_ws: Any, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A workspace embedded with today's model keeps it until told: `embeddings use` + `reembed`."""
-    w = make_ws(embedding_provider=None, embedding_model=None)  # the default model
+    w = make_ws(embedding_provider="fastembed", embedding_model="all-minilm-l6-v2")  # today's model
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
     ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(w.build_embeddings())
