@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gitkb.core.embedders import DEFAULT_IDENTITY, create_embedder, fingerprint, resolve_identity
+from gitkb.core.embedders import create_embedder, fingerprint, resolve_identity
+from gitkb.core.embedders.fastembed_minilm import IDENTITY as TODAY
 from gitkb.core.embedders.minilm_qdyn import IDENTITY, LOCK_NAME, MODEL_DIR_NAME, ensure_model_dir
 from helpers import ok
 
@@ -65,7 +66,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
     cache = tmp_path_factory.mktemp("qdyn-cache")
     with pytest.MonkeyPatch.context() as mp:
         _block_network(mp)
-        today = create_embedder("fastembed", None, cache_dir=cache, options={})
+        today = create_embedder("fastembed", "all-minilm-l6-v2", cache_dir=cache, options={})
         quant = create_embedder("fastembed", "all-minilm-l6-v2-qdyn", cache_dir=cache, options={})
     return today, quant, cache
 
@@ -92,7 +93,7 @@ def test_quantized_vectors_are_close_to_todays(
 def test_quantized_identity_differs(pair: tuple[Any, Any, Path]) -> None:
     today, quant, _ = pair
     assert quant.identity == IDENTITY == resolve_identity("FastEmbed", "fastembed/All-MiniLM-L6-v2-qdyn")
-    assert today.identity == DEFAULT_IDENTITY
+    assert today.identity == TODAY
     assert fingerprint(quant) == "fastembed/all-minilm-l6-v2-qdyn@384"
     assert fingerprint(quant) != fingerprint(today)
     assert quant.model_dir != today.model_dir
@@ -147,7 +148,7 @@ def test_a_workspace_switches_to_it_explicitly(
     n = ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["chunk_count"]
     _block_network(monkeypatch)
     changed = ok(w.set_embedding_identity("fastembed", "all-minilm-l6-v2-qdyn"))
-    assert (changed["identity"], changed["previous_identity"]) == (IDENTITY, DEFAULT_IDENTITY)
+    assert (changed["identity"], changed["previous_identity"]) == (IDENTITY, TODAY)
     assert ok(w.document_index("GET_INDICES_STATS"))["Stats"]["kb"]["vectors"] == "stranded"
     ok(w.reembed("kb"))
     st = ok(w.embeddings_status())
