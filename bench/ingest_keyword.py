@@ -1,24 +1,30 @@
 """Keyword-only ingest and search benchmark on ../shared/data/awsdocs (issue: document index core).
 
-Prints docs/s, chunks/s, the CPU each thread spent (the writer's main thread, the other
-threads of the process: tantivy's indexing threads and the pool's feeder, and the chunking
-worker process), peak RSS and keyword search p50/p95 over 100 queries made from the 20 dev
-questions, with the load average beside every figure. Run by hand:
+Prints docs/s, chunks/s and, on the same line, the CPU each part spent (the writer's main
+thread; tantivy's threads, sampled from /proc; the other threads of the process: the pool's
+feeder and result threads, the heartbeat; the chunking worker process), then peak RSS and keyword search p50/p95 over 100 queries made from the
+20 dev questions, with the load average beside every figure. Run by hand:
 
     .venv/bin/python bench/ingest_keyword.py [--docs ../shared/data/awsdocs/docs] [--runs 3]
+    .venv/bin/python bench/ingest_keyword.py --runs 3 --baseline /path/to/older/tree
 
-On a busy machine wall-clock figures mean little: compare the CPU figures, and ratios to a
-baseline measured in the same session (run the baseline tree's copy of this script with its own
-``PYTHONPATH=<tree>/src``, alternating).
+``--baseline TREE`` alternates fresh processes of this tree and of ``TREE`` (this script run with
+``PYTHONPATH=TREE/src``; ingest only), ``--runs`` pairs, and prints each pair's docs/s, CPU and
+ratio, then the median ratio: on a busy machine wall-clock figures mean little, so compare the
+CPU figures and ratios measured in the same session.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,14 +41,69 @@ def _children_cpu() -> float:
 
 
 TAIL: list[float] = []
+# tantivy's own threads (indexing, merging, segment updates, doc store compression), by their names
+TANTIVY_THREADS = ("thrd-tantivy", "thread-tantivy", "merge_thread", "segment_update", "docstore")
+
+
+class TantivyCpu:
+    """CPU of tantivy's threads during the ``with`` block, read from ``/proc/self/task`` every 10 ms:
+    they end at every commit, so a thread's last <10 ms (and the clock tick) is missed. ``nan``
+    where there is no ``/proc``. ``own`` is the sampler's own CPU (part of the process's)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+        self.own = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _sample(self) -> None:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                raw = Path(f"/proc/self/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = raw[raw.index("(") + 1 : raw.rindex(")")]
+            if name.startswith(TANTIVY_THREADS):
+                f = raw[raw.rindex(")") + 2 :].split()
+                self.seen[tid] = (int(f[11]) + int(f[12])) / self._tick
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self._sample()
+        self.own = time.thread_time()
+
+    @property
+    def total(self) -> float:
+        return sum(self.seen.values()) if Path("/proc/self/task").is_dir() else float("nan")
+
+    def __enter__(self) -> TantivyCpu:
+        if Path("/proc/self/task").is_dir():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
 
 
 def _time_final_catch_up() -> None:
     """Record the process CPU of ADD_DOCUMENTS' final keyword catch-up: it runs after the last
     batch, with nothing else to overlap it, so the wall time includes it whole."""
-    import gitkb.services.indexing.ingest as ingest
+    import importlib
 
-    real = ingest.catch_up_keywords
+    for name in ("gitkb.services.indexing.ingest", "gitkb.services.ingest"):  # an older tree: the second
+        try:
+            ingest = importlib.import_module(name)
+            break
+        except ModuleNotFoundError:
+            continue
+    else:
+        return
+    real = getattr(ingest, "catch_up_keywords", None)
+    if real is None:  # an older tree (--baseline) names it otherwise: not timed
+        return
 
     def timed(ctx: object) -> int:
         c = time.process_time()
@@ -54,29 +115,35 @@ def _time_final_catch_up() -> None:
     ingest.catch_up_keywords = timed  # type: ignore[assignment]
 
 
-def run_once(docs_dir: Path, questions: Path, search: bool) -> None:
+def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = False) -> None:
     from gitkb import Workspace
 
     with tempfile.TemporaryDirectory() as tmp, Workspace(Path(tmp) / "ws") as ws:
         assert ws.document_index("CREATE_INDEX", index_name="aws", embeddings=False)["Success"]
         load0 = os.getloadavg()[0]
-        t0, c0, m0, k0 = time.perf_counter(), time.process_time(), time.thread_time(), _children_cpu()
-        r = ws.document_index("ADD_DOCUMENTS", index_name="aws", filepath=str(docs_dir))
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-        main, worker = time.thread_time() - m0, _children_cpu() - k0
+        with TantivyCpu() as tv:
+            t0, c0, m0, k0 = time.perf_counter(), time.process_time(), time.thread_time(), _children_cpu()
+            r = ws.document_index("ADD_DOCUMENTS", index_name="aws", filepath=str(docs_dir))
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            main, worker = time.thread_time() - m0, _children_cpu() - k0
+        cpu -= tv.own  # the sampler is the bench's, not the ingest's
+        tantivy = tv.total
         load1 = os.getloadavg()[0]
         assert r["Success"], r
         docs = r["counts"]["added"]
         chunks = r["chunks_written"]
         load = f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores"
+        tail = TAIL[-1] if TAIL else float("nan")
+        if as_json:
+            figures = {"docs": docs, "chunks": chunks, "wall": dt, "main": main, "threads": cpu - main}
+            more = {"tantivy": tantivy, "worker": worker, "tail": tail, "load": [load0, load1]}
+            print(json.dumps({**figures, **more}))
+            return
         print(
             f"ingest: {docs} docs, {chunks} chunks in {dt:.2f} s -> {docs / dt:.0f} docs/s, "
-            f"{chunks / dt:.0f} chunks/s ({load})"
-        )
-        print(
-            f"ingest CPU: writer main thread {main:.2f} s, other writer threads (tantivy, pool) {cpu - main:.2f} s, "
-            f"chunking worker {worker:.2f} s; total {cpu + worker:.2f} s; of it after the last batch "
-            f"(final keyword catch-up) {TAIL[-1] if TAIL else float('nan'):.2f} s ({load})"
+            f"{chunks / dt:.0f} chunks/s; CPU {cpu + worker:.2f} s = writer main thread {main:.2f} + "
+            f"tantivy's threads ~{tantivy:.2f} + other writer threads ~{cpu - main - tantivy:.2f} + "
+            f"chunking worker {worker:.2f}; after the last batch {tail:.2f} ({load})"
         )
         print(f"skipped: {r['counts']['skipped']}")
         if not search:
@@ -96,16 +163,66 @@ def run_once(docs_dir: Path, questions: Path, search: bool) -> None:
         )
 
 
+def baseline_pairs(tree: Path, runs: int, docs_dir: Path) -> None:
+    """Alternate fresh processes of this tree and of ``tree``; print each pair and the median ratio."""
+    here = Path(__file__).resolve()
+
+    def one(src: Path) -> dict[str, float]:
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        cmd = [sys.executable, str(here), "--no-search", "--json", "--docs", str(docs_dir)]
+        done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"{src}: the ingest failed:\n{done.stderr[-2000:]}")
+        return dict(json.loads(done.stdout.splitlines()[0]))
+
+    def line(name: str, r: dict[str, float]) -> str:
+        total = r["main"] + r["threads"] + r["worker"]
+        tv = r.get("tantivy", float("nan"))
+        return (
+            f"{name}: {r['docs'] / r['wall']:5.0f} docs/s, CPU {total:.2f} s = main {r['main']:.2f} + "
+            f"tantivy ~{tv:.2f} + other threads ~{r['threads'] - tv:.2f} + worker {r['worker']:.2f} "
+            f"(load {r['load'][0]:.1f})"
+        )
+
+    ratios, cpu_ratios = [], []
+    for k in range(runs):
+        order = [("this", REPO / "src"), ("base", tree / "src")]
+        got = {name: one(src) for name, src in (order if k % 2 == 0 else order[::-1])}
+        this, base = got["this"], got["base"]
+        ratios.append(base["wall"] / this["wall"])
+        cpu = [r["main"] + r["threads"] + r["worker"] for r in (base, this)]
+        cpu_ratios.append(cpu[0] / cpu[1])
+        print(
+            f"pair {k + 1}: {line('this', this)}; {line('base', base)}; ratio x{ratios[-1]:.2f}, CPU x{cpu_ratios[-1]:.2f}"
+        )
+        sys.stdout.flush()
+    print(
+        f"median over {runs} pairs: docs/s ratio x{statistics.median(ratios):.2f}, "
+        f"CPU ratio x{statistics.median(cpu_ratios):.2f} (this against {tree})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=Path, default=DATA / "docs")
     ap.add_argument("--questions", type=Path, default=DATA / "questions.dev.jsonl")
-    ap.add_argument("--runs", type=int, default=1, help="fresh ingests in a row (default 1)")
+    ap.add_argument(
+        "--runs", type=int, default=1, help="fresh ingests in a row, or pairs with --baseline (default 1)"
+    )
     ap.add_argument("--no-search", action="store_true", help="ingest only")
+    ap.add_argument(
+        "--baseline", type=Path, help="another tree: alternate fresh processes of both, print ratios"
+    )
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one figures line (--baseline)
     args = ap.parse_args()
+    if args.baseline is not None:
+        baseline_pairs(args.baseline.resolve(), args.runs, args.docs)
+        return
     _time_final_catch_up()
     for _ in range(args.runs):
-        run_once(args.docs, args.questions, not args.no_search)
+        run_once(args.docs, args.questions, not (args.no_search or args.json), args.json)
+    if args.json:
+        return
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: {rss:.0f} MiB")
     sys.stdout.flush()

@@ -57,14 +57,22 @@ BOTH_BACKENDS = {
     "test_cite_stale.py",  # the retired-chunk triggers (PL/pgSQL on PostgreSQL)
     "test_crash_safety.py",
     "test_document_index.py",
+    "test_embeddings_service.py",  # the catalog through helpers.catalog (fence18)
+    "test_gate_inbound.py",  # fence18
     "test_http_reviews.py",
+    "test_http_webhooks.py",  # fence18
     "test_jobs.py",
     "test_knowledge.py",
+    "test_mcp_e2e.py",  # the stdio child is given the catalog URL (fence18)
     "test_nodes.py",  # nodes sharing one catalog (nodes18)
+    "test_nodes_compaction.py",  # an identity no index uses stops holding compaction back (fence18)
+    "test_nodes_fencing.py",  # a writer that lost its lease writes nothing more (fence18)
     "test_nodes_proposals.py",
     "test_nodes_serve.py",  # three API servers on one catalog
+    "test_nodes_sync.py",  # three API servers, kill -9 of the writer mid-sync (sync18)
     "test_proposal_refresh.py",
     "test_proposals.py",
+    "test_rechunk.py",  # fence18
     "test_review.py",
     "test_review_crash.py",
     "test_sources.py",

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -485,3 +486,107 @@ def test_a_restored_workspace_is_its_own_writer_at_once(make_ws: Callable[..., A
         assert r.ctx.is_writer, "the restored workspace waits for the backed-up process's lease"
         ok(r.document_index("ADD_TEXT", index_name="notes", text="# b\n\nmore\n", filepath="b.md"))
         assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == 2
+
+
+OLD_SCHEMA = "m021_retired_chunks"  # before checkouts, nodes18's lease/nodes/floor, proposal_specs, ingest20
+
+
+def old_schema_copy(current: Path, dest: Path) -> None:
+    """A SQLite catalog file at ``OLD_SCHEMA``, as a gitkb of that time made it (the migrations run up
+    to that step only), holding the rows of the catalog file ``current`` in the tables that schema has
+    (their columns are the same: the migrations since add tables and drop an index only)."""
+    from gitkb.stores.catalog import table_rows  # only this test builds an older catalog
+    from gitkb.stores.catalog.migrations import migrate
+
+    conn = sqlite3.connect(dest, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        migrate(conn, upto=OLD_SCHEMA)
+        conn.execute("COMMIT")
+        tables = table_rows.table_order(table_rows.migrations_applied(conn))
+        assert "proposal_specs" not in tables and "writer_lease" not in tables and "documents" in tables
+        conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
+        conn.execute("BEGIN")
+        for t in tables:
+            if t != "migrations":
+                cols = ", ".join(f'"{r[1]}"' for r in conn.execute(f'PRAGMA main.table_info("{t}")'))
+                conn.execute(f'INSERT INTO main."{t}" ({cols}) SELECT {cols} FROM cur."{t}"')
+        conn.execute("COMMIT")
+        conn.execute("DETACH DATABASE cur")
+    finally:
+        conn.close()
+
+
+def test_archives_of_an_older_schema_restore_into_postgresql_and_sqlite(
+    make_ws: Callable[..., Any],
+    tmp_path: Path,
+    home: Path,
+    catalog_backend: str,
+    catalog_for: Callable[[Path], str | None],
+) -> None:
+    """fence18: an older gitkb's archive (its catalog at ``OLD_SCHEMA``), as a SQLite file and as a
+    table-rows export, restores into PostgreSQL (its rows migrated forward through a SQLite catalog of
+    the archive's schema) and into SQLite; the restored workspace is at this gitkb's schema, holds
+    every row and takes new ones."""
+    from gitkb.stores.catalog import backup as catalog_backup  # only this test writes archives by hand
+    from gitkb.stores.catalog import table_rows
+    from gitkb.stores.catalog.migrations import MIGRATIONS
+
+    w = make_ws(catalog_url=f"sqlite:///{home / 'catalog.sqlite3'}")
+    ok(w.document_index("CREATE_INDEX", index_name="notes", embeddings=False))
+    for i in range(4):
+        text = f"# Note {i}\n\nThe older schema keeps note {i} about {WORDS[i]}.\n"
+        ok(w.document_index("ADD_TEXT", index_name="notes", text=text, filepath=f"n{i}.md"))
+    ok(w.document_index("DELETE_DOCUMENT", index_name="notes", filepath="n3.md"))  # a counter past MAX
+    ok(w.backup(str(tmp_path / "now.backup")))
+    files = tmp_path / "files"
+    manifest = backup_archive.read(tmp_path / "now.backup", files)
+    old_file = files / "catalog" / "catalog.sqlite3"
+    old_file.unlink()
+    old_schema_copy(home / "catalog.sqlite3", old_file)
+    applied = catalog_backup.migrations_applied(old_file)
+    assert applied and len(applied) < len(MIGRATIONS)
+    as_file = {**manifest, "catalog": {**manifest["catalog"], "migrations": applied}}
+    as_file["catalog"]["tables"] = catalog_backup.table_counts(old_file)
+    backup_archive.write(tmp_path / "old-file.backup", files, as_file)
+    rows_dir = tmp_path / "rows"
+    rows_dir.mkdir()
+    with sqlite3.connect(old_file, isolation_level=None) as conn:  # what an older gitkb on PostgreSQL wrote
+        conn.execute("BEGIN")
+        exported = table_rows.export(conn, rows_dir)
+        conn.execute("COMMIT")
+    assert exported["migrations"] == applied and "proposal_specs" not in exported["tables"]
+    as_rows = {
+        **manifest,
+        "catalog": {
+            "backend": "postgresql",
+            "format": catalog_backup.TABLE_ROWS,
+            "dir": "catalog/tables",
+            **exported,
+        },
+    }
+    backup_archive.write(tmp_path / "old-rows.backup", rows_dir, as_rows)
+    docs = ok(w.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"]
+    assert docs == 3
+    w.close()
+    for kind in ("file", "rows"):
+        targets: list[tuple[Path, str | None]] = [(tmp_path / f"{kind}-sqlite", None)]
+        if catalog_backend == "postgresql":
+            targets.append((tmp_path / f"{kind}-pg", catalog_for(tmp_path / f"{kind}-pg")))
+        for restored, url in targets:
+            got = w.restore(str(tmp_path / f"old-{kind}.backup"), str(restored), catalog_url=url)
+            assert got.get("Success") is True, (kind, url, got)
+            with restored_at(restored, url) as r:
+                assert r.ctx.catalog.backend["engine"] == ("postgresql" if url else "sqlite")
+                done = [str(row[0]) for row in r.ctx.catalog.conn.execute("SELECT name FROM migrations")]
+                assert sorted(done) == sorted(fn.__name__ for fn in MIGRATIONS)  # brought forward
+                assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == docs
+                hits = ok(r.document_index("SEARCH", index_name="notes", query="cedar", mode="keyword"))
+                assert [h["filepath"] for h in hits["Results"]] == ["n2.md"]
+                assert r.ctx.is_writer  # the lease table the old schema lacked is there, and free
+                ok(
+                    r.document_index(
+                        "ADD_TEXT", index_name="notes", text="# New\n\nafter restore\n", filepath="x.md"
+                    )
+                )
+                assert ok(r.document_index("LIST_DOCUMENTS", index_name="notes"))["total_count"] == docs + 1

@@ -473,3 +473,78 @@ def test_openai_compat_errors(openai_server: str, tmp_path: Path) -> None:
 def test_fastembed_option_validation(options: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument):
         create_embedder("fastembed", None, cache_dir=tmp_path, options=options)
+
+
+def fastembed_reference(model_dir: Path, texts: list[str], batch_size: int = 8) -> list[list[float]]:
+    """What ``FastEmbedMiniLM.embed_batch`` gave when fastembed's ``TextEmbedding`` ran the model:
+    texts sorted by length, groups of ``batch_size``, two intra-op threads."""
+    from fastembed import TextEmbedding
+
+    from gitkb.core.embedders.fastembed_minilm import register_custom_model
+
+    model = TextEmbedding(
+        register_custom_model(),
+        cache_dir=str(model_dir.parent),
+        threads=2,
+        specific_model_path=str(model_dir),
+        local_files_only=True,
+    )
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[list[float]] = [[] for _ in texts]
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        for i, v in zip(idx, model.embed([texts[i] for i in idx], batch_size=batch_size), strict=True):
+            out[i] = v.tolist()
+    return out
+
+
+MIXED_TEXTS = [
+    "how do I throttle a function",
+    "What is the maximum timeout for a Lambda function?",
+    "[MASK] what [CLS] is [SEP] x [PAD]",
+    "Ünïcödé naïve café   spaced\tout\nlines",
+    "日本語のテキスト と English",
+    " ".join(f"word{i}" for i in range(400)),  # far over 256 tokens: clipped
+    "x",
+    *[("lorem ipsum " * n).strip() + f" item {n}" for n in (40, 1, 90, 7, 60, 2, 15, 33, 120, 5)],
+]
+
+
+def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm: Any, offline: None) -> None:
+    """One onnxruntime session with one intra-op thread, groups run side by side: the vectors of
+    fastembed's own ``TextEmbedding`` (the way they were made before), bit for bit, in batches and
+    for one query (``embed_query``, on the caller's thread)."""
+    assert minilm.batch_size == 2  # the default: the least CPU per text (README, Performance)
+    reference = fastembed_reference(minilm.model_dir, MIXED_TEXTS)
+    assert minilm.embed_batch(MIXED_TEXTS) == reference
+    kept = minilm.batch_size, minilm.threads
+    try:  # a text's vector does not depend on the group it runs in
+        for minilm.batch_size, minilm.threads in ((1, 1), (3, 2), (5, 3), (64, 2)):
+            assert minilm.embed_batch(MIXED_TEXTS) == reference
+    finally:
+        minilm.batch_size, minilm.threads = kept
+    for t in MIXED_TEXTS:
+        assert minilm.embed_query(t) == minilm.embed_batch([t])[0], t
+    assert minilm._session.get_session_options().intra_op_num_threads == 1
+    assert len(minilm._tok.encode(MIXED_TEXTS[5]).ids) == 256
+    with pytest.raises(InvalidArgument):
+        minilm.embed_query(["a list"])
+
+
+def test_minilm_concurrent_queries_and_batches_give_the_same_vectors(minilm: Any, offline: None) -> None:
+    """One session and one tokenizer serve every thread at once (no lock): queries embedded while
+    batches run on other threads give the vectors they give alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    alone = {t: minilm.embed_query(t) for t in MIXED_TEXTS}
+    batch_alone = minilm.embed_batch(MIXED_TEXTS)
+
+    def queries(k: int) -> bool:
+        return all(minilm.embed_query(t) == alone[t] for t in MIXED_TEXTS[k % 3 :: 2])
+
+    def batches(_: int) -> bool:
+        return bool(minilm.embed_batch(MIXED_TEXTS) == batch_alone)
+
+    with ThreadPoolExecutor(6) as pool:
+        done = [pool.submit(queries if k % 2 else batches, k) for k in range(12)]
+        assert all(f.result() for f in done)

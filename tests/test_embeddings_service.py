@@ -5,7 +5,6 @@ Real SQLite, tantivy and Chroma in a temp workspace; the fast ``hashing`` embedd
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from gitkb import Workspace
-from helpers import ok, wait_until
+from helpers import catalog, ok, wait_until
 
 
 def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
@@ -24,21 +23,7 @@ def fails(resp: dict[str, Any], code: str) -> dict[str, Any]:
 
 
 def snapshot(home: Path) -> dict[str, list[tuple[Any, ...]]]:
-    con = sqlite3.connect(home / "catalog.sqlite3")
-    try:
-        tables = [
-            r[0]
-            for r in con.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
-        return {
-            t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-            for t in tables
-            if t not in ("migrations", "jobs", "writer_state")
-        }
-    finally:
-        con.close()
+    return catalog.snapshot(home, leave_out=("migrations", "jobs", "writer_state", "writer_lease", "nodes"))
 
 
 @pytest.fixture
@@ -175,10 +160,7 @@ def test_fail_closed_write_to_embedding_index_when_identity_lost(
     ok(w.document_index("ADD_TEXT", index_name="kb", text="Some text.", filepath="a.txt"))
     ok(w.build_embeddings())
     w.close()
-    con = sqlite3.connect(home / "catalog.sqlite3")
-    con.execute("DELETE FROM workspace_state")
-    con.commit()
-    con.close()
+    catalog.execute(home, "DELETE FROM workspace_state")
     w2 = make_ws(home, embedding_provider="none", embedding_model=None)
     before = snapshot(home)
     fails(
@@ -288,9 +270,7 @@ def test_cost_is_reported_and_logged_in_events(make_ws: Callable[..., Workspace]
     )
     r = ok(w.build_embeddings())
     assert r["cost"]["texts"] == 1 and r["cost"]["tokens"] == 8 and r["cost"]["seconds"] >= 0
-    con = sqlite3.connect(tmp_path / "ws" / "catalog.sqlite3")
-    rows = con.execute("SELECT data FROM events WHERE kind = 'embedding'").fetchall()
-    con.close()
+    rows = catalog.rows(tmp_path / "ws", "SELECT data FROM events WHERE kind = 'embedding' ORDER BY id")
     import json
 
     data = json.loads(rows[-1][0])

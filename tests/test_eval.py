@@ -18,6 +18,7 @@ from gitkb import Workspace
 from gitkb.services.evaluation.answers import lead_recall
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate, per_query
+from gitkb.services.evaluation.runners import misses
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -290,6 +291,9 @@ def test_eval_qa_end_to_end(ws: Workspace, tmp_path: Path) -> None:
         leads.append(lead_recall(a["Answer"], gold) if a["answered"] else 0.0)
     assert r["ask_lead_recall"] == round(sum(leads) / 3, 4) and r["ask_lead_recall"] >= 2 / 3
     assert "lead recall" in r["Message"]
+    # misses: the questions to read one by one (gold not first, or not cited by ASK)
+    assert len([m for m in r["misses"] if m["gold_rank"] != 1]) == round((1 - r["recall@1"]) * 3)
+    assert len([m for m in r["misses"] if not m["ask_cites_gold"]]) == round((1 - r["ask_cites_gold"]) * 3)
     listing = ws.document_index("LIST_DOCUMENTS", index_name="eval-qa-qa-keyword", show_files_only=True)
     paths = {
         d["filepath"] if isinstance(d, dict) else d
@@ -348,3 +352,14 @@ def test_load_qa_awsdocs() -> None:
     data = load_qa(SHARED / "awsdocs")
     assert len(data.questions) == 20
     assert all((data.docs_dir / q.doc).is_file() for q in data.questions)
+
+
+def test_misses_lists_what_to_look_at() -> None:
+    run = {"a": ["x", "g"], "b": ["g"], "c": ["y"], "d": ["g"]}
+    qrels = {q: {"g": 1} for q in run}
+    got = misses(run, qrels, {"b": False, "d": True})
+    assert got == [
+        {"id": "a", "gold_rank": 2, "first": "x"},
+        {"id": "b", "gold_rank": 1, "first": "g", "ask_cites_gold": False},
+        {"id": "c", "gold_rank": None, "first": "y"},
+    ]

@@ -10,7 +10,6 @@ Real git (a bare repository as the remote), the HTTP app through its client, rea
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from gitkb.cli.main import cli
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import github_signature
 from gitkb.stores.repos import ManagedRepo
-from helpers import SOURCE, Upstream, error_code, error_message, git, wait_until
+from helpers import SOURCE, Upstream, catalog, error_code, error_message, git, wait_until
 
 SECRET = "inbound-gate-secret"
 TOKENS = {"ci": ("c" * 24, "write"), "viewer": ("v" * 24, "read"), "root": ("a" * 24, "admin")}
@@ -79,11 +78,7 @@ def staged_proposal(c: TestClient) -> str:
 
 
 def sync_jobs(home: Path) -> int:
-    con = sqlite3.connect(home / "catalog.sqlite3")
-    try:
-        return int(con.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'source_sync'").fetchone()[0])
-    finally:
-        con.close()
+    return int(catalog.rows(home, "SELECT COUNT(*) FROM jobs WHERE kind = 'source_sync'")[0][0])
 
 
 def state(c: TestClient) -> dict[str, Any]:

@@ -6,7 +6,6 @@ content type, unknown source) are refused and enqueue nothing."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import github_signature
-from helpers import SOURCE, Upstream, error_code, error_message, wait_until
+from helpers import SOURCE, Upstream, catalog, error_code, error_message, wait_until
 
 SECRET = "It's a Secret to Everybody"
 WRITER = "w" * 24
@@ -58,13 +57,10 @@ def wait_job(c: TestClient, job_id: str, timeout: float = 60) -> dict[str, Any]:
 
 
 def counts(home: Path) -> tuple[int, int]:
-    con = sqlite3.connect(home / "catalog.sqlite3")
-    try:
-        jobs = con.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-        deliveries = con.execute("SELECT COUNT(*) FROM webhook_deliveries").fetchone()[0]
-        return int(jobs), int(deliveries)
-    finally:
-        con.close()
+    [(jobs, deliveries)] = catalog.rows(
+        home, "SELECT (SELECT COUNT(*) FROM jobs), (SELECT COUNT(*) FROM webhook_deliveries)"
+    )
+    return int(jobs), int(deliveries)
 
 
 def push_payload(upstream: Upstream, before: str, after: str, *, branch: str = "main") -> dict[str, Any]:

@@ -66,6 +66,131 @@ def test_real_model_finds_paraphrase_that_keyword_search_misses(
         assert hyb["mode"] == "hybrid" and target in files(hyb)
 
 
+def test_real_model_query_path_gives_the_batch_path_results(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """SEARCH embeds a query on the query path (``embed_query``, the caller's thread); semantic and
+    hybrid results (ids, order, scores) are those of the batch path's vector (``embed_batch``)."""
+    from gitkb.services.derived.identity import embedder_for
+    from gitkb.services.retrieval.semantic import query_key
+
+    w = make_ws(embedding_provider=None, embedding_model=None)  # the default: fastembed MiniLM
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    identity = "fastembed/all-minilm-l6-v2"
+    emb: Any = embedder_for(w.ctx, identity)
+    cache = w.ctx.caches.query_vectors
+    for q in ("newcomer orientation schedule", "how do I rotate the database password", "on-call"):
+        for mode in ("semantic", "hybrid"):
+            cache.clear()
+            new = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=20))["Results"]
+            assert list(cache) == [query_key(identity, q)]
+            cache.clear()
+            cache[query_key(identity, q)] = emb.embed_batch([q])[0]
+            old = ok(w.document_index("SEARCH", query=q, mode=mode, top_n=20))["Results"]
+            assert [(r["id"], r["score"]) for r in new] == [(r["id"], r["score"]) for r in old], (q, mode)
+            assert len(new) > 3
+
+
+def test_query_vectors_are_cached_by_identity_and_spacing_free_text(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """The query-vector LRU is keyed by (identity, query with its runs of spaces, tabs and line
+    breaks made one space): a query repeated with other spacing is not embedded again."""
+    from gitkb.services.derived import identity
+    from gitkb.services.retrieval.semantic import QUERY_CACHE_SIZE
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    emb = identity.embedder_for(w.ctx, "hashing/h1")
+    calls: list[list[str]] = []
+    real = emb.embed_batch
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return real(texts)
+
+    emb.embed_batch = counting  # type: ignore[method-assign]
+    first = ok(w.document_index("SEARCH", query="rotate the  password", mode="semantic"))
+    again = ok(w.document_index("SEARCH", query=" rotate\tthe\n password ", mode="semantic"))
+    assert calls == [["rotate the password"]]
+    assert [r["id"] for r in first["Results"]] == [r["id"] for r in again["Results"]]
+    ok(w.document_index("SEARCH", query="Rotate the password", mode="semantic"))
+    assert len(calls) == 2  # case is the embedder's business: another entry
+    assert QUERY_CACHE_SIZE == 512
+
+
+def test_search_reads_full_rows_only_for_the_hits_it_cites(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """Candidates are checked against the catalog with a narrow read (no text, no JSON); the full
+    chunk and document rows are read once, for the ``top_n`` hits cited (keyword and semantic
+    searches ask for 2-4x more candidates than they cite). SQLite's statement trace shows it."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+    for mode in ("keyword", "semantic"):
+        ok(w.document_index("SEARCH", query="database password", mode=mode, top_n=2))  # warm: settings, plan
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            r = ok(w.document_index("SEARCH", query="database password", mode=mode, top_n=2))
+        finally:
+            conn.set_trace_callback(None)
+        assert r["count"] == 2
+        full = [x for x in statements if "c.text" in x and "rowid IN" in x]
+        assert len(full) == 1, (mode, full)
+        ids = re.search(r"rowid IN \(([^)]*)\)", full[0])
+        assert ids is not None and len(ids.group(1).split(",")) == 2, (mode, full[0])
+        narrow = [x for x in statements if "c.document_rowid, d.tenant" in x]
+        assert narrow and len(re.search(r"IN \(([^)]*)\)", narrow[0]).group(1).split(",")) > 2  # type: ignore[union-attr]
+
+
+def test_hybrid_cites_the_keyword_sides_hits_on_its_thread(
+    make_ws: Callable[..., Workspace], kb_copy: Path
+) -> None:
+    """A hybrid search's keyword side reads and cites its first ``top_n`` hits on the search thread,
+    while the query is embedded; the caller's thread then reads full rows only for the fused hits
+    the keyword side did not cite. The answer is the one of the two sides put together."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+    q, n = "rotate the database password after an incident", 4
+    kw = [r["id"] for r in ok(w.document_index("SEARCH", query=q, mode="keyword", top_n=n))["Results"]]
+    ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=n))  # warm: settings, plan, query vector
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        hyb = ok(w.document_index("SEARCH", query=q, mode="hybrid", top_n=n))["Results"]
+    finally:
+        conn.set_trace_callback(None)
+    others = [r["id"] for r in hyb if r["id"] not in kw]
+    assert len(hyb) == n and len(others) < n  # some fused hits are the keyword side's own
+    read = [
+        m.group(1) for x in statements if "c.text" in x for m in [re.search(r"rowid IN \(([^)]*)\)", x)] if m
+    ]
+    cids = [int(c) for part in read for c in part.split(",") if c.strip()]
+    assert len(cids) == len(others), (statements, others)
+    assert all(r["retrievers"] and r["snippet"] for r in hyb)
+
+
 # -- fusion ------------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ feed commits as it goes, so tantivy's serialising does not all wait for the last
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from gitkb.services.derived import catchup
 from gitkb.services.indexing import ingest
 from gitkb.services.indexing.chunk_pipeline import ChunkPipeline, chunk_packed
 from gitkb.stores.catalog import changes
+from gitkb.stores.catalog.documents.write import BULK_CACHE_KIB
 from helpers import ok
 
 MARKDOWN = "\n\n".join(
@@ -81,3 +83,62 @@ def test_an_ingest_chunked_by_the_worker_writes_a_small_first_and_last_batch(
     seen: list[int] = []
     r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append(done))
     assert r["counts"]["added"] == 6 and seen == [1, 5, 6]
+
+
+def test_a_big_ingest_writes_with_a_bigger_page_cache_and_gives_it_back(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection writing a big ingest holds ``BULK_CACHE_KIB`` of page cache while it writes,
+    and its own size again afterwards, also when the ingest fails midway; a small ingest keeps it."""
+    conn = ws.ctx.catalog.conn
+    default = conn.execute("PRAGMA cache_size").fetchone()[0]
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    sizes: list[int] = []
+
+    def progress(_done: int, _total: int) -> None:
+        sizes.append(conn.execute("PRAGMA cache_size").fetchone()[0])
+
+    ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=progress)
+    assert sizes and set(sizes) == {default}  # 6 files: not a big ingest
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_FILES", 1)
+    sizes.clear()
+    ok(ws.document_index("CREATE_INDEX", index_name="kb2", embeddings=False))
+    ingest.add_documents(ws.ctx, "kb2", str(kb_copy / "docs"), progress=progress)
+    assert sizes and set(sizes) == {-BULK_CACHE_KIB} and default != -BULK_CACHE_KIB
+    assert conn.execute("PRAGMA cache_size").fetchone()[0] == default
+
+    def fail(_done: int, _total: int) -> None:
+        raise RuntimeError("stop")
+
+    ok(ws.document_index("CREATE_INDEX", index_name="kb3", embeddings=False))
+    with pytest.raises(RuntimeError):
+        ingest.add_documents(ws.ctx, "kb3", str(kb_copy / "docs"), progress=fail)
+    assert conn.execute("PRAGMA cache_size").fetchone()[0] == default
+
+
+def test_the_worker_is_handed_batches_ahead_of_the_one_being_written(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the writer writes a batch, the worker already holds the next ``CHUNK_AHEAD`` ones, so
+    it never waits for the writer to read and submit the next batch; everything is written once,
+    in order."""
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 1)
+    monkeypatch.setattr(ingest, "EDGE_BATCH", 1)
+    submitted: list[int] = []
+    real = ChunkPipeline.submit
+
+    def counting(self: ChunkPipeline, items: Any) -> Any:
+        submitted.append(len(items))
+        return real(self, items)
+
+    monkeypatch.setattr(ChunkPipeline, "submit", counting)
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    seen: list[tuple[int, int]] = []  # (files written, batches handed to the worker)
+    r = ingest.add_documents(
+        ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append((done, len(submitted)))
+    )
+    assert ingest.CHUNK_AHEAD == 2 and r["counts"]["added"] == 6
+    assert seen == [(1, 3), (2, 4), (3, 5), (4, 6), (5, 6), (6, 6)]
+    conn = ws.ctx.catalog.conn
+    assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 6

@@ -182,7 +182,7 @@ def test_streamable_http_lists_searches_and_refuses_writes_when_read_only(http_u
 
 
 @pytest.mark.slow  # a subprocess: importing the mcp SDK alone takes seconds on a small machine
-def test_gitkb_mcp_over_stdio_lists_tools_and_searches(ws: Any, home: Path) -> None:
+def test_gitkb_mcp_over_stdio_lists_tools_and_searches(ws: Any, home: Path, catalog_url: str | None) -> None:
     """`gitkb mcp --agent ID` over stdio, as an MCP client configuration would launch it."""
     ws.document_index("CREATE_INDEX", index_name="notes")
     ws.document_index("ADD_TEXT", index_name="notes", text="Backups run nightly at 02:00 UTC.")
@@ -191,6 +191,8 @@ def test_gitkb_mcp_over_stdio_lists_tools_and_searches(ws: Any, home: Path) -> N
     exe = str(Path(sys.executable).with_name("gitkb"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     env.update(GITKB_EMBEDDING_PROVIDER="hashing", GITKB_EMBEDDING_MODEL="hashing-384")
+    if catalog_url is not None:  # the workspace's PostgreSQL catalog (the both-backend run)
+        env["GITKB_CATALOG_URL"] = catalog_url
     params = StdioServerParameters(command=exe, args=["--home", str(home), "mcp", "--agent", AGENT], env=env)
 
     async def main() -> tuple[list[str], dict[str, Any]]:

@@ -351,3 +351,21 @@ def test_a_signed_webhook_sent_to_another_node_syncs_once(
         assert again.json()["job_id"] == job_id
     syncs = [j for j in ok(a.list_jobs(count=100))["Jobs"] if j["kind"] == done.kind]
     assert len(syncs) == 2  # the first sync and the webhook's: one each
+
+
+def test_verify_on_a_node_that_is_not_the_writer_leaves_the_clones_to_the_writer(
+    node: Node, upstream: Any
+) -> None:
+    """The managed clones are a cache of the writer's home (sync18): verify on another node with its
+    own home reports no clone difference; the writer's own home is still checked."""
+    import shutil  # only this test removes a home's clones
+
+    from helpers import SOURCE
+
+    a, b = node("a"), node("b")
+    ok(a.source_add(SOURCE, str(upstream.remote)))
+    ok(a.source_sync(SOURCE))
+    assert a.ctx.is_writer and not b.ctx.is_writer
+    assert not [d for d in ok(b.verify())["differences"] if d["store"] == "clones"]
+    shutil.rmtree(a.ctx.settings.repos_path)
+    assert "clone_missing" in {d["kind"] for d in ok(a.verify())["differences"]}

@@ -6,76 +6,23 @@ the other nodes meanwhile see 0 errors."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from helpers import WaitTimeout, postgres, wait_until
-from helpers.nodes import sqlite_url
+from helpers import postgres, wait_until
+from helpers.nodes import ServeNode as Node
+from helpers.nodes import finished, keyword_paths, sqlite_url, wait_caught_up
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
 TESTS = Path(__file__).resolve().parent
 FILES = 700
-
-
-class Node:
-    def __init__(self, home: Path, catalog: str, env: dict[str, str]) -> None:
-        code = "import sys; from helpers.nodes import serve_child; serve_child(*sys.argv[1:])"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(home), catalog], stdout=subprocess.PIPE, text=True, env=env
-        )
-        assert self.proc.stdout is not None
-        self.url = json.loads(self.proc.stdout.readline())["url"]
-        wait_until(self._up, timeout=60, interval=0.2, what=f"{self.url} to come up")
-
-    def _up(self) -> bool:
-        try:
-            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def get(self, path: str) -> Any:
-        return httpx.get(self.url + path, timeout=60)
-
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        return httpx.post(self.url + path, json=body, timeout=60)
-
-    def writer(self) -> bool:
-        return bool(self.get("/readyz").json()["writer"])
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(30)
-
-
-def finished(n: Node, body: dict[str, Any]) -> dict[str, Any]:
-    if body.get("status") != "working":
-        return body
-
-    def done() -> dict[str, Any] | None:
-        job = n.get(f"/jobs/{body['job_id']}").json()
-        return dict(job) if job["status"] in ("completed", "failed", "cancelled") else None
-
-    job = wait_until(done, timeout=180, interval=0.1, what=f"job {body['job_id']}")
-    assert job["status"] == "completed", job
-    return dict(job["result"])
-
-
-def keyword_paths(n: Node, query: str) -> list[str]:
-    r = n.post("/search", {"query": query, "index_name": "kb", "mode": "keyword"})
-    assert r.status_code == 200, r.text
-    return [h["filepath"] for h in r.json()["Results"]]
 
 
 @pytest.fixture
@@ -169,30 +116,7 @@ def test_three_nodes_one_catalog_kill_9_the_writer_during_an_ingest(cluster: tup
         docs_listed = b.get("/indexes/kb/documents?count=1").json()
         assert docs_listed["total_count"] == FILES + 1, docs_listed
         for n in (b, c):
-            last: list[Any] = []
-
-            def caught_up(n: Node = n, last: list[Any] = last) -> bool:
-                st = n.get("/status").json()
-                last[:] = [
-                    {
-                        k: st.get(k)
-                        for k in (
-                            "queue_depth",
-                            "in_flight_job",
-                            "dirty_paths",
-                            "dirty_embeddings",
-                            "writer",
-                            "vector_build",
-                            "status",
-                        )
-                    }
-                ]
-                return bool(st["caught_up"])
-
-            try:
-                wait_until(caught_up, timeout=120, interval=0.5, what=f"{n.url} to catch up")
-            except WaitTimeout as exc:
-                raise AssertionError(f"{exc}; last status {last}") from None
+            wait_caught_up(n)
             v = n.post("/verify", {}).json()
             assert v["clean"], (n.url, v)
             assert keyword_paths(n, "word699")[:1] == ["docs/f699.md"]

@@ -4,7 +4,6 @@ vectors reused for unchanged texts, failures and a SIGKILL leave the original in
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,16 +16,14 @@ import pytest
 
 from gitkb import Workspace
 from helpers import fails, ok, wait_until
+from helpers.catalog import rows as catalog_rows
+from helpers.catalog import url_for as catalog_url_for
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def catalog(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(home / "catalog.sqlite3")
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
+    return catalog_rows(home, sql, *args)
 
 
 def chunk_rows(home: Path, index: str) -> list[tuple[Any, ...]]:
@@ -250,6 +247,8 @@ def test_sigkill_mid_rechunk_leaves_original_index_intact(w: Workspace, tmp_path
     w.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     env["GITKB_CRASH_AT"] = point
+    if url := catalog_url_for(home):  # the child opens the same catalog (PostgreSQL in the both-backend run)
+        env["GITKB_CATALOG_URL"] = url
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(home)],
         env=env,

@@ -24,7 +24,9 @@ def chunk_ids(ws: Any, path: str, index: str = SOURCE) -> list[str]:
 
 
 def hits(ws: Any, query: str, index: str = SOURCE) -> list[dict[str, Any]]:
-    out = ws.document_index("SEARCH", query=query, index_name=index, top_n=10)
+    """Keyword hits: whether the words are indexed (a synced page has vectors too, and the semantic
+    side of a hybrid search always finds a nearest chunk)."""
+    out = ws.document_index("SEARCH", query=query, index_name=index, top_n=10, mode="keyword")
     assert out["Success"], out
     return list(out["Results"])
 
@@ -404,3 +406,27 @@ def test_cite_check_reports_moved_lines(ws: Any, upstream: Upstream) -> None:
     out = ws.cite_check(last["id"])
     assert out["status"] == "moved", out
     assert out["head_line_start"] == last["location"]["line_start"] + 2
+
+
+def test_a_sync_wakes_the_embedder_so_its_chunks_get_vectors(source_ws: Any, upstream: Upstream) -> None:
+    """A sync writes chunks like an ingest does: the background embedder gives them vectors without
+    another write or a restart waking it (sync18: a sync never woke it, nor bound the index)."""
+    from helpers import wait_until  # only this test waits for the embedder
+
+    st = source_ws.get_index_status()
+    assert st["documents_indexed"] > 0
+    wait_until(
+        lambda: source_ws.get_index_status()["dirty_embeddings"] == 0,
+        timeout=20,
+        interval=0.1,
+        what="the synced chunks' vectors",
+    )
+    upstream.write("docs/runbooks/zz-vectors.md", "---\ntitle: Vectors\n---\n# Vectors\n\nThe comet page.\n")
+    upstream.commit_push("one more page")
+    assert source_ws.source_sync(SOURCE)["Success"]
+    wait_until(
+        lambda: source_ws.get_index_status()["dirty_embeddings"] == 0,
+        timeout=20,
+        interval=0.1,
+        what="the new page's vectors",
+    )

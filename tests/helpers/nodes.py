@@ -1,5 +1,6 @@
-"""Workspaces with separate homes sharing one catalog (nodes that share no files), and the slow job
-kind the failover tests kill a writer during.
+"""Workspaces with separate homes sharing one catalog (nodes that share no files), the slow job
+kind the failover tests kill a writer during, and ``ServeNode``: one ``gitkb serve`` child process
+(tests/test_nodes_serve.py, tests/test_nodes_sync.py).
 
 Each node's settings name the shared catalog by URL (``[catalog] url``): a SQLite file outside every
 home, or a PostgreSQL database.
@@ -8,13 +9,18 @@ home, or a PostgreSQL database.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from gitkb.core.config import Settings, load_settings
+from helpers.wait import WaitTimeout, wait_until
 
 SLOW_KIND = "test_slow_docs"
 
@@ -82,3 +88,84 @@ def serve_child(home: str, catalog_url: str) -> None:
     print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
     config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=10)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+class ServeNode:
+    """``gitkb serve`` of one node (``serve_child``) on ``catalog``, with its own ``home``."""
+
+    def __init__(self, home: Path, catalog: str, env: dict[str, str]) -> None:
+        code = "import sys; from helpers.nodes import serve_child; serve_child(*sys.argv[1:])"
+        self.home = home
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(home), catalog], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert self.proc.stdout is not None
+        self.url = json.loads(self.proc.stdout.readline())["url"]
+        wait_until(self._up, timeout=60, interval=0.2, what=f"{self.url} to come up")
+
+    def _up(self) -> bool:
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def get(self, path: str) -> Any:
+        return httpx.get(self.url + path, timeout=60)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return httpx.post(self.url + path, json=body, timeout=60)
+
+    def writer(self) -> bool:
+        return bool(self.get("/readyz").json()["writer"])
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(30)
+
+
+def finished(n: ServeNode, body: dict[str, Any]) -> dict[str, Any]:
+    """The result of an answer that may be a job (``status: working``): waited for, completed."""
+    if body.get("status") != "working":
+        return body
+
+    def done() -> dict[str, Any] | None:
+        job = n.get(f"/jobs/{body['job_id']}").json()
+        return dict(job) if job["status"] in ("completed", "failed", "cancelled") else None
+
+    job = wait_until(done, timeout=180, interval=0.1, what=f"job {body['job_id']}")
+    assert job["status"] == "completed", job
+    return dict(job["result"])
+
+
+def keyword_paths(n: ServeNode, query: str, index: str = "kb") -> list[str]:
+    r = n.post("/search", {"query": query, "index_name": index, "mode": "keyword"})
+    assert r.status_code == 200, r.text
+    return [h["filepath"] for h in r.json()["Results"]]
+
+
+STATUS_SHOWN = (
+    "queue_depth",
+    "in_flight_job",
+    "dirty_paths",
+    "dirty_embeddings",
+    "writer",
+    "vector_build",
+    "status",
+)
+
+
+def wait_caught_up(n: ServeNode, timeout: float = 120) -> None:
+    """Until ``/status`` of ``n`` says ``caught_up`` (its keyword index and the vectors); the last
+    status is in the failure."""
+    last: list[Any] = []
+
+    def caught_up() -> bool:
+        st = n.get("/status").json()
+        last[:] = [{k: st.get(k) for k in STATUS_SHOWN}]
+        return bool(st["caught_up"])
+
+    try:
+        wait_until(caught_up, timeout=timeout, interval=0.5, what=f"{n.url} to catch up")
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}; last status {last}") from None

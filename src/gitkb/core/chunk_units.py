@@ -102,22 +102,45 @@ def unit_end(doc: DocUnits, k: int) -> int:
     return doc.starts[k + 1] if k + 1 < len(doc.starts) else len(doc.text)
 
 
-def split_lines(doc: DocUnits, size: int) -> list[int]:
-    """Cut code blocks over ``size`` pieces into lines; return the units still over ``size``."""
-    long_units = [k for k, c in enumerate(doc.counts) if c > size]
-    if not long_units or not doc.multiline:
-        return long_units
-    parts: dict[int, list[tuple[int, int, int]]] = {}
-    for k in long_units:
-        if k in doc.multiline:
+def long_blocks(doc: DocUnits, size: int) -> list[tuple[int, list[int], int]]:
+    """(unit, its line starts, its end) of each code block over ``size`` pieces: ``split_lines`` cuts
+    them into lines once their lines are counted (``chunk_many`` counts every document's at once)."""
+    if not doc.multiline:
+        return []
+    out: list[tuple[int, list[int], int]] = []
+    for k, c in enumerate(doc.counts):
+        if c > size and k in doc.multiline:
             s, e = doc.starts[k], unit_end(doc, k)
             subs = [s]
             subs.extend(b for m in _LINE_RE.finditer(doc.text, s, e) if (b := m.end()) < e)
-            counts = count_spans(doc.text, subs, e)
-            parts[k] = [
-                (b, doc.ranks[k] if j == 0 else LINE, c)
-                for j, (b, c) in enumerate(zip(subs, counts, strict=True))
-            ]
+            out.append((k, subs, e))
+    return out
+
+
+def split_lines(
+    doc: DocUnits,
+    size: int,
+    blocks: list[tuple[int, list[int], int]] | None = None,
+    line_counts: list[list[int]] | None = None,
+) -> list[int]:
+    """Cut code blocks over ``size`` pieces into lines; return the units still over ``size``.
+
+    ``blocks`` and ``line_counts``: the document's ``long_blocks`` and the piece count of each of their
+    lines, when the caller counted them (for many documents at once); otherwise counted here."""
+    long_units = [k for k, c in enumerate(doc.counts) if c > size]
+    if not long_units or not doc.multiline:
+        return long_units
+    if blocks is None:
+        blocks = long_blocks(doc, size)
+        line_counts = [count_spans(doc.text, subs, e) for _k, subs, e in blocks]
+    assert line_counts is not None
+    parts: dict[int, list[tuple[int, int, int]]] = {
+        k: [
+            (b, doc.ranks[k] if j == 0 else LINE, c)
+            for j, (b, c) in enumerate(zip(subs, counts, strict=True))
+        ]
+        for (k, subs, _e), counts in zip(blocks, line_counts, strict=True)
+    }
     _replace_units(doc, parts)
     doc.multiline = set()
     return [k for k, c in enumerate(doc.counts) if c > size]

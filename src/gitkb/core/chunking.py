@@ -77,6 +77,7 @@ from gitkb.core.chunk_units import (
     LINE,
     PIECE,
     DocUnits,
+    long_blocks,
     prepare_units,
     split_lines,
     split_tokens,
@@ -141,11 +142,15 @@ def _pack(counts: list[int], ranks: list[int], size: int, overlap: int) -> list[
         i, prev_end = k, cut
 
 
-def _spans(doc: DocUnits, windows: list[tuple[int, int]]) -> list[ChunkSpan]:
+# A chunk without its text: (char_start, char_end, line_start, line_end, heading_path, token_count).
+SpanRow = tuple[int, int, int, int, tuple[str, ...], int]
+
+
+def _span_rows(doc: DocUnits, windows: list[tuple[int, int]]) -> list[SpanRow]:
     text, starts = doc.text, doc.starts
     n = len(text)
     prefix = [0, *accumulate(doc.counts)]
-    out: list[ChunkSpan] = []
+    out: list[SpanRow] = []
     line_pos, line_no = 0, 1
     for i, e in windows:
         cs = starts[i]
@@ -164,7 +169,7 @@ def _spans(doc: DocUnits, windows: list[tuple[int, int]]) -> list[ChunkSpan]:
             h = bisect_right(doc.heading_at, look) - 1
             if h >= 0:
                 path = doc.heading_paths[h]
-        out.append(ChunkSpan(text[cs:ce], cs, ce, line_no, line_end, path, prefix[e] - prefix[i]))
+        out.append((cs, ce, line_no, line_end, path, prefix[e] - prefix[i]))
     return out
 
 
@@ -173,6 +178,15 @@ def _spans(doc: DocUnits, windows: list[tuple[int, int]]) -> list[ChunkSpan]:
 
 def chunk_many(items: list[tuple[str, ChunkConfig, bool]]) -> list[list[ChunkSpan]]:
     """Chunk many documents ``(text, config, markdown)`` at once; tokenizer calls are batched."""
+    return [
+        [ChunkSpan(text[cs:ce], cs, ce, ls, le, path, n) for cs, ce, ls, le, path, n in rows]
+        for (text, _config, _markdown), rows in zip(items, chunk_rows(items), strict=True)
+    ]
+
+
+def chunk_rows(items: list[tuple[str, ChunkConfig, bool]]) -> list[list[SpanRow]]:
+    """``chunk_many`` without cutting each chunk's text out of its document (the chunking worker
+    sends chunks back without it)."""
     docs = [prepare_units(text, config, markdown) for text, config, markdown in items]
     for g in range(0, len(docs), _COUNT_GROUP):
         group = docs[g : g + _COUNT_GROUP]
@@ -180,23 +194,33 @@ def chunk_many(items: list[tuple[str, ChunkConfig, bool]]) -> list[list[ChunkSpa
         for doc, c in zip(group, counts, strict=True):
             doc.counts = c
     windows = [sentence_window(doc.config, doc.counts) for doc in docs]
-    long_units = [split_lines(doc, w[0]) if w else [] for doc, w in zip(docs, windows, strict=True)]
+    # code blocks over a window are cut into lines: every document's lines counted in one call
+    blocks = [long_blocks(doc, w[0]) if w else [] for doc, w in zip(docs, windows, strict=True)]
+    line_counts = iter(
+        count_spans_many(
+            [(d.text, subs, e) for d, bs in zip(docs, blocks, strict=True) for _k, subs, e in bs]
+        )
+    )
+    long_units = [
+        split_lines(doc, w[0], bs, [next(line_counts) for _ in bs]) if w else []
+        for doc, w, bs in zip(docs, windows, blocks, strict=True)
+    ]
     long_texts = [
         d.text[d.starts[k] : unit_end(d, k)] for d, ks in zip(docs, long_units, strict=True) for k in ks
     ]
     offsets = iter(token_starts(long_texts) if long_texts else [])
-    out: list[list[ChunkSpan]] = []
+    out: list[list[SpanRow]] = []
     for doc, w, ks in zip(docs, windows, long_units, strict=True):
         if not doc.text:
             out.append([])
         elif w is None:
             total = sum(doc.counts)
             doc.starts, doc.ranks, doc.counts = [0], [LINE], [total]
-            out.append(_spans(doc, [(0, 1)]))
+            out.append(_span_rows(doc, [(0, 1)]))
         else:
             if ks:
                 split_tokens(doc, w[0], ks, [next(offsets) for _ in ks])
-            out.append(_spans(doc, _pack(doc.counts, doc.ranks, *w)))
+            out.append(_span_rows(doc, _pack(doc.counts, doc.ranks, *w)))
     return out
 
 

@@ -110,7 +110,7 @@ class Settings:
     embedding_provider: str | None = "fastembed"
     embedding_model: str | None = None  # None: the provider's default model
     embedding_options: dict[str, Any] = field(default_factory=dict)
-    embed_batch_size: int = 8
+    embed_batch_size: int = 2  # the default model's texts per run (fastembed_minilm.DEFAULT_BATCH_SIZE)
     max_file_bytes: int = 10 * 1024 * 1024
     chroma_host: str | None = None
     chroma_port: int | None = None

@@ -24,6 +24,7 @@ code                          meaning
 ``validation``                a document (sidecar, schema) failed validation
 ``embedding_not_configured``  no complete embedding identity resolves
 ``store_unavailable``         the catalog or vector store cannot be reached
+``lease_lost``                this process lost the writer lease; its write was rolled back
 ``forge_error``               the forge (GitHub, GitLab) refused or failed
 ``internal``                  a bug; the message says where the log is
 ============================  ==================================================
@@ -131,6 +132,19 @@ class ForgeError(GitkbError):
     code = "forge_error"
 
 
+class LeaseLost(GitkbError):
+    """A write of a writer whose lease another node took over (``stores.node_lease``): rolled back,
+    nothing of it was written; the new writer runs the job."""
+
+    code = "lease_lost"
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        kw.setdefault(
+            "next_steps", ["the node now holding the writer lease runs the job: poll it with get_job_result"]
+        )
+        super().__init__(message, **kw)
+
+
 ALL_ERRORS: tuple[type[GitkbError], ...] = (
     GitkbError,
     InvalidArgument,
@@ -147,6 +161,7 @@ ALL_ERRORS: tuple[type[GitkbError], ...] = (
     EmbeddingNotConfigured,
     StoreUnavailable,
     ForgeError,
+    LeaseLost,
 )
 
 

@@ -70,6 +70,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "embedding_not_configured": 503,
     "store_unavailable": 503,
     "forge_error": 502,
+    "lease_lost": 503,
     "internal": 500,
     "payload_too_large": 413,
     "unsupported_media_type": 415,

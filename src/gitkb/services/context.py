@@ -8,6 +8,7 @@ keep between calls lives in ``Context.caches`` (``Caches``, one typed field each
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +82,8 @@ class Caches:
     )  # identity.embedder_for: identity -> embedder
     # semantic.query_vector's LRU: (identity, query) -> the query's vector
     query_vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict)
+    # semantic.text_vectors' LRU: (identity, text) -> its vector (ASK's candidate sentences)
+    text_vectors: OrderedDict[tuple[str, str], array[float]] = field(default_factory=OrderedDict)
     vector_locks: dict[str, threading.RLock] = field(
         default_factory=dict
     )  # vectors_catchup: identity -> lock

@@ -8,6 +8,12 @@ over when it was not renewed for ``0.8 * lease_seconds`` (so a dead writer's lea
 pid is gone (a ``kill -9``). Taking and renewing are compare-and-set on the token: two nodes never both
 believe they hold it after a renewal.
 
+The token is also the fencing token. A writer runs its jobs under ``WriterLease.fence()``
+(``CatalogStore.fenced``): each write transaction of the job first reads the row, under the catalog's
+write lock, and rolls back with ``LeaseLost`` (``lease_lost``) unless the row still holds the token the
+job started with. A writer that stalled past its lease (a pause, a GC, a long batch) and was taken over
+so writes nothing more; the cost is one primary-key read per write transaction.
+
 A process must hold its home's local guard (``gitkb.stores.lease.LocalGuard``) to take the lease: the
 derived files of a home (keyword index, embedded Chroma) are written by one process.
 """
@@ -22,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from gitkb.core.errors import LeaseLost
 from gitkb.stores.catalog.engine import CatalogStore, Conn
 from gitkb.stores.lease import LocalGuard
 
@@ -92,6 +99,17 @@ def _renew(conn: Conn, token: str, at: float) -> bool:
     return cur.rowcount == 1
 
 
+def check_holder(conn: Conn, token: str | None) -> None:
+    """Raise ``LeaseLost`` unless the lease row holds ``token`` (called inside a write transaction)."""
+    r = conn.execute("SELECT token, node_id FROM writer_lease WHERE name = ?", (NAME,)).fetchone()
+    if token is None or r is None or str(r[0]) != token:
+        holder = "nobody" if r is None else f"node {r[1]}"
+        raise LeaseLost(
+            f"this process lost the writer lease ({holder} holds it now); the write was rolled back",
+            details={"lease_holder": None if r is None else str(r[1])},
+        )
+
+
 def _release(conn: Conn, token: str) -> None:
     conn.execute("DELETE FROM writer_lease WHERE name = ? AND token = ?", (NAME, token))
 
@@ -118,6 +136,16 @@ def takeable(row: LeaseRow, *, host: str, now: float, lease_seconds: float) -> b
     if now - row.renewed_at > EXPIRES_AFTER * lease_seconds:
         return True
     return row.host == host and row.pid != os.getpid() and not pid_alive(row.pid)
+
+
+@dataclass(frozen=True)
+class LeaseFence:
+    """A ``CatalogStore.fenced`` check bound to one lease token (None: not held, every write fails)."""
+
+    token: str | None
+
+    def __call__(self, conn: Conn) -> None:
+        check_holder(conn, self.token)
 
 
 class WriterLease:
@@ -159,6 +187,20 @@ class WriterLease:
                 if not _claim(conn, mine, None if row is None else row.token):
                     return False
             self._token = mine.token
+            return True
+
+    def fence(self) -> LeaseFence:
+        """The check a job's write transactions run (``CatalogStore.fenced``): the lease row still holds
+        the token held now. Taken when the job starts: a lease lost and taken again meanwhile fails it too."""
+        return LeaseFence(self._token)
+
+    def lost(self, fence: LeaseFence) -> bool:
+        """A write under ``fence`` found the lease taken over: forget the lease if it is still the one
+        the fence was taken with; True when this call forgot it."""
+        with self._lock:
+            if self._token is None or fence.token != self._token:
+                return False
+            self._token = None
             return True
 
     def looks_free(self) -> bool:

@@ -4,7 +4,10 @@ heartbeat, and the change log's compaction.
 A node is a home: every process of a home shares its node id, its keyword index and the keyword
 watermark named in its row (``keywords_mark``). Compaction removes the change-log entries every
 watermark that still counts has passed: the keyword watermark of each live node (heard from within
-``stale_after`` seconds) and every other watermark (the vectors'). The highest seq removed is the
+``stale_after`` seconds) and the watermarks the caller names (the vectors' of every embedding identity
+some index is bound to, ``services.runtime.nodes.compact``). Any other watermark holds nothing back: a
+node gone stale, or an identity no index uses any more (its indexes re-embedded into another, or
+deleted). The highest seq removed is the
 floor (``changes_floor``): a keyword index whose watermark is below it cannot catch up from the log and
 is rebuilt from the catalog. The newest entry is always kept, so ``MAX(seq)`` (the head) never moves back.
 """
@@ -82,22 +85,20 @@ def floor(conn: Conn) -> int:
     return int(r[0]) if r else 0
 
 
-def holding_floor(conn: Conn, *, live_since: float, also: Iterable[str] = ()) -> int | None:
-    """The lowest watermark that still counts (None when none does): live nodes' keyword watermarks,
-    every watermark that is not a keyword one, and those named in ``also`` (0 when not stored yet)."""
+def holding_floor(conn: Conn, *, live_since: float, counted: Iterable[str] = ()) -> int | None:
+    """The lowest watermark that still counts (None when none does): live nodes' keyword watermarks and
+    those named in ``counted`` (0 when not stored yet); no other watermark counts."""
     live = {n.keywords_mark for n in list_nodes(conn) if n.heartbeat_at >= live_since}
     stored = {str(name): int(seq) for name, seq in conn.execute("SELECT name, seq FROM watermarks")}
-    seqs = [stored.get(name, 0) for name in also] + [
-        int(seq) for name, seq in stored.items() if not name.startswith(KEYWORDS_PREFIX) or name in live
-    ]
+    seqs = [stored.get(name, 0) for name in counted] + [seq for name, seq in stored.items() if name in live]
     return min(seqs) if seqs else None
 
 
-def compact(conn: Conn, *, live_since: float, at: float, also: Iterable[str] = ()) -> tuple[int, int]:
+def compact(conn: Conn, *, live_since: float, at: float, counted: Iterable[str] = ()) -> tuple[int, int]:
     """Remove the entries every counting watermark has passed (call inside a write transaction);
     returns (the floor now, entries removed). With no watermark counting nothing is removed."""
     old = floor(conn)
-    held = holding_floor(conn, live_since=live_since, also=also)
+    held = holding_floor(conn, live_since=live_since, counted=counted)
     if held is None:
         return old, 0
     head = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])

@@ -47,8 +47,9 @@ def restore(
 ) -> dict[str, Any]:
     """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
     untouched. The restored one is opened to rebuild its keyword index and vectors, then closed.
-    ``catalog_url``: a PostgreSQL database with no gitkb rows the catalog goes into (a backup of a
-    PostgreSQL catalog); else the catalog is a new SQLite file in ``directory``."""
+    ``catalog_url``: a PostgreSQL database with no gitkb rows the catalog goes into (an archive of an
+    older schema, or of a SQLite catalog, is migrated forward first); else the catalog is a new SQLite
+    file in ``directory``."""
     opens = self.opens if isinstance(self, Operator) else type(self)
     out = backups.unpack(archive, directory, sha256, catalog_url)
     # the restored catalog, whatever GITKB_CATALOG_URL or the restored gitkb.toml name

@@ -62,6 +62,21 @@ class TokenCounter(Protocol):
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
 
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """Optional: an embedder with a cheaper path for one short text (a search query), giving the
+    vector ``embed_batch([text])[0]`` gives."""
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+def embed_query(embedder: Embedder, text: str) -> list[float]:
+    """The vector of one query: the embedder's query path when it has one, else a batch of one."""
+    if isinstance(embedder, QueryEmbedder):
+        return embedder.embed_query(text)
+    return embedder.embed_batch([text])[0]
+
+
 @dataclass(frozen=True, slots=True)
 class EmbedCost:
     """What one embedding run cost: how many texts, model tokens, and wall seconds."""

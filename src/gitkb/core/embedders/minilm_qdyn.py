@@ -34,11 +34,7 @@ PROVIDER = base.PROVIDER
 MODEL = "all-minilm-l6-v2-qdyn"
 IDENTITY = f"{PROVIDER}/{MODEL}"
 MODEL_DIR_NAME = "all-minilm-l6-v2-qdyn"
-FASTEMBED_MODEL_NAME = "gitkb/all-minilm-l6-v2-qdyn"
 LOCK_NAME = ".build.lock"
-
-_register_lock = threading.Lock()
-_registered = False
 
 
 def fold_weights(src: Path, dest: Path) -> int:
@@ -148,36 +144,6 @@ def ensure_model_dir(cache_dir: Path) -> tuple[Path, bool]:
     return model_dir, built
 
 
-def register_custom_model() -> str:
-    """Register the quantized folder's model with fastembed, once per process; its fastembed name."""
-    global _registered
-    with _register_lock:
-        if _registered:
-            return FASTEMBED_MODEL_NAME
-        from fastembed import TextEmbedding  # heavy: fastembed, onnxruntime
-        from fastembed.common.model_description import (  # heavy: fastembed, onnxruntime
-            ModelSource,
-            PoolingType,
-        )
-
-        try:
-            TextEmbedding.add_custom_model(
-                model=FASTEMBED_MODEL_NAME,
-                pooling=PoolingType.MEAN,
-                normalization=True,
-                sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
-                dim=base.DIMS,
-                model_file="model.onnx",
-                description="all-MiniLM-L6-v2, int8 dynamic quantization, built locally by gitkb",
-                license="apache-2.0",
-            )
-        except ValueError as exc:
-            if "already registered" not in str(exc):
-                raise
-        _registered = True
-        return FASTEMBED_MODEL_NAME
-
-
 class QuantizedMiniLM(base.FastEmbedMiniLM):
     """all-MiniLM-L6-v2, int8 dynamic quantization. Thread-safe; never touches the network."""
 
@@ -187,9 +153,6 @@ class QuantizedMiniLM(base.FastEmbedMiniLM):
     def _assemble(self, cache_dir: Path) -> Path:
         model_dir, self.built = ensure_model_dir(cache_dir)
         return model_dir
-
-    def _register(self) -> str:
-        return register_custom_model()
 
 
 def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> QuantizedMiniLM:

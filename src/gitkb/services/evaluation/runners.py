@@ -251,8 +251,10 @@ def eval_qa(
         search_p50_ms=_p(took, 0.5),
         search_p95_ms=_p(took, 0.95),
     )
+    cited: dict[str, bool] = {}
     if ask:
-        out.update(_ask_checks(ctx, data.questions, row.name, m, progress))
+        out.update(_ask_checks(ctx, data.questions, row.name, m, progress, cited))
+    out["misses"] = misses(run, qrels, cited)
     msg = (
         f"{data.name} ({m}, {out['questions']} questions): R@1 {out['recall@1']:.4f}, R@5 {out['recall@5']:.4f}, "
         f"R@10 {out['recall@10']:.4f}, MRR@10 {out['mrr@10']:.4f}"
@@ -266,9 +268,33 @@ def eval_qa(
     return out
 
 
+def misses(
+    run: dict[str, list[str]], qrels: dict[str, dict[str, int]], cited: dict[str, bool]
+) -> list[dict[str, Any]]:
+    """The questions to look at one by one: gold document not ranked first, or (when ASK ran) not
+    cited; each with the gold's rank among the documents (None past the depth searched)."""
+    out = []
+    for qid, judged in qrels.items():
+        docs = run.get(qid, [])
+        gold = next(iter(judged))
+        rank = docs.index(gold) + 1 if gold in docs else None
+        if rank != 1 or not cited.get(qid, True):
+            miss: dict[str, Any] = {"id": qid, "gold_rank": rank, "first": docs[0] if docs else None}
+            if qid in cited:
+                miss["ask_cites_gold"] = cited[qid]
+            out.append(miss)
+    return out
+
+
 def _ask_checks(
-    ctx: Context, questions: list[Any], index_name: str, mode: str, progress: Progress | None
+    ctx: Context,
+    questions: list[Any],
+    index_name: str,
+    mode: str,
+    progress: Progress | None,
+    cited: dict[str, bool],
 ) -> dict[str, Any]:
+    """ASK's figures over ``questions``; ``cited`` gets, per question id, whether ASK cited the gold."""
     cites = answered = 0
     leads: list[float] = []
     took: list[float] = []
@@ -277,7 +303,8 @@ def _ask_checks(
         res = ask_service.ask(ctx, q.question, index_name=index_name, mode=mode, answer_mode="extractive")
         took.append((time.perf_counter() - t0) * 1000)
         answered += bool(res["answered"])
-        cites += any(f["filepath"] == q.doc for f in res["Footnotes"])
+        cited[q.id] = any(f["filepath"] == q.doc for f in res["Footnotes"])
+        cites += cited[q.id]
         leads.append(lead_recall(res["Answer"], q.answer) if res["answered"] else 0.0)
         if progress:
             progress("ask", i, len(questions))

@@ -30,7 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
-from gitkb.core.chunking import chunk_many
+from gitkb.core.chunking import chunk_many, chunk_rows
 from gitkb.core.models import ChunkConfig, ChunkSpan
 
 PARALLEL_MIN_FILES = 400
@@ -73,21 +73,12 @@ Packed = tuple[list[tuple[int, int, int, int, int, int]], list[tuple[str, ...]]]
 
 
 def chunk_packed(items: Items) -> list[Packed]:
-    """In the worker: ``chunk_many`` of ``items``, each document's chunks packed without their text."""
+    """In the worker: ``chunk_many`` of ``items``, each document's chunks packed without their text
+    (``chunk_rows``: never cut out of the document in the first place)."""
     out: list[Packed] = []
-    for spans in chunk_many(list(items)):
+    for spans in chunk_rows(list(items)):
         paths: dict[tuple[str, ...], int] = {}
-        rows = [
-            (
-                s.char_start,
-                s.char_end,
-                s.line_start,
-                s.line_end,
-                paths.setdefault(s.heading_path, len(paths)),
-                s.token_count,
-            )
-            for s in spans
-        ]
+        rows = [(cs, ce, ls, le, paths.setdefault(path, len(paths)), n) for cs, ce, ls, le, path, n in spans]
         out.append((rows, list(paths)))
     return out
 

@@ -8,7 +8,9 @@ each one SQLite transaction (document + chunks + change-log entries).
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,10 @@ WRITE_BATCH = 256
 # First and last batch of an ingest chunked by the worker: the first one's chunking, and the last
 # one's write, have nothing to overlap them (the writer waits, then the worker does), so they are small.
 EDGE_BATCH = 32
+# Batches the worker may chunk ahead of the one being written: with one, it waits for the writer
+# to read and submit the next batch whenever it is done first; with two it keeps busy through a
+# slow write (a tantivy flush, a checkpoint), at the memory of one more batch of texts.
+CHUNK_AHEAD = 2
 Progress = Callable[[int, int], None]  # (done, total)
 Pending = list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]]
 
@@ -151,7 +157,7 @@ def ingest_entries(
     total = len(files)
     done = 0
     key = doc_rows.state_key(cfg, place.tenant, place.tier, place.expires_at)
-    queued: tuple[Pending, Callable[[], list[list[ChunkSpan]]], int] | None = None
+    queued: deque[tuple[Pending, Callable[[], list[list[ChunkSpan]]], int]] = deque()
 
     def write(item: tuple[Pending, Callable[[], list[list[ChunkSpan]]], int]) -> None:
         nonlocal done
@@ -165,17 +171,18 @@ def ingest_entries(
             progress(done, total)
 
     parallel = total >= PARALLEL_MIN_FILES
-    with ChunkPipeline(parallel=parallel) as pipeline:
+    ahead = CHUNK_AHEAD if parallel else 1
+    with ChunkPipeline(parallel=parallel) as pipeline, _bulk(ctx, parallel):
         for start, end in batch_bounds(total, WRITE_BATCH, EDGE_BATCH if parallel else WRITE_BATCH):
             batch = files[start:end]
             pending = _read_batch(ctx, row, batch, known, key, report, required, trust_mtime, reparse)
-            # chunk this batch (on the second core for big ingests) while the previous one is written
+            # chunk this batch (on the second core for big ingests) while earlier ones are written
             spans = pipeline.submit([(loaded.text, cfg, loaded.kind == "markdown") for *_, loaded in pending])
-            if queued is not None:
-                write(queued)
-            queued = (pending, spans, len(batch))
-        if queued is not None:
-            write(queued)
+            queued.append((pending, spans, len(batch)))
+            if len(queued) > ahead:
+                write(queued.popleft())
+        while queued:
+            write(queued.popleft())
     with ctx.catalog.write() as conn:
         skipped_files.record(
             conn,
@@ -184,6 +191,11 @@ def ingest_entries(
             ok=report.added + report.modified + report.unchanged,
         )
     report.warnings.extend(embeddings.after_write(ctx, row, report.chunk_tokens))
+
+
+def _bulk(ctx: Context, big: bool) -> AbstractContextManager[None]:
+    """A big ingest writes with a bigger catalog page cache (``documents.bulk_cache``)."""
+    return doc_rows.bulk_cache(ctx.catalog.conn) if big else nullcontext()
 
 
 def batch_bounds(total: int, size: int, edge: int) -> list[tuple[int, int]]:
@@ -261,7 +273,7 @@ def _write_files(
     crash_point("ingest.chunked")
     with ctx.catalog.write() as conn:
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
-            status, _ = doc_rows.upsert(
+            status = doc_rows.write_document(
                 conn,
                 doc_rows.NewDocument(
                     index_id=row.id,

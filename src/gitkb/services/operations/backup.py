@@ -203,8 +203,9 @@ def unpack(
     archive: str, directory: str, checksum: str | None = None, catalog_url: str | None = None
 ) -> dict[str, Any]:
     """Check the archive and lay it out as a new workspace at ``directory``; what was restored.
-    ``catalog_url`` (PostgreSQL, a ``table-rows`` archive): the catalog's rows go into that
-    database (it must hold no gitkb rows); else into a new SQLite catalog in ``directory``."""
+    ``catalog_url`` (PostgreSQL): the catalog's rows go into that database (it must hold no gitkb
+    rows; an archive at an older schema, or a SQLite file, is migrated forward first); else into a
+    new SQLite catalog in ``directory``."""
     target = check_target(directory)
     if catalog_url is not None and (not isinstance(catalog_url, str) or not catalog_url.strip()):
         raise InvalidArgument("catalog_url must be a postgresql:// URL when given")
@@ -291,11 +292,6 @@ def _place_catalog(
             f"the archive's catalog is a {cat.get('format')!r} export ({cat.get('backend')}); "
             "this gitkb restores SQLite files and table-rows exports"
         )
-    if catalog_url is not None:
-        raise InvalidArgument(
-            "the archive holds a SQLite catalog file: it restores into DIR only (no catalog url); "
-            "only a backup of a PostgreSQL catalog (a table-rows export) restores into PostgreSQL"
-        )
     path = files / CATALOG_MEMBER
     catalog_backup.check_copy(path)
     if unknown := catalog_backup.unknown_migrations(path):
@@ -309,23 +305,30 @@ def _place_catalog(
         )
     if catalog_backup.table_counts(path) != cat.get("tables"):
         raise ValidationFailed("the archive's catalog does not hold the rows its manifest lists")
-    os.replace(path, home / "catalog.sqlite3")
-    return {sid: url for sid, _name, url, _branch in catalog_backup.sources(home / "catalog.sqlite3")}
+    urls = {sid: url for sid, _name, url, _branch in catalog_backup.sources(path)}
+    if catalog_url is None:  # else _import_rows brings its rows forward into PostgreSQL
+        os.replace(path, home / "catalog.sqlite3")
+    return urls
 
 
 def _import_rows(cat: dict[str, Any], files: Path, catalog_url: str, home: Path) -> None:
     """A ``table-rows`` export into the (empty) catalog at ``catalog_url``, in one transaction."""
     store = open_catalog(catalog_url, home / "catalog.sqlite3")
     try:
+        applied = table_rows.migrations_applied(store.conn)
+        archived = list(cat.get("migrations") or [])
+        if not set(archived) <= set(applied):
+            raise ValidationFailed(
+                "the archive's catalog schema is not the target's (the archive: "
+                f"{len(archived)} migrations, the target: {len(applied)}); restore it "
+                "into SQLite (no catalog url) with this gitkb, or use the gitkb version that wrote it"
+            )
+        rows, entry = files, cat
+        if cat.get("format") == catalog_backup.SQLITE_FILE or sorted(archived) != sorted(applied):
+            rows = files / "forward"  # an older schema, or a SQLite file: migrated forward through SQLite
+            entry = table_rows.forward_archive(cat, files, files / CATALOG_MEMBER, rows)
         with store.write() as w:
-            applied = table_rows.migrations_applied(w)
-            if sorted(applied) != sorted(cat.get("migrations") or []):
-                raise ValidationFailed(
-                    "the archive's catalog schema is not the target's (the archive: "
-                    f"{len(cat.get('migrations') or [])} migrations, the target: {len(applied)}); restore it "
-                    "into SQLite (no catalog url) with this gitkb, or use the gitkb version that wrote it"
-                )
-            table_rows.import_rows(w, files, cat)
+            table_rows.import_rows(w, rows, entry)
     finally:
         store.close()
 

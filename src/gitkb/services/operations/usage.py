@@ -43,7 +43,7 @@ def embed_query(ctx: Context, rows: list[IndexRow], mode: Any, query: str) -> Qu
     t0 = time.perf_counter()
     for identity in sorted(plan.groups):
         cache = ctx.caches.query_vectors
-        if (identity, query) in cache:
+        if semantic.query_key(identity, query) in cache:
             continue
         try:
             semantic.query_vector(ctx, identity, query)

@@ -8,7 +8,9 @@
   (``vector_missing``, ``vector_orphan``, ``vector_fingerprint``: a vector whose fingerprint is not
   its collection's), and collections no index is bound to (``unused_collection``);
 * each source's managed clone (``clone_missing``: gone or not a git repository; ``clone_behind``:
-  it lacks the commit the catalog says was synced; ``clone_orphan``: a clone no source owns);
+  it lacks the commit the catalog says was synced; ``clone_orphan``: a clone no source owns) -- in
+  the writer's home only: on a node with its own home that does not hold the writer lease the clones
+  are a cache the next writer fetches into, never behind in any way that matters;
 * the change-log watermarks (``watermark_ahead``: past the log's head).
 
 Change-log entries past a store's watermark are not yet applied by design: the chunks they touch
@@ -268,8 +270,17 @@ def check(ctx: Context, index_name: str | None = None) -> list[Difference]:
     chunks = doc_rows.chunk_index_ids(ctx.catalog.conn)
     found = _check_keywords(ctx, only, chunks) + _check_vectors(ctx, only, chunks)
     if only is None:
-        found += _check_clones(ctx) + _check_watermarks(ctx)
+        found += (_check_clones(ctx) if _clones_here(ctx) else []) + _check_watermarks(ctx)
     return found
+
+
+def _clones_here(ctx: Context) -> bool:
+    """The clones that matter are in this home: it holds the writer lease (this process or another
+    one on the same home), or nobody holds it."""
+    holder = ctx.lease.holder()
+    return (
+        ctx.is_writer or holder is None or bool(holder.get("expired")) or holder.get("node_id") == ctx.node_id
+    )
 
 
 def _repair(ctx: Context, found: list[Difference]) -> list[str]:

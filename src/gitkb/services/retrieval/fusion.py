@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 DEFAULT_RRF_K = 60.0
 FUSIONS = ("score", "rrf")
@@ -120,6 +120,7 @@ def document_fusion(
     *,
     weights: Mapping[str, float] | None = None,
     share: float = 0.5,
+    tie: Mapping[K, Any] | None = None,
 ) -> list[Fused[K]]:
     """``score_fusion`` where a chunk also gets its document's best evidence.
 
@@ -128,6 +129,10 @@ def document_fusion(
     when the chunk is absent): a page whose one chunk matches the words and another the meaning
     ranks on both. ``share`` 0 is ``score_fusion``; 1 ranks documents, their chunks tied (ties as
     in ``score_fusion``: best single rank, then first appearance).
+
+    With ``tie`` (a sortable key per item; SEARCH gives the catalog's index, document and chunk row),
+    equal scores within a list share one rank and a tie left after that breaks by ``tie``: equal hits
+    then come in the catalog's order, never in the order a store happened to return them in.
     """
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"document share must be in [0, 1], got {share}")
@@ -137,7 +142,11 @@ def document_fusion(
     order: dict[K, int] = {}
     for name, items in lists.items():
         best: dict[K, tuple[int, float]] = {}
+        last: tuple[float, int] | None = None  # (score, rank) of the item before
         for rank, (key, score) in enumerate(items, 1):
+            if tie is not None and last is not None and float(score) == last[0]:
+                rank = last[1]  # equal scores, one rank
+            last = (float(score), rank)
             if key not in best:
                 best[key] = (rank, float(score))
         if not best:
@@ -162,4 +171,6 @@ def document_fusion(
             top = doc_best[name].get(document_of[key], 0.0)
             total += weight * ((1.0 - share) * scores.get(key, 0.0) + share * top)
         fused.append(Fused(key, total, ranks[key]))
+    if tie is not None:
+        return sorted(fused, key=lambda f: (-f.score, min(f.ranks.values()), tie[f.key]))
     return sorted(fused, key=lambda f: (-f.score, min(f.ranks.values()), order[f.key]))

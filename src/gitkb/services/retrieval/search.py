@@ -17,14 +17,14 @@ from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.derived.index_lookup import get_index
-from gitkb.services.retrieval import fusion, search_settings
+from gitkb.services.retrieval import amounts, fusion, search_settings
 from gitkb.services.retrieval.fusion import rrf
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
 from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunks_by_cids
+from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, LiveChunk, chunks_by_cids, live_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_N = 100
@@ -115,7 +115,7 @@ def keyword_hits(
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
     catch_up: bool = True,
-) -> list[tuple[ChunkRow, DocumentRow, float]]:
+) -> list[tuple[LiveChunk, float]]:
     """Live, unexpired keyword hits (of the tiers asked for), best first. ``catch_up=False``: the
     caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock)."""
     if catch_up:
@@ -125,24 +125,38 @@ def keyword_hits(
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
     raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-    live = chunks_by_cids(ctx.catalog.conn, [cid for cid, _ in raw])
+    live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw])
     now = time.time()
     out = []
     for cid, score in raw:
-        hit = live.get(cid)
-        if hit is None:
+        chunk = live.get(cid)
+        if chunk is None:
             continue
-        chunk, doc = hit
         if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
-            own = rebuilt[chunk.index_id]
-            chunk, doc = replace(chunk, index_id=own), replace(doc, index_id=own)
-        if doc.expires_at is not None and doc.expires_at <= now:
+            chunk = replace(chunk, index_id=rebuilt[chunk.index_id])
+        if chunk.expires_at is not None and chunk.expires_at <= now:
             continue
-        if not tier_matches(doc, tiers):
+        if not tier_matches(chunk, tiers):
             continue
-        out.append((chunk, doc, score))
+        out.append((chunk, score))
         if len(out) >= limit:
             break
+    return out
+
+
+def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[tuple[ChunkRow, DocumentRow]]:
+    """The full rows of the hits to cite, in their order (one catalog read), under the index id
+    the hit was ranked under (a RECHUNK rebuild's own); a hit deleted since it was ranked is left out."""
+    full = chunks_by_cids(ctx.catalog.conn, [h.cid for h in hits])
+    out = []
+    for h in hits:
+        row = full.get(h.cid)
+        if row is None:
+            continue
+        chunk, doc = row
+        if chunk.index_id != h.index_id:
+            chunk, doc = replace(chunk, index_id=h.index_id), replace(doc, index_id=h.index_id)
+        out.append((chunk, doc))
     return out
 
 
@@ -180,9 +194,10 @@ def search(
             plan.warnings.append(f"semantic search is unavailable ({exc.message}); searched by keyword only")
     if results is None:
         hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
+        score_of = {h.cid: s for h, s in hits}
         results = []
-        for chunk, doc, score in hits:
-            c = citation(chunk, doc, names[chunk.index_id], q, score)
+        for chunk, doc in full_rows(ctx, [h for h, _ in hits]):
+            c = citation(chunk, doc, names[chunk.index_id], q, score_of[chunk.cid])
             c["retrievers"] = ["keyword"]
             results.append(c)
     took = time.perf_counter() - t0
@@ -228,7 +243,7 @@ def fused_results(
     depth = max(n * 2, 20)  # RRF (k=60) gains little from deeper lists
     lists: dict[str, list[int]] = {}
     scored: dict[str, list[tuple[int, float]]] = {}
-    hits: dict[int, tuple[ChunkRow, DocumentRow]] = {}
+    hits: dict[int, LiveChunk] = {}
     scores: dict[int, dict[str, float]] = {}
     # Hybrid: the keyword side runs on a search thread while this one embeds the query and asks the
     # vectors (both sides spend most of their time outside the GIL), so a hybrid search costs little
@@ -237,7 +252,7 @@ def fused_results(
     if plan.mode == "hybrid":
         catch_up_if_pending(ctx)  # here: this thread may hold the write lock, a search thread never does
         kw_side = search_pool(ctx).submit(
-            keyword_hits, ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False
+            keyword_side, ctx, q, rows, depth, n, names, tenant=tenant, tiers=tiers
         )
     try:
         sems = [
@@ -248,36 +263,93 @@ def fused_results(
         if kw_side is not None:  # done when this call is done; the semantic error is the one raised
             wait([kw_side])
         raise
-    kw = kw_side.result() if kw_side is not None else None
+    kw, ready = kw_side.result() if kw_side is not None else (None, {})
     if kw is not None:
-        lists["keyword"] = [c.cid for c, _, _ in kw]
-        scored["keyword"] = [(c.cid, s) for c, _, s in kw]
-        for c, d, s in kw:
-            hits[c.cid] = (c, d)
+        lists["keyword"] = [c.cid for c, _ in kw]
+        scored["keyword"] = [(c.cid, s) for c, s in kw]
+        for c, s in kw:
+            hits[c.cid] = c
             scores.setdefault(c.cid, {})["keyword"] = s
     for identity, sem in sems:
-        lists[f"semantic:{identity}"] = [c.cid for c, _, _ in sem]
-        scored[f"semantic:{identity}"] = [(c.cid, s) for c, _, s in sem]
-        for c, d, s in sem:
-            hits[c.cid] = (c, d)
+        lists[f"semantic:{identity}"] = [c.cid for c, _ in sem]
+        scored[f"semantic:{identity}"] = [(c.cid, s) for c, s in sem]
+        for c, s in sem:
+            hits[c.cid] = c
             scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
-    out = []
     single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
     method = search_settings.setting(ctx, rows, "fusion")
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
+        document_of = {cid: c.document_rowid for cid, c in hits.items()}
         fused = fusion.document_fusion(
             scored,
-            {cid: c.document_rowid for cid, (c, _) in hits.items()},
+            document_of,
             weights={"keyword": 1.0 - w, "semantic": w},
             share=fusion.DOCUMENT_SHARE,
+            tie={cid: (c.index_id, c.document_rowid, cid) for cid, c in hits.items()},
+        )
+        fused = amounts.favour_amounts(
+            q,
+            fused,
+            document_of,
+            lambda cids: {c.cid: c.text for c, _ in full_rows(ctx, [hits[k] for k in cids])},
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
-    for f in fused[:n]:
-        chunk, doc = hits[f.key]
+    return _cite(ctx, q, fused[:n], hits, scores, ready, names, single=single)
+
+
+def keyword_side(
+    ctx: Context,
+    q: str,
+    rows: list[IndexRow],
+    depth: int,
+    n: int,
+    names: dict[str, str],
+    *,
+    tenant: str | None,
+    tiers: frozenset[str] | None,
+) -> tuple[list[tuple[LiveChunk, float]], dict[int, dict[str, Any]]]:
+    """A hybrid search's keyword side, on a search thread: its hits, and the citations of the first
+    ``n`` made while the caller's thread still embeds the query (their scores are set once fused),
+    so that only the semantic side's hits are read and cited after the vectors answer."""
+    kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False)
+    ready = {
+        c.cid: citation(c, d, names[c.index_id], q, 0.0) for c, d in full_rows(ctx, [h for h, _ in kw[:n]])
+    }
+    return kw, ready
+
+
+def _cite(
+    ctx: Context,
+    q: str,
+    top: list[fusion.Fused[int]],
+    hits: dict[int, LiveChunk],
+    scores: dict[int, dict[str, float]],
+    ready: dict[int, dict[str, Any]],
+    names: dict[str, str],
+    *,
+    single: bool,
+) -> list[dict[str, Any]]:
+    """The fused hits as citations: the keyword side's ready ones (when the hit is the one it cited:
+    a semantic list's own row of a chunk wins, as it always did), the others read now in one go."""
+    mine = {
+        f.key: ready[f.key]
+        for f in top
+        if f.key in ready and ready[f.key]["index_id"] == hits[f.key].index_id
+    }
+    rows_of = {c.cid: (c, d) for c, d in full_rows(ctx, [hits[f.key] for f in top if f.key not in mine])}
+    out = []
+    for f in top:
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
-        cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        if f.key in mine:
+            cited = mine[f.key]
+            cited["score"] = score
+        elif f.key in rows_of:
+            chunk, doc = rows_of[f.key]
+            cited = citation(chunk, doc, names[chunk.index_id], q, score)
+        else:
+            continue  # deleted since it was ranked
         cited["retrievers"] = f.retrievers
         cited["scores"] = scores[f.key]
         cited["ranks"] = {name.split(":", 1)[0]: r for name, r in f.ranks.items()}

@@ -17,24 +17,29 @@ Mode rules (``plan_modes``):
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitkb.core.embedders.base import embed_query
 from gitkb.core.errors import Conflict, EmbeddingNotConfigured, InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.derived.embeddings import REEMBED_HINT, index_vector_state
 from gitkb.services.derived.identity import embedder_for, identity_state
 from gitkb.services.retrieval.tenancy import tier_matches
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, chunk_counts_by_index, chunks_by_cids
+from gitkb.stores.catalog.documents import LiveChunk, chunk_counts_by_index, live_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
 MODES = ("keyword", "semantic", "hybrid")
 QUERY_CACHE_SIZE = 512
+TEXT_CACHE_SIZE = 4096  # ASK's candidate sentences: 3 KiB a vector of 384 dims (doubles), 12 MiB at most
 FILTER_BELOW_SHARE = 0.25  # the searched indexes' share of a collection under which Chroma filters
 _cache_lock = threading.Lock()
+_SPACES = re.compile(r"[ \t\r\n]+")
 
 
 @dataclass
@@ -112,20 +117,53 @@ def plan_modes(ctx: Context, rows: list[IndexRow], mode: Any) -> Plan:
     return plan
 
 
+def query_key(identity: str, query: str) -> tuple[str, str]:
+    """The query-vector cache's key: the identity and the query with its runs of spaces, tabs and
+    line breaks made one space (what is embedded: word-piece tokenizers split there, so the vector
+    is the same; other Unicode spaces are left as they are)."""
+    return identity, _SPACES.sub(" ", query.strip())
+
+
 def query_vector(ctx: Context, identity: str, query: str) -> list[float]:
-    """The query's vector under ``identity``, from an LRU cache keyed by (identity, query)."""
+    """The query's vector under ``identity``, from an LRU cache of ``QUERY_CACHE_SIZE`` vectors keyed
+    by ``query_key``; a miss is embedded on the embedder's query path (``embed_query``)."""
+    key = query_key(identity, query)
     with _cache_lock:
         cache = ctx.caches.query_vectors
-        vec = cache.get((identity, query))
+        vec = cache.get(key)
         if vec is not None:
-            cache.move_to_end((identity, query))
+            cache.move_to_end(key)
             return vec
-    vec = embedder_for(ctx, identity).embed_batch([query])[0]
+    vec = embed_query(embedder_for(ctx, identity), key[1])
     with _cache_lock:
-        cache[(identity, query)] = vec
+        cache[key] = vec
         while len(cache) > QUERY_CACHE_SIZE:
             cache.popitem(last=False)
     return vec
+
+
+def text_vectors(ctx: Context, identity: str, texts: list[str]) -> list[list[float]]:
+    """Vectors of ``texts`` under ``identity`` (ASK's candidate sentences), from an LRU cache of
+    ``TEXT_CACHE_SIZE`` vectors keyed by (identity, text); the texts not in it are embedded in one
+    ``embed_batch`` call (a text repeated in ``texts`` once)."""
+    found: dict[str, list[float]] = {}
+    with _cache_lock:
+        cache = ctx.caches.text_vectors
+        for t in texts:
+            hit = cache.get((identity, t))
+            if hit is not None:
+                cache.move_to_end((identity, t))
+                found[t] = hit.tolist()
+    missing = [t for t in dict.fromkeys(texts) if t not in found]
+    if missing:
+        fresh = embedder_for(ctx, identity).embed_batch(missing)
+        with _cache_lock:
+            for t, vec in zip(missing, fresh, strict=True):
+                found[t] = vec
+                cache[(identity, t)] = array("d", vec)
+            while len(cache) > TEXT_CACHE_SIZE:
+                cache.popitem(last=False)
+    return [found[t] for t in texts]
 
 
 def semantic_hits(
@@ -137,8 +175,8 @@ def semantic_hits(
     *,
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
-) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    """Live, unexpired nearest chunks of ``rows`` under ``identity``: (chunk, doc, cosine similarity), best first."""
+) -> list[tuple[LiveChunk, float]]:
+    """Live, unexpired nearest chunks of ``rows`` under ``identity``: (chunk, cosine similarity), best first."""
     vec = query_vector(ctx, identity, query)
     ids = {r.id for r in rows}
     fetch = limit + 10 if tiers is None and tenant is None else limit * 5 + 50
@@ -173,20 +211,19 @@ def _resolve(
     tenant: str | None,
     tiers: frozenset[str] | None,
     limit: int,
-) -> list[tuple[ChunkRow, DocumentRow, float]]:
-    live = chunks_by_cids(ctx.catalog.conn, [int(vid) for vid, _ in raw])
+) -> list[tuple[LiveChunk, float]]:
+    live = live_chunks(ctx.catalog.conn, [int(vid) for vid, _ in raw])
     now = time.time()
     out = []
     for vid, distance in raw:
-        hit = live.get(int(vid))
-        if hit is None:
+        chunk = live.get(int(vid))
+        if chunk is None:
             continue  # deleted, not yet removed from the vectors
-        chunk, doc = hit
-        if chunk.index_id not in ids or doc.tenant != (tenant or None):
+        if chunk.index_id not in ids or chunk.tenant != (tenant or None):
             continue
-        if (doc.expires_at is not None and doc.expires_at <= now) or not tier_matches(doc, tiers):
+        if (chunk.expires_at is not None and chunk.expires_at <= now) or not tier_matches(chunk, tiers):
             continue
-        out.append((chunk, doc, 1.0 - distance))
+        out.append((chunk, 1.0 - distance))
         if len(out) >= limit:
             break
     return out

@@ -17,7 +17,7 @@ from typing import Any
 from gitkb.core.errors import InvalidArgument
 from gitkb.services.context import Context
 from gitkb.stores.catalog import documents as doc_rows
-from gitkb.stores.catalog.documents import DocumentRow
+from gitkb.stores.catalog.documents import DocumentRow, LiveChunk
 from gitkb.stores.catalog.indexes import IndexRow
 
 TIERS = ("hot", "warm", "cold")
@@ -37,7 +37,7 @@ def validate_tiers(tiers: Any) -> frozenset[str] | None:
     return frozenset(tiers)
 
 
-def tier_matches(doc: DocumentRow, tiers: frozenset[str] | None) -> bool:
+def tier_matches(doc: DocumentRow | LiveChunk, tiers: frozenset[str] | None) -> bool:
     return tiers is None or (doc.tier or DEFAULT_TIER) in tiers
 
 

@@ -6,6 +6,10 @@ embedding work; it then sleeps until kicked again or ``POLL_SECONDS`` pass
 joins it; a batch that was not finished is redone next time (idempotent).
 Errors never escape the thread: the last one is kept for ``embeddings_status``
 and the worker retries after a back-off.
+
+It catches up only while this process holds the writer lease, fenced by it as jobs are
+(``WriterLease.fence``): once another node took the lease over, its next catalog write fails with
+``lease_lost``, this process stops writing, and the new writer's embedder carries on.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import threading
 import time
 from typing import Any
 
-from gitkb.core.errors import GitkbError
+from gitkb.core.errors import GitkbError, LeaseLost
 from gitkb.services.context import Context
 from gitkb.services.derived.embeddings import catch_up_all
+from gitkb.services.runtime.nodes import lost_lease
 
 log = logging.getLogger("gitkb.embeddings")
 
@@ -57,7 +62,7 @@ class EmbeddingWorker:
             self._wake.clear()
             self.busy = True
             try:
-                catch_up_all(self._ctx, stop=self._stop)
+                self._round()
                 self.last_error = None
                 failures = 0
             except GitkbError as exc:
@@ -77,6 +82,20 @@ class EmbeddingWorker:
                 self.runs += 1
             wait = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS)) - 1] if failures else POLL_SECONDS
             self._wake.wait(wait)
+
+    def _round(self) -> None:
+        """One catch-up, fenced by the writer lease; nothing while another process holds it."""
+        ctx = self._ctx
+        if not ctx.is_writer:
+            return
+        fence = ctx.lease.fence()
+        try:
+            with ctx.catalog.fenced(fence):
+                catch_up_all(ctx, stop=self._stop)
+        except LeaseLost:
+            log.warning("background embedding stopped: the writer lease was taken over by another node")
+            if ctx.lease.lost(fence):
+                lost_lease(ctx)
 
     def close(self) -> None:
         with self._lock:

@@ -2,7 +2,8 @@
 
 A job kind is a plain function ``fn(ctx, params, progress) -> dict`` in a
 ``JobKind``; the kinds are one list (``gitkb.services.dispatch.job_kinds.JOB_KINDS``) that
-the composition root hands to ``load_kinds``. Three ways to run one:
+the composition root hands to ``load_kinds`` (the registry is ``job_registry``, its names are
+re-exported here). Three ways to run one:
 
 * ``run_inline`` — library calls: the caller waits. In the lease holder it runs
   in the caller's thread (recorded as a job row); elsewhere it is queued and
@@ -11,6 +12,12 @@ the composition root hands to ``load_kinds``. Three ways to run one:
   wait up to the promotion threshold, else answer ``status: working``.
 * the writer thread — runs whatever is queued (including jobs enqueued by
   webhooks, merges, or other processes, and jobs recovered after a crash).
+
+The writer runs jobs fenced by its lease (``WriterLease.fence``, ``CatalogStore.fenced``): claiming,
+every write of the job and finishing it. Once another node took the lease over, the next of those
+writes fails with ``lease_lost`` and writes nothing; the job is left as it is in the catalog (the new
+writer requeued it on taking the lease and runs it), this process stops writing, and an inline caller
+waits for the new writer's result.
 """
 
 from __future__ import annotations
@@ -20,95 +27,36 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core import errors
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
-from gitkb.core.errors import Busy, GitkbError, NotFound
+from gitkb.core.errors import Busy, GitkbError, LeaseLost, NotFound
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_counts import range_vectors
-from gitkb.services.runtime.nodes import compact
+from gitkb.services.runtime.job_registry import Check as Check
+from gitkb.services.runtime.job_registry import JobFn as JobFn
+from gitkb.services.runtime.job_registry import JobKind as JobKind
+from gitkb.services.runtime.job_registry import Progress as Progress
+from gitkb.services.runtime.job_registry import add_kind as add_kind
+from gitkb.services.runtime.job_registry import kind_of as kind_of
+from gitkb.services.runtime.job_registry import load_kinds as load_kinds
+from gitkb.services.runtime.job_registry import preflight as preflight
+from gitkb.services.runtime.job_registry import remove_kind as remove_kind
+from gitkb.services.runtime.job_registry import split_staged
+from gitkb.services.runtime.nodes import compact, lost_lease
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.jobs import JobRow
+from gitkb.stores.node_lease import LeaseFence
 
 log = logging.getLogger("gitkb.jobs")
 
-Progress = Callable[..., None]  # progress(done, total, note=None)
-JobFn = Callable[[Context, dict[str, Any], Progress], dict[str, Any]]
 MAX_ATTEMPTS = 3
 PROGRESS_EVERY_SECONDS = 0.2
 DEFAULT_CALLER_LIMIT = 4
-
-
-Check = Callable[[Context, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class JobKind:
-    fn: JobFn
-    resumable: bool = True  # safe to run again after a crash mid-way
-    staged: tuple[str, ...] = ()  # dotted params keys kept out of jobs.params (see stores.catalog.jobs)
-    check: Check | None = None  # raises before a job row exists: a refused call leaves no failed job
-
-
-_KINDS: dict[str, JobKind] = {}  # what load_kinds was given (gitkb.services.dispatch.job_kinds.JOB_KINDS)
-
-
-def load_kinds(kinds: Mapping[str, JobKind]) -> None:
-    """Make these job kinds runnable; the composition root (``Workspace``) calls it once with
-    ``gitkb.services.dispatch.job_kinds.JOB_KINDS``. Loading the same kinds again changes nothing."""
-    _KINDS.update(kinds)
-
-
-def add_kind(name: str, kind: JobKind) -> None:
-    """One more job kind of the operator's own (tests use it for slow kinds); ``remove_kind`` drops it."""
-    _KINDS[name] = kind
-
-
-def remove_kind(name: str) -> None:
-    _KINDS.pop(name, None)
-
-
-def kind_of(name: str) -> JobKind | None:
-    """The loaded job kind called ``name``, or None."""
-    return _KINDS.get(name)
-
-
-def _split_staged(kind: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """``params`` without the kind's staged string values, and those values by dotted key."""
-    spec = kind_of(kind)
-    if spec is None or not spec.staged:
-        return params, {}
-    kept = dict(params)
-    staged: dict[str, str] = {}
-    for key in spec.staged:
-        *parents, leaf = key.split(".")
-        holder: Any = kept
-        for part in parents:
-            inner = holder.get(part) if isinstance(holder, dict) else None
-            if not isinstance(inner, dict):
-                holder = None
-                break
-            copied = dict(inner)  # copy on the way down: the caller's dict stays whole
-            holder[part] = copied
-            holder = copied
-        if isinstance(holder, dict) and isinstance(holder.get(leaf), str):
-            staged[key] = holder.pop(leaf)
-    return kept, staged
-
-
-def preflight(ctx: Context, kind: str, params: dict[str, Any]) -> None:
-    """Refuse a job its kind's check refuses, before anything is recorded."""
-    spec = kind_of(kind)
-    if spec is None:
-        raise errors.InvalidArgument(f"unknown job kind {kind!r}")
-    if spec.check is not None:
-        spec.check(ctx, params)
 
 
 class CancelRequested(Exception):
@@ -156,7 +104,36 @@ def runner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
+def _lease_lost(ctx: Context, fence: LeaseFence) -> None:
+    """A fenced write found the lease taken over: this process stops being the writer."""
+    if ctx.lease.lost(fence):
+        lost_lease(ctx)
+
+
 def _execute(
+    ctx: Context,
+    job: JobRow,
+    caller_progress: Progress | None,
+    *,
+    stop: threading.Event | None,
+    fence: LeaseFence | None = None,
+) -> JobRow:
+    """Run a claimed job under the lease's fence (the one the caller claimed it under, else the lease
+    held now); once the lease is lost the job is left to the new writer, as the catalog holds it
+    (nothing more is written)."""
+    fence = fence if fence is not None else ctx.lease.fence()
+    try:
+        with ctx.catalog.fenced(fence):
+            return _run(ctx, job, caller_progress, stop=stop)
+    except LeaseLost:
+        log.warning("job %s (%s): the writer lease was taken over; the new writer runs it", job.id, job.kind)
+        _lease_lost(ctx, fence)
+    got = job_rows.get(ctx.catalog.conn, job.id)
+    assert got is not None
+    return got
+
+
+def _run(
     ctx: Context, job: JobRow, caller_progress: Progress | None, *, stop: threading.Event | None
 ) -> JobRow:
     spec = kind_of(job.kind)
@@ -191,6 +168,8 @@ def _execute(
                 result = {**result, "Warnings": [*(result.get("Warnings") or []), RESUMED_NOTE]}
     except CancelRequested:
         state, err, code = "cancelled", "cancelled on request", "cancelled"
+    except LeaseLost:
+        raise  # _execute: nothing more is written, the new writer runs it
     except Interrupted:
         with ctx.catalog.write() as conn:
             if seq0 is not None:  # what this run wrote counts in the vectors summary of the run that ends it
@@ -236,18 +215,26 @@ def run_inline(
     caller: str | None = None,
 ) -> dict[str, Any]:
     """Run a job and return its result; raise its GitkbError on failure."""
+    done: JobRow | None = None
     if ctx.is_writer:
-        kept, staged = _split_staged(kind, params)
-        with ctx.write_lock:  # in order with the writer thread
+        kept, staged = split_staged(kind, params)
+        fence = ctx.lease.fence()
+        with ctx.write_lock, ctx.catalog.fenced(fence):  # in order with the writer thread
             preflight(ctx, kind, params)
-            with ctx.catalog.write() as conn:
-                job = job_rows.insert(
-                    conn, kind, kept, caller=caller, state="running", runner=runner_name(), staged=staged
-                )
-            done = _execute(ctx, job, progress, stop=None)
-    else:
+            try:
+                with ctx.catalog.write() as conn:
+                    job = job_rows.insert(
+                        conn, kind, kept, caller=caller, state="running", runner=runner_name(), staged=staged
+                    )
+            except LeaseLost:  # taken over since: queue it for the new writer, as a non-writer does
+                _lease_lost(ctx, fence)
+            else:
+                done = _execute(ctx, job, progress, stop=None, fence=fence)
+    if done is None:
         job = submit(ctx, kind, params, caller=caller, check_limit=False)
         done = wait(ctx, job.id, timeout=None, progress=progress)
+    elif done.state not in job_rows.FINISHED:  # the lease was lost mid-way: the new writer finishes it
+        done = wait(ctx, done.id, timeout=None, progress=progress)
     if done.state == "completed":
         return done.result or {}
     raise error_from_row(done)  # a cancelled job: ``cancelled``
@@ -276,7 +263,7 @@ def submit(
                 f"{caller} already has {limit} background jobs queued or running; nothing was queued",
                 next_steps=["poll the running jobs with get_job_result, then retry"],
             )
-        kept, staged = _split_staged(kind, params)
+        kept, staged = split_staged(kind, params)
         job = job_rows.insert(conn, kind, kept, caller=caller, dedupe_key=dedupe_key, staged=staged)
     ctx.notify_writer()
     return job
@@ -303,14 +290,20 @@ def wait(ctx: Context, job_id: str, *, timeout: float | None, progress: Progress
 
 
 def run_next(ctx: Context, stop: threading.Event) -> bool:
-    """The writer thread's step: claim and run the oldest queued job."""
-    with ctx.write_lock:
-        with ctx.catalog.write() as conn:
-            job = job_rows.claim_next(conn, runner_name())
-        if job is None:
-            schedule_maintenance(ctx)
+    """The writer thread's step: claim and run the oldest queued job (fenced by the lease)."""
+    fence = ctx.lease.fence()
+    with ctx.write_lock, ctx.catalog.fenced(fence):
+        try:
+            with ctx.catalog.write() as conn:
+                job = job_rows.claim_next(conn, runner_name())
+            if job is None:
+                schedule_maintenance(ctx)
+                return False
+        except LeaseLost:
+            _lease_lost(ctx, fence)
+            stop.set()
             return False
-        _execute(ctx, job, None, stop=stop)
+        _execute(ctx, job, None, stop=stop, fence=fence)
     return True
 
 

@@ -24,9 +24,9 @@ from typing import Any
 from gitkb.core.config import Settings
 from gitkb.services.context import DEFAULT_LEASE_SECONDS, Context
 from gitkb.services.derived.catchup import catch_up_keywords
-from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
+from gitkb.services.derived.vector_wants import watermark_name
 from gitkb.stores import node_rows
-from gitkb.stores.catalog import changes
+from gitkb.stores.catalog import changes, vector_state
 
 log = logging.getLogger("gitkb.nodes")
 
@@ -108,14 +108,21 @@ class NodeHeartbeat:
 
 
 def compact(ctx: Context) -> dict[str, Any]:
-    """The writer removes the change-log entries every live node's keyword index and every vector
-    identity have applied; returns the floor and how many entries went."""
+    """The writer removes the change-log entries every live node's keyword index and every embedding
+    identity in use have applied; returns the floor and how many entries went.
+
+    An identity is in use while some index is bound to it (``index_vectors``), stranded ones included
+    (a model change not re-embedded yet: switching back resumes from its watermark). One no index is
+    bound to any more (its indexes re-embedded into another identity, or deleted) stops holding the log
+    back; an index bound to it again later starts at the head (CREATE_INDEX, or re-embed's
+    ``reembed_index`` entry), so it never needs what was compacted."""
     if not ctx.is_writer:
         return {"compacted": False, "floor": None, "removed": 0}
     live_since = time.time() - stale_after_seconds(ctx.settings)
-    also = [watermark_name(i) for i in wanted_identities(ctx)]  # an identity not built yet holds it at 0
     with ctx.catalog.write() as conn:
-        floor, removed = node_rows.compact(conn, live_since=live_since, at=time.time(), also=also)
+        in_use = {b.identity for b in vector_state.bindings(conn).values()}
+        counted = [watermark_name(i) for i in sorted(in_use)]  # one not built yet holds it at 0
+        floor, removed = node_rows.compact(conn, live_since=live_since, at=time.time(), counted=counted)
     if removed:
         log.info("compacted the change log: %d entries up to seq %d", removed, floor)
     return {"compacted": True, "floor": floor, "removed": removed}

@@ -1,5 +1,6 @@
 """The catalog's connections. SQLite (the default): WAL, foreign keys, one connection per thread,
-one in-process write lock, ``BEGIN IMMEDIATE`` write transactions. ``open_catalog`` picks SQLite
+one in-process write lock, ``BEGIN IMMEDIATE`` write transactions (each runs the thread's fence
+first, ``engine.FenceSlot``). ``open_catalog`` picks SQLite
 or PostgreSQL (``postgres.PgCatalog``) from the catalog URL the entry point was given."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from gitkb.core.errors import InvalidArgument, StoreUnavailable
 from gitkb.core.files import FILE_MODE, create_private
-from gitkb.stores.catalog.engine import CatalogStore
+from gitkb.stores.catalog.engine import CatalogStore, Fence, FenceSlot
 from gitkb.stores.catalog.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
@@ -44,6 +45,7 @@ class Catalog:
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._fence = FenceSlot()
         with self.write() as conn:
             migrate(conn)
 
@@ -86,12 +88,17 @@ class Catalog:
                 return
             conn.execute("BEGIN IMMEDIATE")
             try:
+                self._fence.check(conn)  # under the write lock: nobody takes the lease before COMMIT
                 yield conn
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             else:
                 conn.execute("COMMIT")
+
+    def fenced(self, check: Fence | None) -> contextlib.AbstractContextManager[None]:
+        """This thread's write transactions run ``check`` first while it is held (``engine.FenceSlot``)."""
+        return self._fence.hold(check)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -11,6 +11,13 @@ The SQL is portable wherever both engines agree (``ON CONFLICT ... DO UPDATE/NOT
 
 ``CatalogStore`` is what the services hold (``Context.catalog``): ``db.Catalog`` (SQLite) or
 ``postgres.PgCatalog``; ``open_catalog`` in ``db`` picks one from the catalog URL.
+
+Fencing (``CatalogStore.fenced``, ``FenceSlot``): while a thread holds a fence, every write transaction
+it opens runs the fence's check first, inside the transaction and after the write lock is taken
+(SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), and rolls back when the check raises. The
+writer fences its jobs with its lease token (``stores.node_lease.WriterLease.fence``): a writer whose
+lease another node took writes nothing more. Since every write holds the write lock, nobody can take
+the lease between the check and the commit.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -61,7 +69,36 @@ class CatalogStore(Protocol):
 
     def read(self) -> AbstractContextManager[Conn]: ...
 
+    def fenced(self, check: Fence | None) -> AbstractContextManager[None]:
+        """While it is held, this thread's write transactions run ``check`` first (see ``FenceSlot``)."""
+        ...
+
     def close(self) -> None: ...
+
+
+Fence = Callable[[Conn], None]  # raises (``core.errors.LeaseLost``) when the transaction must not write
+
+
+class FenceSlot:
+    """Each thread's fence on one catalog: ``hold`` sets it for a block, ``check`` runs it (a write
+    transaction calls it right after taking the write lock; nothing when the thread holds none)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @contextmanager
+    def hold(self, check: Fence | None) -> Iterator[None]:
+        before = getattr(self._local, "check", None)
+        self._local.check = check if check is not None else before
+        try:
+            yield
+        finally:
+            self._local.check = before
+
+    def check(self, conn: Conn) -> None:
+        fence: Fence | None = getattr(self._local, "check", None)
+        if fence is not None:
+            fence(conn)
 
 
 @dataclass(frozen=True)

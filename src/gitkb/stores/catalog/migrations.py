@@ -689,17 +689,21 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def migrate(conn: Conn) -> list[str]:
-    """Apply the migrations not yet recorded; returns the names applied."""
+def migrate(conn: Conn, *, upto: str | None = None) -> list[str]:
+    """Apply the migrations not yet recorded (only those up to and including ``upto`` when given: a
+    catalog at an older schema, as an older gitkb made it); returns the names applied."""
+    if upto is not None and upto not in {fn.__name__ for fn in MIGRATIONS}:
+        raise ValueError(f"no migration {upto!r}")
     run_script(
         conn, "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
     )
     done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
     applied = []
     for fn in MIGRATIONS:
-        if fn.__name__ in done:
-            continue
-        fn(conn)
-        conn.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))
-        applied.append(fn.__name__)
+        if fn.__name__ not in done:
+            fn(conn)
+            conn.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))
+            applied.append(fn.__name__)
+        if fn.__name__ == upto:
+            break
     return applied

@@ -21,6 +21,9 @@ Transactions make the guarantees the SQLite code relies on:
   given, so a watermark never passes a number that commits later. A write waits at most
   ``LOCK_TIMEOUT_S`` for the lock (SQLite's busy timeout), then fails.
 
+A write transaction runs the thread's fence (``engine.FenceSlot``) right after taking the lock, an
+autocommit write too.
+
 The job queue's claim (``jobs.claim_next``) also says ``FOR UPDATE SKIP LOCKED``, so two claims
 outside the write lock never take the same job.
 """
@@ -41,7 +44,7 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
 from gitkb.core.errors import StoreUnavailable
-from gitkb.stores.catalog.engine import POSTGRES, CursorLike, Dialect, redact_url
+from gitkb.stores.catalog.engine import POSTGRES, CursorLike, Dialect, Fence, FenceSlot, redact_url
 from gitkb.stores.catalog.migrations import migrate
 
 WRITE_LOCK_KEY = 0x6769746B62  # "gitkb": the one catalog write lock (pg_advisory_xact_lock)
@@ -162,13 +165,13 @@ class _PooledConn:
         self._catalog = catalog
 
     def execute(self, sql: str, parameters: Any = (), /) -> CursorLike:
-        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql):
+        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql, self._catalog._fence):
             cur = raw.execute(translate(sql), parameters or None)
             rows = cur.fetchall() if cur.description is not None else []
             return _Buffered(rows, cur.rowcount)
 
     def executemany(self, sql: str, parameters: Any, /) -> CursorLike:
-        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql):
+        with self._catalog.pool.connection() as raw, _locked_if_writing(raw, sql, self._catalog._fence):
             cur = raw.cursor()
             cur.executemany(translate(sql), list(parameters))
             return _Buffered([], cur.rowcount)
@@ -178,9 +181,10 @@ _WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|CREATE|ALTER|DROP)\b", r
 
 
 @contextmanager
-def _locked_if_writing(raw: psycopg.Connection[Any], sql: str) -> Iterator[None]:
+def _locked_if_writing(raw: psycopg.Connection[Any], sql: str, fence: FenceSlot) -> Iterator[None]:
     """A write outside ``write()`` takes the catalog write lock too (as an autocommit write waits for
-    SQLite's): change-log sequence numbers then commit in order, so a watermark never skips one."""
+    SQLite's): change-log sequence numbers then commit in order, so a watermark never skips one. It
+    runs the thread's fence too."""
     if not _WRITES.match(sql):
         yield
         return
@@ -188,6 +192,7 @@ def _locked_if_writing(raw: psycopg.Connection[Any], sql: str) -> Iterator[None]
     try:
         raw.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
         raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        fence.check(PgConnection(raw))
         yield
     except BaseException:
         with contextlib.suppress(psycopg.Error):
@@ -211,6 +216,7 @@ class PgCatalog:
         self.url = url
         self._local = threading.local()
         self._write_lock = threading.RLock()
+        self._fence = FenceSlot()
         self.pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=1, max_size=pool_max, configure=_configure, open=False, name="gitkb-catalog"
         )
@@ -243,6 +249,7 @@ class PgCatalog:
             if lock and not getattr(self._local, "locked", False):
                 current.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
                 self._local.locked = True
+                self._fence.check(current)
             yield current
             return
         with self.pool.connection() as raw:
@@ -255,6 +262,7 @@ class PgCatalog:
                 if lock:
                     raw.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
                     raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                    self._fence.check(conn)  # under the write lock: nobody takes the lease before COMMIT
                 yield conn
             except BaseException:
                 with contextlib.suppress(psycopg.Error):  # a lost connection: the server rolled back
@@ -272,6 +280,10 @@ class PgCatalog:
         """One write transaction, serialised over the whole catalog (see the module docstring)."""
         with self._write_lock, self._transaction("BEGIN", lock=True) as conn:
             yield conn
+
+    def fenced(self, check: Fence | None) -> contextlib.AbstractContextManager[None]:
+        """This thread's write transactions run ``check`` first while it is held (``engine.FenceSlot``)."""
+        return self._fence.hold(check)
 
     @contextmanager
     def read(self) -> Iterator[PgConnection]:

@@ -24,18 +24,25 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import ValidationFailed
-from gitkb.stores.catalog.backup import RUNTIME_TABLES
+from gitkb.stores.catalog.backup import RUNTIME_TABLES, TABLE_ROWS
 from gitkb.stores.catalog.engine import Conn, dialect_of
 from gitkb.stores.catalog.migrations import MIGRATIONS, migrate
 
 TABLES_DIR = "catalog/tables"
 
 
-def table_order() -> list[str]:
-    """The catalog's tables in the order the migrations create them (an in-memory SQLite catalog)."""
-    conn = sqlite3.connect(":memory:")
+def table_order(applied: list[str] | None = None) -> list[str]:
+    """The catalog's tables in the order the migrations create them (an in-memory SQLite catalog), of
+    every migration or of those ``applied`` only (a catalog at an older schema)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        migrate(conn)
+        if applied is None:
+            migrate(conn)
+        else:
+            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            for fn in MIGRATIONS:
+                if fn.__name__ in applied:
+                    fn(conn)
         return [
             r[0]
             for r in conn.execute(
@@ -98,10 +105,16 @@ def _tables(conn: Conn) -> list[str]:
 
 
 def _counters(conn: Conn) -> dict[str, int]:
-    """``table.column`` -> the last value its identity sequence gave (PostgreSQL)."""
-    if dialect_of(conn).name != "postgresql":
-        return {}
+    """``table.column`` -> the last value its identity sequence gave (PostgreSQL's sequences, SQLite's
+    ``sqlite_sequence`` of its AUTOINCREMENT keys)."""
     out: dict[str, int] = {}
+    if dialect_of(conn).name != "postgresql":
+        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").fetchone()
+        for table, seq in conn.execute("SELECT name, seq FROM sqlite_sequence").fetchall() if has else []:
+            keys = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")') if int(r[5]) == 1]
+            if len(keys) == 1:
+                out[f"{table}.{keys[0]}"] = int(seq)
+        return out
     for table, column in conn.execute(
         "SELECT table_name, column_name FROM information_schema.columns"
         " WHERE table_schema = current_schema() AND is_identity = 'YES' ORDER BY table_name, column_name"
@@ -115,8 +128,14 @@ def _counters(conn: Conn) -> dict[str, int]:
 def export(conn: Conn, into: Path) -> dict[str, Any]:
     """Write every table of the catalog ``conn`` reads (one snapshot: the caller's read
     transaction) under ``into/catalog/tables``; its tables, row counts, columns, counters and
-    migrations for the manifest."""
-    order = table_order()
+    migrations for the manifest. A catalog at an older schema exports the tables its migrations made."""
+    migrations = migrations_applied(conn)
+    if unknown := unknown_migrations(migrations):
+        raise ValidationFailed(
+            f"the catalog records migrations this gitkb does not know ({unknown}): a newer gitkb's catalog;"
+            " back it up with that gitkb"
+        )
+    order = table_order(migrations)
     if extra := sorted(set(_tables(conn)) - set(order)):
         raise ValidationFailed(
             f"the catalog holds tables this gitkb's migrations do not make ({extra}): a newer gitkb's "
@@ -139,7 +158,6 @@ def export(conn: Conn, into: Path) -> dict[str, Any]:
                 f.write(json.dumps([encode_value(v) for v in row], ensure_ascii=False) + "\n")
                 n += 1
         counts[table], columns[table] = n, cols
-    migrations = [str(r[0]) for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
     return {
         "order": list(counts),
         "tables": counts,
@@ -158,7 +176,7 @@ def rows_held(conn: Conn) -> dict[str, int]:
     """Tables of this catalog that hold rows (the ``migrations`` record left out): an import target
     must have none."""
     out = {}
-    for table in table_order():
+    for table in table_order(migrations_applied(conn)):  # the tables of its own schema (maybe older)
         if table == "migrations":
             continue
         n = int(conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0])
@@ -310,3 +328,44 @@ def archived_sources(files: Path) -> list[tuple[str, str, str, str]]:
             raise ValidationFailed("the archive's rows file for sources has no column header")
         rows = [dict(zip(cols, json.loads(line), strict=False)) for line in f]
     return [(str(r["id"]), str(r["name"]), str(r["url"]), str(r["branch"])) for r in rows]
+
+
+def forward_sqlite(path: Path, into: Path, counters: dict[str, Any]) -> dict[str, Any]:
+    """The SQLite catalog file at ``path`` (an archive's, maybe at an older schema) migrated to this
+    gitkb's schema there, then exported under ``into`` (``export``): the manifest entry a
+    ``table-rows`` import into PostgreSQL loads. The migrations are one sequence for both engines, so
+    the rows come forward as they would have in the older gitkb's own catalog; ``counters`` (the
+    archive's identity counters) are kept where they are past the file's own."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migrate(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        conn.execute("BEGIN")
+        try:
+            entry = export(conn, into)
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+    merged = dict(entry["counters"])
+    for key, value in counters.items():
+        merged[str(key)] = max(int(value or 0), merged.get(str(key), 0))
+    return {"backend": "sqlite", "format": TABLE_ROWS, "dir": TABLES_DIR, **entry, "counters": merged}
+
+
+def forward_archive(cat: dict[str, Any], files: Path, sqlite_file: Path, into: Path) -> dict[str, Any]:
+    """An archive's catalog (manifest entry ``cat``, unpacked at ``files``) at this gitkb's schema,
+    exported under ``into``: a SQLite catalog at the archive's schema -- its own file
+    (``sqlite_file``), or a ``table-rows`` export loaded into a new one -- migrated forward."""
+    path = sqlite_file
+    if cat.get("format") == TABLE_ROWS:
+        path = files / "forward.sqlite3"
+        create_sqlite(path, list(cat.get("migrations") or []))
+        load_sqlite(path, files, cat)
+    return forward_sqlite(path, into, dict(cat.get("counters") or {}))

@@ -3,7 +3,8 @@
 Order inside a sync: deletions, then renames (the existing document row moves
 to the new path with ``documents.rename``, so its id -- and the ids of its
 unchanged chunks -- survive), then loads of added, modified and renamed
-paths in batches of ``WRITE_BATCH`` documents, one SQLite transaction each.
+paths in batches of ``WRITE_BATCH`` documents, one catalog transaction each (crash point
+``sync.after_batch``, core/faults.py, after each).
 ``documents.upsert`` keeps the chunk ids of unchanged text, so only new or
 changed chunks enter the change log as ``add`` (and get embedded).
 
@@ -22,12 +23,14 @@ from gitkb.core.change_planning import ChangePlan
 from gitkb.core.chunk_config import resolve_config
 from gitkb.core.chunking import chunk_many
 from gitkb.core.exclusions import is_excluded
+from gitkb.core.faults import crash_point
 from gitkb.core.load_errors import LoadError
 from gitkb.core.loading import load_bytes
 from gitkb.core.models import ChunkConfig, ChunkSpan, LoadedText, SkippedFile
 from gitkb.core.paths import unstorable_name
 from gitkb.services.changes.sources.selection import EffectiveConfig
 from gitkb.services.context import Context
+from gitkb.services.derived import embeddings
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import skipped_files
@@ -50,6 +53,8 @@ class ApplyReport:
     unchanged: int = 0
     skipped: list[SkippedFile] = field(default_factory=list)
     chunks_written: int = 0
+    warnings: list[str] = field(default_factory=list)  # from embeddings.after_write, per index
+    chunk_tokens: dict[str, list[int]] = field(default_factory=dict)  # index id -> tokens of chunks written
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +110,8 @@ def apply_plan(
         )[0]
         for ix in targets
     }
+    for ix in targets:  # as every ingest: refused during a RECHUNK, fails closed, binds the index
+        embeddings.prepare_write(ctx, ix)
     rename_targets = {new for _, new in plan.renamed}
     with ctx.catalog.write() as w:
         for path in plan.deleted:
@@ -135,12 +142,15 @@ def apply_plan(
         _load_batch(
             ctx, row, repo, commit, batch, tree, cfg, targets, configs, forced, rename_targets, added, report
         )
+        crash_point("sync.after_batch")  # the crash tests: a batch committed, the sync not recorded
         if progress is not None:
             progress(min(start + WRITE_BATCH, total), total)
     with ctx.catalog.write() as w:  # every sync lists the tree's bad names anew: drop the ones gone
         for ix in targets:
             skipped_files.forget(w, ix.id, "bad_name", keep=[s.path for s in bad])
             skipped_files.record(w, ix.id, bad, ok=[])
+    for ix in targets:  # wake the embedder: the new chunks get their vectors in the background
+        report.warnings.extend(embeddings.after_write(ctx, ix, report.chunk_tokens.get(ix.id, [])))
     return report
 
 
@@ -224,6 +234,7 @@ def _load_batch(
                     w, _git_document(row, commit, tree, ix, configs, path, data, h, text, chunks)
                 )
                 report.chunks_written += len(chunks)
+                report.chunk_tokens.setdefault(ix.id, []).extend(c.token_count for c in chunks)
             if path in renames:
                 continue
             if path in quiet:

@@ -33,6 +33,7 @@ from gitkb.services.context import Context
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import proposals as prop_rows
+from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
 
@@ -49,7 +50,15 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
     if not isinstance(commit, str) or not commit.strip():
         raise InvalidArgument("a sync request needs the commit to sync to")
     commit = commit.strip()
-    if row.synced_commit == commit:
+    key = sync_dedupe_key(row.id, commit)
+    # One snapshot: a sync records its commit before its job ends, so either the job is still active
+    # or the commit is recorded. Two separate reads could see neither (the commit not yet recorded,
+    # then the job just finished) and queue the same sync again.
+    with ctx.catalog.read() as conn:
+        now = source_rows.get_by_id(conn, row.id)
+        earlier = job_rows.find_active_by_dedupe(conn, key)
+    synced = now.synced_commit if now is not None else row.synced_commit
+    if earlier is None and synced == commit:
         return {
             "source": row.name,
             "commit": commit,
@@ -58,9 +67,7 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
             "job_id": None,
             "reason": "already synced at this commit",
         }
-    key = sync_dedupe_key(row.id, commit)
-    earlier = job_rows.find_active_by_dedupe(ctx.catalog.conn, key)
-    job = jobs.submit(
+    job = earlier or jobs.submit(
         ctx,
         SYNC_JOB_KIND,
         {"source": row.name, "commit": commit, "full": False},

@@ -128,7 +128,7 @@ def sync_source(
         added_chunks, removed_chunks = _chunk_changes(ctx, seq0)
 
         settled = reconcile_merges(ctx, row, repo, target)
-    warnings = _sidecar_index_warnings(ctx, row, sidecars.index)
+    warnings = _sidecar_index_warnings(ctx, row, sidecars.index) + report.warnings
     out = {
         **base,
         "Message": (

@@ -11,6 +11,7 @@ Callers use ``documents.<name>``; the names below are the public surface.
 """
 
 from gitkb.stores.catalog.documents.chunk_reads import (
+    LiveChunk,
     all_chunk_cids,
     chunk_cids_by_id,
     chunk_count_of_index,
@@ -19,6 +20,7 @@ from gitkb.stores.catalog.documents.chunk_reads import (
     chunks_by_cids,
     has_chunks,
     keyword_rows,
+    live_chunks,
 )
 from gitkb.stores.catalog.documents.counts import (
     LIVE,
@@ -63,12 +65,14 @@ from gitkb.stores.catalog.documents.rows import (
     state_key,
 )
 from gitkb.stores.catalog.documents.write import (
+    bulk_cache,
     delete,
     rename,
     replace_chunks,
     set_mtime,
     swap_index,
     upsert,
+    write_document,
 )
 
 __all__ = [
@@ -77,8 +81,10 @@ __all__ = [
     "DOC_COLUMNS",
     "DocumentRow",
     "LIVE",
+    "LiveChunk",
     "NewDocument",
     "all_chunk_cids",
+    "bulk_cache",
     "chunk_cids_by_id",
     "chunk_count_of",
     "chunk_count_of_index",
@@ -107,6 +113,7 @@ __all__ = [
     "has_live_tenant",
     "hashes_by_path",
     "keyword_rows",
+    "live_chunks",
     "overrides",
     "page",
     "rename",
@@ -120,4 +127,5 @@ __all__ = [
     "untenanted_counts",
     "upsert",
     "with_text",
+    "write_document",
 ]
