@@ -36,6 +36,7 @@ def mcp(
 
     try:
         ws = state.workspace()
+        ws.ctx.keep_chunk_worker = True  # long-running, unlike the other commands: keep the chunking worker
         cfg = load_server_config(ws.settings)  # [server] public_host / allowed_hosts, as gitkb serve
         server = build_server(ws, agent_id)
     except GitkbError as exc:
