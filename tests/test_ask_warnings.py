@@ -204,3 +204,34 @@ def test_every_interface_carries_the_warning(
     except ValueError:
         mcp_out = json.loads(text)
     assert _meaning_warnings(mcp_out), mcp_out
+
+
+def test_eval_qa_reports_the_answers_that_went_by_words_only(
+    openai_home: Path, kb_copy: Path, server: Server, catalog_url: str | None
+) -> None:
+    """``gitkb eval qa`` no longer passes a downgraded run for a plain one: the second run, with the
+    embedding server gone after the first (query vectors cached, sentence vectors not), counts the
+    ASK answers that carried the warning and names them."""
+    qs = [
+        {"id": "keys", "question": QUESTION, "doc": "runbooks/rotate-api-keys.md", "answer": "rotate"},
+        {
+            "id": "passwords",
+            "question": "How long must passwords be?",
+            "doc": "policies/password-policy.md",
+            "answer": "characters",
+        },
+    ]
+    (kb_copy / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
+    w = Workspace(openai_home, catalog_url=catalog_url)
+    try:
+        first = ok(w.eval_qa(str(kb_copy), mode="hybrid", index_name="qa"))
+        assert first["ask_warnings"] == 0 and "Warnings" not in first
+        server.stop()
+        w.ctx.caches.text_vectors.clear()
+        second = ok(w.eval_qa(str(kb_copy), mode="hybrid", index_name="qa"))
+    finally:
+        w.close()
+    assert second["ask_warnings"] == 2
+    (warning,) = second["Warnings"]
+    assert warning.startswith("ASK on 2 question(s) (keys, passwords): meaning is unavailable for index 'qa'")
+    assert "store_unavailable" in warning
