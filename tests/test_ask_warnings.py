@@ -181,8 +181,12 @@ def test_every_interface_carries_the_warning(
         create_app(load_settings(openai_home, catalog_url=catalog_url)), client=("127.0.0.1", 50000)
     ) as c:
         resp = c.post("/ask", json={"query": QUESTION, "index_name": "kb"})
+        page = c.get("/ui/search", params={"q": QUESTION, "tab": "ask", "index": "kb"})  # the web page
     assert resp.status_code == 200, resp.text
     http_out = ok(resp.json())
+    assert (
+        page.status_code == 200 and 'class="alert alert-warn">meaning is unavailable for index' in page.text
+    )
     assert _meaning_warnings(http_out), http_out
 
     w = Workspace(openai_home, catalog_url=catalog_url)
