@@ -176,6 +176,8 @@ def test_every_interface_carries_the_warning(
     assert res.exit_code == 0, res.output
     cli_out = json.loads(res.stdout)
     assert cli_out["Success"] and _meaning_warnings(cli_out), cli_out
+    text = CliRunner().invoke(cli, ["--home", str(openai_home), "ask", QUESTION, "--index", "kb"])
+    assert text.exit_code == 0 and "meaning is unavailable for index 'kb'" in text.stderr, text.output
 
     with TestClient(
         create_app(load_settings(openai_home, catalog_url=catalog_url)), client=("127.0.0.1", 50000)
