@@ -200,10 +200,10 @@ def test_the_keyword_feed_reads_the_catalog_when_something_newer_is_pending(ws: 
     conn = ws.ctx.catalog.conn
     batch = changes.since(conn, 0, 100)
     cids = sorted({c.cid for c in batch if c.cid is not None})
-    row = conn.execute(
-        "SELECT c.index_id, d.path FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
-    ).fetchone()
-    stale = catchup.Written(0, batch[-1].seq, {(row[0], row[1]): [("old text", ())]})
+    ix, doc = conn.execute("SELECT index_id, document_rowid FROM chunks").fetchone()
+    stale = catchup.Written(
+        0, batch[-1].seq, {doc: catchup.WrittenDocument(ix, None, None, [("old text", ())])}
+    )
     assert catchup._handed(batch, stale) == set(cids)  # the write's own entries: its texts
     assert catchup._keyword_docs(conn, cids, stale, set(cids))[0].text == "old text"
     older = catchup.Written(0, batch[-1].seq - 1, stale.docs)

@@ -27,9 +27,9 @@ rebuild that repair runs applies everything.
 
 An ingest run by the writer hands the feed what it just wrote (``Written``: the chunk texts and heading
 paths of each document, and the change-log seqs of that write): a chunk whose every pending entry lies
-in that range, and nothing newer is pending, takes its text from there; the catalog still says which
-chunk a cid is (index, document, ordinal, tenant, title: ``keyword_keys``, without the ~25 MB of text on
-awsdocs). Anything else, and every catch-up, reads the catalog.
+in that range, and nothing newer is pending, takes its text, heading path and document's title and
+tenant from there (what that write set, and nothing changed them since); the catalog still says which
+chunk a cid is (index, document, ordinal: ``keyword_keys``, without the ~25 MB of text on awsdocs). Anything else, and every catch-up, reads the catalog.
 
 RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
 ones in one tantivy commit just before its catalog swap (``switch_keywords``):
@@ -66,13 +66,23 @@ def keyword_title(doc_title: str | None, heading_path: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class WrittenDocument:
+    """One document as that write left it: its index, tenant, title and (text, heading path) by ordinal."""
+
+    index_id: str
+    tenant: str | None
+    title: str | None
+    chunks: list[tuple[str, tuple[str, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
 class Written:
     """What one write of an ingest put in the catalog: change-log entries ``after`` < seq <= ``upto``,
-    and each document's chunks as (text, heading path) by ordinal, keyed by (index id, path)."""
+    and each document it wrote, by document rowid."""
 
     after: int
     upto: int
-    docs: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]]
+    docs: dict[int, WrittenDocument]
 
 
 def _handed(batch: list[changes.Change], written: Written | None) -> set[int]:
@@ -98,14 +108,13 @@ def _keyword_docs(
     rest = cids
     if written is not None and handed:
         rest = []
-        for cid, index_id, tenant, title, path, ordinal in keyword_keys(
-            conn, [c for c in cids if c in handed]
-        ):
-            chunks = written.docs.get((index_id, path))
-            if chunks is None or ordinal >= len(chunks):  # not from that write after all: read it
+        for cid, index_id, document_rowid, ordinal in keyword_keys(conn, [c for c in cids if c in handed]):
+            doc = written.docs.get(document_rowid)
+            if doc is None or doc.index_id != index_id or ordinal >= len(doc.chunks):  # not from that write
                 rest.append(cid)
                 continue
-            text, heading = chunks[ordinal]
+            text, heading = doc.chunks[ordinal]
+            tenant, title = doc.tenant, doc.title
             kt = titles.get((title, heading))
             if kt is None:
                 kt = titles[(title, heading)] = keyword_title(title, heading)

@@ -24,7 +24,7 @@ from gitkb.core.models import SKIP_CATEGORIES, ChunkConfig, ChunkSpan, LoadedTex
 from gitkb.core.walking import walk
 from gitkb.services.context import Context
 from gitkb.services.derived import embeddings
-from gitkb.services.derived.catchup import Written, catch_up_keywords, feed_keywords
+from gitkb.services.derived.catchup import Written, WrittenDocument, catch_up_keywords, feed_keywords
 from gitkb.services.indexing.admission import Placement, admit_documents
 from gitkb.services.indexing.chunk_pipeline import PARALLEL_MIN_FILES, ChunkPipeline, KeptWorker
 from gitkb.stores.catalog import changes, skipped_files
@@ -282,11 +282,11 @@ def _write_files(
     if not pending:
         return None
     crash_point("ingest.chunked")
-    texts: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+    texts: dict[int, WrittenDocument] = {}
     with ctx.catalog.write() as conn:
         after = changes.head(conn)
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
-            status = doc_rows.write_document(
+            status, rowid = doc_rows.write_document(
                 conn,
                 doc_rows.NewDocument(
                     index_id=row.id,
@@ -311,7 +311,8 @@ def _write_files(
             (report.added if status == "added" else report.modified).append(entry.rel_path)
             report.chunks_written += len(chunks)
             report.chunk_tokens.extend(c.token_count for c in chunks)
-            texts[(row.id, entry.rel_path)] = [(c.text, c.heading_path) for c in chunks]
+            chunk_texts = [(c.text, c.heading_path) for c in chunks]
+            texts[rowid] = WrittenDocument(row.id, place.tenant, loaded.title, chunk_texts)
         upto = changes.head(conn)
     return Written(after, upto, texts)
 

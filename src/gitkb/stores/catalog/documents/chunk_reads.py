@@ -33,9 +33,9 @@ def keyword_rows(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | 
     return [tuple(r) for r in out]
 
 
-def keyword_keys(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, int]]:
-    """(cid, index_id, tenant, document title, document path, ordinal) of live chunks: ``keyword_rows``
-    without the text and heading path, for chunks whose text the writer still holds (``catchup.Written``)."""
+def keyword_keys(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, int, int]]:
+    """(cid, index_id, document rowid, ordinal) of live chunks: ``keyword_rows`` without the text,
+    heading path and document, for chunks whose text the writer still holds (``catchup.Written``)."""
     out = []
     cids = list(cids)
     for i in range(0, len(cids), 900):
@@ -43,9 +43,7 @@ def keyword_keys(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | 
         marks = ",".join("?" * len(part))
         out.extend(
             conn.execute(
-                "SELECT c.rowid, c.index_id, d.tenant, d.title, d.path, c.ordinal FROM chunks c"
-                f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
-                part,
+                f"SELECT rowid, index_id, document_rowid, ordinal FROM chunks WHERE rowid IN ({marks})", part
             ).fetchall()
         )
     return [tuple(r) for r in out]

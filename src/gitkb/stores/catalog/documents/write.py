@@ -43,14 +43,15 @@ def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
     keep their row, so derived indexes don't redo them; only removed chunks
     are logged as ``remove`` and new ones as ``add``.
     """
-    status = write_document(conn, doc)
+    status, _rowid = write_document(conn, doc)
     row = get_by_path(conn, doc.index_id, doc.path)
     assert row is not None
     return status, row
 
 
-def write_document(conn: Conn, doc: NewDocument) -> str:
-    """``upsert`` without reading the row back: "added" or "modified" (ADD_DOCUMENTS' batches)."""
+def write_document(conn: Conn, doc: NewDocument) -> tuple[str, int]:
+    """``upsert`` without reading the row back: ("added" or "modified", the document's rowid)
+    (ADD_DOCUMENTS' batches)."""
     now = time.time()
     existing = get_by_path(conn, doc.index_id, doc.path)
     meta = json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)
@@ -67,7 +68,7 @@ def write_document(conn: Conn, doc: NewDocument) -> str:
     if existing is not None and existing.tenant != doc.tenant:
         # derived indexes filter by tenant: every kept chunk must be applied again
         changes.log_adds_for_document(conn, rowid)
-    return status
+    return status, rowid
 
 
 def _row_values(doc: NewDocument, meta: str) -> tuple[Any, ...]:
