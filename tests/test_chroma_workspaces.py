@@ -166,3 +166,43 @@ def test_a_workspace_built_before_workspace_ids_keeps_its_vectors(
     ok(fresh.verify(repair=True))
     assert own_vectors(up) == (6, index_ids(up))
     assert own_vectors(fresh) == (9, index_ids(fresh))
+
+
+def test_the_migration_gives_an_id_and_keeps_the_identities_in_use() -> None:
+    """``m025_chroma18_workspace_id`` on a catalog at the step before: a random id each time, and the
+    identities the catalog already used (bound, pinned, saved) recorded to keep their old names; a
+    catalog made now records none."""
+    from gitkb.stores.catalog import vector_state as vs
+    from gitkb.stores.catalog.migrations import migrate
+
+    def catalog(rows: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn, upto="m024_ingest20_drop_chunks_index")
+        if rows:
+            for ix, pinned in (("kidx_1", None), ("kidx_2", "openai/text-embedding-3-small")):
+                conn.execute(
+                    "INSERT INTO indexes(id, name, created_at, updated_at, embedding_identity) VALUES (?, ?, 0, 0, ?)",
+                    (ix, ix, pinned),
+                )
+            conn.execute("INSERT INTO index_vectors VALUES ('kidx_1', 'hashing/hashing-384', 0, 0)")
+            conn.execute(
+                "INSERT INTO workspace_state VALUES ('embedding_identity', 'fastembed/all-minilm-l6-v2', 0)"
+            )
+        assert migrate(conn) == ["m025_chroma18_workspace_id"]
+        return conn
+
+    old, again, new = catalog(True), catalog(True), catalog(False)
+    naming = vs.vector_naming(old)
+    assert naming.legacy == {
+        "hashing/hashing-384",
+        "openai/text-embedding-3-small",
+        "fastembed/all-minilm-l6-v2",
+    }
+    assert naming.name("hashing/hashing-384") == "hashing_hashing-384_index"
+    ws = naming.workspace_id
+    assert ws and naming.name("hashing/other") == f"hashing_other_index_{ws}"
+    assert vs.vector_naming(again).workspace_id not in (None, ws)
+    fresh = vs.vector_naming(new)
+    assert fresh.legacy == frozenset() and fresh.name("hashing/hashing-384").endswith(
+        f"_{fresh.workspace_id}"
+    )
