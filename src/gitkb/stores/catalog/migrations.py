@@ -688,8 +688,9 @@ def m025_chroma18_workspace_id(conn: Conn) -> None:
         ("workspace_id", uuid.uuid4().hex[:12]),
         ("vector_legacy_identities", json.dumps(sorted(used))),
     ):
-        conn.execute(
-            "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?)", (key, value, now)
+        conn.execute(  # a key already there (rows copied from a newer catalog) is kept
+            "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING",
+            (key, value, now),
         )
 
 
