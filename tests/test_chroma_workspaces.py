@@ -9,6 +9,7 @@ workspace built before the ids keeps its collection (its old name) without re-em
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -19,7 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from gitkb import Workspace
+from gitkb.cli.main import cli
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.vector_collections import collection_name
 from helpers import ok, wait_until
@@ -57,7 +61,9 @@ def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
 
 def on_server(make_ws: Callable[..., Any], at: Path, server: tuple[str, int], **kw: Any) -> Any:
     at.mkdir(exist_ok=True)
-    (at / "gitkb.toml").write_text(f'[chroma]\nhost = "{server[0]}"\nport = {server[1]}\n')
+    (at / "gitkb.toml").write_text(
+        f'[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n[chroma]\nhost = "{server[0]}"\nport = {server[1]}\n'
+    )
     return make_ws(at=at, **kw)
 
 
@@ -117,6 +123,28 @@ def test_nodes_of_one_workspace_share_its_collection(
     assert b.ctx.vectors.collection_name(IDENTITY) == a.ctx.vectors.collection_name(IDENTITY)
     assert own_vectors(b) == (4, index_ids(a))
     assert semantic_paths(b, "notes", "aurora runbook") == {f"aurora-{i}.md" for i in range(4)}
+
+
+def test_a_restore_with_a_new_workspace_id_runs_beside_its_original(
+    make_ws: Callable[..., Any], tmp_path: Path, chroma_server: tuple[str, int]
+) -> None:
+    w = on_server(make_ws, tmp_path / "orig", chroma_server)
+    fill(w, "notes", "aurora", 5)
+    archive = tmp_path / "kb.backup"
+    ok(w.backup(str(archive)))
+    copy = tmp_path / "copy"
+    got = CliRunner().invoke(cli, ["--json", "restore", "--new-workspace-id", str(archive), str(copy)])
+    assert got.exit_code == 0, got.output
+    out = json.loads(got.stdout)
+    assert out["embeddings"]["chunks_embedded"] == 5 and out["differences"] == [], out  # its own collection
+    with Workspace(copy, catalog_url=f"sqlite:///{copy / 'catalog.sqlite3'}") as r:
+        assert r.ctx.vectors.collection_name(IDENTITY) != w.ctx.vectors.collection_name(IDENTITY)
+        ok(r.document_index("ADD_TEXT", index_name="notes", text="The aurora copy note.", filepath="copy.md"))
+        ok(r.build_embeddings())
+        ok(r.verify(repair=True))
+        assert own_vectors(r) == (6, index_ids(r))
+    assert own_vectors(w) == (5, index_ids(w))  # the copy's writes and repair did not reach the original's
+    assert ok(w.verify())["clean"] is True
 
 
 def as_before_workspace_ids(home: Path, server: tuple[str, int]) -> str:

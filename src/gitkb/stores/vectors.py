@@ -127,6 +127,11 @@ class VectorStore:
 
     # -- collections ---------------------------------------------------------------------------
 
+    def use_naming(self, naming: Naming) -> None:
+        """Name (and find) collections by ``naming`` from now on (a restore that took a new id)."""
+        self._collections.naming = naming
+        self._collections.forget()
+
     def collection_name(self, identity: str) -> str:
         """The name of ``identity``'s collection in this store's naming (it may not exist yet)."""
         return self._collections.naming.name(identity)
