@@ -472,6 +472,12 @@ METHODS: tuple[Action, ...] = (
             P("sha256", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, "the archive's sha256"),
             PROGRESS,
             P("catalog_url", {"type": "string"}, "an empty PostgreSQL database for the catalog"),
+            P(
+                "new_workspace_id",
+                BOOL,
+                "a workspace id of its own (its vectors re-embedded into its own collections), to run beside "
+                "the original on the same Chroma server",
+            ),
         ),
         "a new workspace from an archive: catalog, settings, clones; keyword index and vectors rebuilt",
         "gitkb restore",

@@ -165,13 +165,17 @@ class Context:
         with self._lazy_lock:
             store = self.caches.vectors
             if store is None:
+                from gitkb.stores.catalog.vector_state import vector_naming  # opened on first use
                 from gitkb.stores.vectors import VectorStore  # heavy: numpy; opened on first use
 
                 s = self.settings
+                naming = vector_naming(self.catalog.conn)
                 if s.chroma_host:
-                    store = VectorStore.open_http(s.chroma_host, s.chroma_port or 8000, s.chroma_headers)
+                    store = VectorStore.open_http(
+                        s.chroma_host, s.chroma_port or 8000, s.chroma_headers, naming=naming
+                    )
                 else:
-                    store = VectorStore.open_persistent(s.vectors_path)
+                    store = VectorStore.open_persistent(s.vectors_path, naming=naming)
                 self.caches.vectors = store
             return store
 

@@ -1,7 +1,10 @@
 """Chroma collections by embedding identity: their names, the identity each records, cached handles.
 
-A collection is named from its identity (:func:`collection_name`) and records the identity and the
-fingerprint it holds; a handle whose collection was dropped meanwhile is fetched again once.
+A collection is named from its identity and the workspace's id (:class:`Naming`, :func:`collection_name`)
+and records the identity, the fingerprint it holds and the workspace id; a handle whose collection was
+dropped meanwhile is fetched again once. Two workspaces on one Chroma server never share a collection;
+the nodes of one workspace (one catalog, one id) do. An identity a workspace used before it had an id
+keeps its collection's old name (``{provider}_{model}_index``), so nothing built is lost or re-embedded.
 Chroma and transport failures are mapped onto the gitkb error tree (:func:`chroma_guard`).
 """
 
@@ -10,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
@@ -22,20 +26,54 @@ _SAFE_RE = re.compile(r"[^a-z0-9._-]+")
 _MAX_MODEL_PART = 200
 
 
-def collection_name(identity: str) -> str:
-    """``{provider}_{sanitized_model}_index`` for a (normalised or not) identity. Pure.
+_WORKSPACE_RE = re.compile(r"[a-z0-9]{1,32}")
+
+
+def collection_name(identity: str, workspace_id: str | None = None) -> str:
+    """``{provider}_{sanitized_model}_index`` for a (normalised or not) identity, with
+    ``_{workspace_id}`` appended when given. Pure.
 
     Sanitising keeps ``[a-z0-9._-]``; when it had to change anything (``/``,
     ``:``, ``+``, ``..``, length) a short hash of the identity is appended so
-    distinct identities never share a name.
+    distinct identities never share a name. The model part has no ``_``, so a name
+    with a workspace id never equals one without.
     """
+    if workspace_id is not None and not _WORKSPACE_RE.fullmatch(workspace_id):
+        raise InvalidArgument(f"invalid workspace id {workspace_id!r}")
     provider, model = split_identity(identity)
     safe = _SAFE_RE.sub("-", model)
     safe = re.sub(r"\.{2,}", ".", safe).strip("._-") or "model"
     if safe != model or len(safe) > _MAX_MODEL_PART:
         digest = hashlib.sha256(f"{provider}/{model}".encode()).hexdigest()[:8]
         safe = f"{safe[:_MAX_MODEL_PART].rstrip('._-')}-{digest}"
-    return f"{provider}_{safe}_index"
+    name = f"{provider}_{safe}_index"
+    return name if workspace_id is None else f"{name}_{workspace_id}"
+
+
+def _normal(identity: str) -> str:
+    provider, model = split_identity(identity)
+    return f"{provider}/{model}"
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Which collection is a workspace's for an identity. ``workspace_id`` None (a bare store): the
+    name without id for every identity; ``legacy``: identities that keep that name (used before the
+    workspace had an id)."""
+
+    workspace_id: str | None = None
+    legacy: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, workspace_id: str | None, legacy: Iterable[str] = ()) -> Naming:
+        return cls(workspace_id or None, frozenset(_normal(i) for i in legacy))
+
+    def workspace_for(self, identity: str) -> str | None:
+        """The workspace id ``identity``'s collection is named (and marked) with; None: the old name."""
+        return None if _normal(identity) in self.legacy else self.workspace_id
+
+    def name(self, identity: str) -> str:
+        return collection_name(identity, self.workspace_for(identity))
 
 
 @contextmanager
@@ -61,8 +99,9 @@ def chroma_guard(what: str) -> Iterator[None]:
 class Collections:
     """The collections of one Chroma client, one per embedding identity; handles cached, thread-safe."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, naming: Naming | None = None) -> None:
         self._client = client
+        self.naming = naming or Naming()
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
 
@@ -75,18 +114,23 @@ class Collections:
                 self._handles.pop(name, None)
 
     def _checked(self, col: Any, identity: str) -> Any:
-        found = (col.metadata or {}).get("identity")
+        md = col.metadata or {}
+        found = md.get("identity")
         if found != identity:
             raise Conflict(f"vector collection {col.name!r} belongs to identity {found!r}, not {identity!r}")
+        ws = self.naming.workspace_for(identity)
+        if ws is not None and md.get("workspace") != ws:
+            raise Conflict(
+                f"vector collection {col.name!r} belongs to workspace {md.get('workspace')!r}, not {ws!r}"
+            )
         return col
 
     def get(self, identity: str, *, refresh: bool = False) -> Any | None:
         """The collection of ``identity``, or None when it does not exist."""
         from chromadb.errors import NotFoundError  # heavy: chromadb
 
-        provider, model = split_identity(identity)
-        identity = f"{provider}/{model}"
-        name = collection_name(identity)
+        identity = _normal(identity)
+        name = self.naming.name(identity)
         with self._lock:
             if not refresh and name in self._handles:
                 return self._handles[name]
@@ -108,8 +152,8 @@ class Collections:
         if col is not None:
             return col
         provider, model = identity.split("/", 1)
-        name = collection_name(identity)
-        metadata = {
+        name = self.naming.name(identity)
+        metadata: dict[str, Any] = {
             "identity": identity,
             "fingerprint": make_fingerprint(identity, dims),
             "dims": dims,
@@ -118,6 +162,9 @@ class Collections:
             "gitkb_schema": SCHEMA_VERSION,
             "hnsw:space": "cosine",
         }
+        ws = self.naming.workspace_for(identity)
+        if ws is not None:
+            metadata["workspace"] = ws
         with chroma_guard(f"create collection {name}"):
             col = self._client.get_or_create_collection(name, metadata=metadata, embedding_function=None)
         self._checked(col, identity)
@@ -157,12 +204,13 @@ class Collections:
         return None if col is None else str(col.metadata["fingerprint"])
 
     def list_all(self) -> list[dict[str, Any]]:
-        """gitkb's collections (those recording an identity): name, identity, fingerprint, count."""
+        """This workspace's collections (those recording an identity under the name this workspace gives
+        it; other workspaces' on the same server are not listed): name, identity, fingerprint, count."""
         out: list[dict[str, Any]] = []
         with chroma_guard("list collections"):
             for col in self._client.list_collections():
                 md = col.metadata or {}
-                if "identity" in md and "fingerprint" in md:
+                if "identity" in md and "fingerprint" in md and self._ours(col.name, md):
                     out.append(
                         {
                             "name": col.name,
@@ -172,6 +220,12 @@ class Collections:
                         }
                     )
         return sorted(out, key=lambda c: c["name"])
+
+    def _ours(self, name: str, md: dict[str, Any]) -> bool:
+        try:
+            return self.naming.name(str(md["identity"])) == name
+        except InvalidArgument:
+            return False
 
     def drop(self, identity: str) -> bool:
         """Delete ``identity``'s collection; False when there was none."""

@@ -8,7 +8,9 @@ of another fingerprint. Chroma's default embedding function is never used
 (it downloads a model): vectors are always given explicitly.
 
 The same class works embedded (``open_persistent``) and against a Chroma
-server (``open_http``).
+server (``open_http``). A workspace opens it with its :class:`Naming` (its id and
+the identities that keep their old collection names): it sees only its own
+collections, so two workspaces on one server never touch each other's vectors.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint
 from gitkb.core.errors import Conflict, InvalidArgument, StoreUnavailable
-from gitkb.stores.vector_collections import Collections, chroma_guard
+from gitkb.stores.vector_collections import Collections, Naming, chroma_guard
 
 UPSERT_BATCH = 64
 READ_BATCH = 512
@@ -59,15 +61,15 @@ def _batches(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 class VectorStore:
     """Chroma collections, one per embedding identity. Use ``open_persistent`` or ``open_http``."""
 
-    def __init__(self, client: Any, *, location: str) -> None:
+    def __init__(self, client: Any, *, location: str, naming: Naming | None = None) -> None:
         self._client = client
         self.location = location
-        self._collections = Collections(client)
+        self._collections = Collections(client, naming)
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open_persistent(cls, path: Path) -> VectorStore:
+    def open_persistent(cls, path: Path, *, naming: Naming | None = None) -> VectorStore:
         """An embedded Chroma in ``path`` (one process owns it)."""
         import chromadb  # heavy: chromadb
         from chromadb.config import Settings  # heavy: chromadb
@@ -78,11 +80,17 @@ class VectorStore:
             client = chromadb.PersistentClient(
                 path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
             )
-        return cls(client, location=str(path))
+        return cls(client, location=str(path), naming=naming)
 
     @classmethod
     def open_http(
-        cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, ssl: bool = False
+        cls,
+        host: str,
+        port: int,
+        headers: Mapping[str, str] | None = None,
+        *,
+        ssl: bool = False,
+        naming: Naming | None = None,
     ) -> VectorStore:
         """A Chroma server (``chroma run``, or distributed Chroma)."""
         import chromadb  # heavy: chromadb
@@ -97,7 +105,7 @@ class VectorStore:
                 settings=Settings(anonymized_telemetry=False, allow_reset=False),
             )
             client.heartbeat()
-        return cls(client, location=f"{'https' if ssl else 'http'}://{host}:{port}")
+        return cls(client, location=f"{'https' if ssl else 'http'}://{host}:{port}", naming=naming)
 
     def close(self) -> None:
         """Release the client (for an embedded store: its files). Idempotent."""
@@ -118,6 +126,15 @@ class VectorStore:
             self._client.heartbeat()
 
     # -- collections ---------------------------------------------------------------------------
+
+    def use_naming(self, naming: Naming) -> None:
+        """Name (and find) collections by ``naming`` from now on (a restore that took a new id)."""
+        self._collections.naming = naming
+        self._collections.forget()
+
+    def collection_name(self, identity: str) -> str:
+        """The name of ``identity``'s collection in this store's naming (it may not exist yet)."""
+        return self._collections.naming.name(identity)
 
     def fingerprint_of(self, identity: str) -> str | None:
         """The fingerprint recorded on ``identity``'s collection, or None when it has none."""

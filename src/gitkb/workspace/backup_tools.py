@@ -44,6 +44,7 @@ def restore(
     sha256: str | None = None,
     progress: Any = None,
     catalog_url: str | None = None,
+    new_workspace_id: bool = False,
 ) -> dict[str, Any]:
     """A new workspace at ``directory`` (absent or empty) from ``archive``; the caller's workspace is
     untouched. The restored one is opened to rebuild its keyword index and vectors, then closed.
@@ -56,7 +57,7 @@ def restore(
     url = catalog_url or f"sqlite:///{Path(out['directory']) / 'catalog.sqlite3'}"
     try:
         with opens(out["directory"], catalog_url=url) as restored:
-            out.update(backups.rebuild(restored.ctx, progress))
+            out.update(backups.rebuild(restored.ctx, progress, new_workspace_id=bool(new_workspace_id)))
             if said := _credentials_said(restored.settings):
                 out["Warnings"] = [*out.get("Warnings", []), said]
     except GitkbError as exc:  # the files are in place: what is left is derived

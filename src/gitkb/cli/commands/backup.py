@@ -82,7 +82,15 @@ def backup(file: str) -> None:
     "--catalog-url",
     help="Restore the catalog into this PostgreSQL database (no gitkb rows in it); default: SQLite in DIRECTORY.",
 )
-def restore(file: str, directory: str, sha256: str | None, catalog_url: str | None) -> None:
+@click.option(
+    "--new-workspace-id",
+    is_flag=True,
+    help="Give the restored workspace an id of its own: its vectors are embedded again into its own "
+    "collections, so it can run beside the original on the same Chroma server.",
+)
+def restore(
+    file: str, directory: str, sha256: str | None, catalog_url: str | None, new_workspace_id: bool
+) -> None:
     """Make a new workspace at DIRECTORY (absent or empty) from an archive; rebuild its indexes."""
     target = Path(directory).expanduser().absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -96,7 +104,13 @@ def restore(file: str, directory: str, sha256: str | None, catalog_url: str | No
     try:  # no workspace is open: the local operator calls it (the policy is asked all the same)
         operator = cast(Workspace, Operator(Workspace))
         data = Workspace.restore(
-            operator, str(Path(file).absolute()), str(target), sha256, progress=bars, catalog_url=catalog_url
+            operator,
+            str(Path(file).absolute()),
+            str(target),
+            sha256,
+            progress=bars,
+            catalog_url=catalog_url,
+            new_workspace_id=new_workspace_id,
         )
     finally:
         bars.close()

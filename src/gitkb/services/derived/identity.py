@@ -157,3 +157,18 @@ def embedder_for(ctx: Context, identity: str) -> Embedder:
             )
             cache[identity] = emb
     return emb
+
+
+def give_new_workspace_id(ctx: Context) -> str:
+    """A new random workspace id (no legacy collection names): from now on this workspace's vectors go
+    to collections of its own, so a restored copy can run beside its original on one Chroma server.
+    Its vectors are embedded again there (the catch-up finds none)."""
+    import uuid  # only a restore asking for a new id needs it
+
+    new = uuid.uuid4().hex[:12]
+    with ctx.catalog.write() as w:
+        vs.set_state(w, vs.WORKSPACE_ID_KEY, new)
+        vs.set_state(w, vs.LEGACY_IDENTITIES_KEY, "[]")
+    if ctx.caches.vectors is not None:  # opened already: it names collections the new way from now on
+        ctx.caches.vectors.use_naming(vs.vector_naming(ctx.catalog.conn))
+    return new

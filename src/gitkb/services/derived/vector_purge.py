@@ -10,7 +10,6 @@ from typing import Any
 from gitkb.core.errors import GitkbError, NotFound, StoreUnavailable
 from gitkb.services.context import Context
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.vector_collections import collection_name
 
 _purge_lock = threading.Lock()
 
@@ -37,7 +36,7 @@ def purge_index(ctx: Context, index_id: str, index_name: str) -> None:
         vs.add_purges(w, index_id, index_name, idents)
     left = retry_purges(ctx, index_id)
     if left:
-        names = [collection_name(p.identity) for p in left]
+        names = [ctx.vectors.collection_name(p.identity) for p in left]
         raise StoreUnavailable(
             f"index {index_name!r} was removed from the catalog, but its vectors could not be purged from "
             f"collection(s) {', '.join(names)} ({left[0].error}); run DELETE_INDEX {index_name!r} again to finish",
@@ -74,7 +73,7 @@ def finish_deleted_index(ctx: Context, index_name: str) -> dict[str, Any] | None
     for ix in ids:
         left = retry_purges(ctx, ix)
         if left:
-            names = [collection_name(p.identity) for p in left]
+            names = [ctx.vectors.collection_name(p.identity) for p in left]
             raise StoreUnavailable(
                 f"the vectors of deleted index {index_name!r} still could not be purged from {', '.join(names)} "
                 f"({left[0].error}); run DELETE_INDEX {index_name!r} again later",

@@ -39,6 +39,7 @@ from gitkb.core.errors import Conflict, InvalidArgument, ValidationFailed
 from gitkb.core.files import DIR_MODE
 from gitkb.services.context import Context
 from gitkb.services.derived import catchup
+from gitkb.services.derived import identity as vector_identity
 from gitkb.services.operations import verify
 from gitkb.services.runtime import jobs
 from gitkb.stores import backup_archive, git_bundle
@@ -360,9 +361,15 @@ def _place_clones(clones: list[dict[str, Any]], files: Path, home: Path, urls: d
         )
 
 
-def rebuild(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
+def rebuild(
+    ctx: Context, progress: Progress | None = None, *, new_workspace_id: bool = False
+) -> dict[str, Any]:
     """On a workspace just restored: rebuild the keyword index, bring every embedding index's
-    vectors back (kept when the vector store still has them, embedded otherwise)."""
+    vectors back (kept when the vector store still has them, embedded otherwise). The restored
+    workspace keeps the original's workspace id (its collections) unless ``new_workspace_id``: then it
+    gets one of its own and every vector is embedded into its own collections."""
+    if new_workspace_id:
+        vector_identity.give_new_workspace_id(ctx)
     if progress is not None:
         progress(0, 1, "keywords")
     with ctx.write_lock:

@@ -5,8 +5,10 @@ that has shipped."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import uuid
 from collections.abc import Callable
 
 from gitkb.stores.catalog.engine import Conn, dialect_of
@@ -667,6 +669,31 @@ def m024_ingest20_drop_chunks_index(conn: Conn) -> None:
     run_script(conn, "DROP INDEX IF EXISTS chunks_index")
 
 
+def m025_chroma18_workspace_id(conn: Conn) -> None:
+    """A random id for this workspace (part chroma18), in ``workspace_state.workspace_id``: new Chroma
+    collections are named with it, so two workspaces on one Chroma server never share a collection, while
+    the nodes of one workspace (one catalog) do. The identities an existing catalog already uses are
+    recorded in ``vector_legacy_identities``: their collections keep the name they had (no re-embedding)."""
+    used: set[str] = set()
+    for sql in (
+        "SELECT identity FROM index_vectors",
+        "SELECT identity FROM vector_purges",
+        "SELECT identity FROM vector_outcomes",
+        "SELECT embedding_identity FROM indexes WHERE embedding_identity IS NOT NULL",
+        "SELECT value FROM workspace_state WHERE key = 'embedding_identity'",
+    ):
+        used.update(str(r[0]) for r in conn.execute(sql) if r[0])
+    now = time.time()
+    for key, value in (
+        ("workspace_id", uuid.uuid4().hex[:12]),
+        ("vector_legacy_identities", json.dumps(sorted(used))),
+    ):
+        conn.execute(  # a key already there (rows copied from a newer catalog) is kept
+            "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING",
+            (key, value, now),
+        )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -686,6 +713,7 @@ MIGRATIONS: list[Migration] = [
     m022_nodes18_lease_nodes,
     m023_nodes18_proposal_specs,
     m024_ingest20_drop_chunks_index,
+    m025_chroma18_workspace_id,
 ]
 
 

@@ -172,14 +172,20 @@ def unknown_migrations(applied: list[str]) -> list[str]:
     return [m for m in applied if m not in known]
 
 
+# Rows the migrations of a new catalog write (m025_chroma18_workspace_id: its workspace id): an import
+# target holds them, and the archive's own rows replace them.
+_MIGRATION_ROWS = {"workspace_state": "key IN ('workspace_id', 'vector_legacy_identities')"}
+
+
 def rows_held(conn: Conn) -> dict[str, int]:
-    """Tables of this catalog that hold rows (the ``migrations`` record left out): an import target
-    must have none."""
+    """Tables of this catalog that hold rows (the ``migrations`` record and the rows its migrations
+    wrote left out): an import target must have none."""
     out = {}
     for table in table_order(migrations_applied(conn)):  # the tables of its own schema (maybe older)
         if table == "migrations":
             continue
-        n = int(conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0])
+        made = f" WHERE NOT ({_MIGRATION_ROWS[table]})" if table in _MIGRATION_ROWS else ""
+        n = int(conn.execute(f'SELECT COUNT(*) FROM "{table}"{made}').fetchone()[0])
         if n:
             out[table] = n
     return out
@@ -201,6 +207,8 @@ def import_rows(conn: Conn, files: Path, catalog: dict[str, Any]) -> dict[str, i
     if extra := sorted(set(want) - set(order)):
         raise ValidationFailed(f"the archive holds tables this gitkb does not know: {extra}")
     conn.execute("DELETE FROM migrations")  # the archive's own record replaces the target's
+    for table, made in _MIGRATION_ROWS.items():  # and its rows those the target's migrations wrote
+        conn.execute(f'DELETE FROM "{table}" WHERE {made}')
     got: dict[str, int] = {}
     for table in order:
         path = files / TABLES_DIR / f"{table}.jsonl"

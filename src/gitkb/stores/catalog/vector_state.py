@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.vector_collections import Naming
 
 REEMBED_OP = "reembed_index"
 IDENTITY_KEY = "embedding_identity"
+WORKSPACE_ID_KEY = "workspace_id"  # names this workspace's Chroma collections (m025_chroma18_workspace_id)
+LEGACY_IDENTITIES_KEY = "vector_legacy_identities"  # JSON list: identities whose collections keep old names
 
 
 # -- key/value state -----------------------------------------------------------------------------
@@ -40,6 +43,15 @@ def set_state(conn: Conn, key: str, value: str) -> None:
         "INSERT INTO workspace_state(key, value, updated_at) VALUES (?, ?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         (key, value, time.time()),
+    )
+
+
+def vector_naming(conn: Conn) -> Naming:
+    """How this workspace names its collections: its id, and the identities whose collections keep
+    the name they had before it had one."""
+    legacy = get_state(conn, LEGACY_IDENTITIES_KEY)
+    return Naming.of(
+        get_state(conn, WORKSPACE_ID_KEY), [str(i) for i in json.loads(legacy)] if legacy else []
     )
 
 
