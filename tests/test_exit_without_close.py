@@ -76,6 +76,7 @@ def test_a_script_that_never_closes_its_workspace_exits_0_ten_times(tmp_path: Pa
         tails.append(p.stdout[-200:] + p.stderr[-300:])
         assert "busy at exit True" in p.stdout, p.stdout + p.stderr  # the embedder was computing
         assert f" {DOCS}\n" in p.stdout, p.stdout  # every document's chunk was written before the exit
+        assert "Traceback" not in p.stderr, p.stderr  # the exit stops the embedder, it does not crash it
     assert codes == [0] * 10, (codes, tails)
     # nothing was lost: the last workspace opens again and its embedder finishes every chunk
     reopen = tmp_path / "reopen.py"
