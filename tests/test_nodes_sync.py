@@ -115,7 +115,7 @@ def cluster(
         **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
         "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "GITKB_PROMOTE_AFTER_SECONDS": "0.2",
-        "GITKB_WEBHOOK_SECRET": SECRET,  # the server-wide secret (the HTTP source add takes none)
+        "GITKB_WEBHOOK_SECRET": SECRET,  # the server-wide secret (POST /sources also takes webhook_secret)
     }
     nodes: list[ServeNode] = []
     try:
@@ -308,6 +308,7 @@ def test_kill_9_the_writer_during_a_webhook_sync_another_node_completes_it(
         assert took_over <= 10, took_over
         result = finished(b, {"status": "working", "job_id": job_id})
         assert result["status"] == "synced" and result["commit"] == after, result
+        assert change_counts(result["counts"]) == WHOLE_CHANGE, result["counts"]  # not only b's part
         for n in (b, c):
             wait_caught_up(n)
     finally:
@@ -361,9 +362,20 @@ import sys
 from gitkb import Workspace
 home, remote = sys.argv[1], sys.argv[2]
 with Workspace(home, embedding_provider="hashing") as ws:
-    ws.source_add("handbook", remote, index="kb")
+    if not ws.source_list()["Sources"]:
+        ws.source_add("handbook", remote, index="kb")
     print(ws.source_sync("handbook"))
 """
+WHOLE_CHANGE = {
+    "added": len(ADDED),
+    "modified": len(MODIFIED),
+    "deleted": len(DELETED),
+    "renamed": len(RENAMED),
+}
+
+
+def change_counts(counts: dict[str, int]) -> dict[str, int]:
+    return {k: counts[k] for k in ("added", "modified", "deleted", "renamed")}
 
 
 @pytest.mark.usefixtures("catalog_url")  # both backends: GITKB_CATALOG_URL for the child too
@@ -400,3 +412,31 @@ def test_one_workspace_killed_mid_sync_resumes_it_when_opened_again(
         assert ws.verify()["clean"]
         jobs = [j for j in ws.list_jobs()["Jobs"] if j["kind"] == "source_sync"]
         assert len(jobs) == 1 and jobs[0]["status"] == "completed" and jobs[0]["attempts"] >= 2, jobs
+        # the resumed run reports the whole first sync, not the files the killed run left to it
+        first = jobs[0]["result"]
+        assert change_counts(first["counts"]) == {"added": FILES, "modified": 0, "deleted": 0, "renamed": 0}
+        assert first["written_by_this_run"]["added"] == FILES - WRITE_BATCH, first["written_by_this_run"]
+
+    # the second commit (modified, deleted, renamed, added files), killed after its first batch
+    head = commit_tree(work, second_tree(), "the second handbook")
+    proc = subprocess.run(
+        [sys.executable, "-c", SYNC_CHILD, str(home), str(remote)], env=env, capture_output=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr.decode()[-2000:])
+    with Workspace(home, embedding_provider="hashing") as ws:
+        wait_until(synced, timeout=120, interval=0.2, what="the resumed second sync")
+        jobs = [j for j in ws.list_jobs()["Jobs"] if j["kind"] == "source_sync"]
+        assert jobs[0]["status"] == "completed" and jobs[0]["attempts"] >= 2, jobs
+        second = jobs[0]["result"]
+        assert second["previous_commit"] != head and second["plan"] == "incremental", second
+        assert change_counts(second["counts"]) == WHOLE_CHANGE, second["counts"]
+        assert len(second["deleted"]) == len(DELETED) and len(second["renamed"]) == len(RENAMED)
+        assert second["counts"]["unchanged"] == 0, second["counts"]
+        assert sum(second["written_by_this_run"][k] for k in ("added", "modified")) < len(ADDED) + len(
+            MODIFIED
+        ), second["written_by_this_run"]  # the killed run wrote its first batch: this one wrote the rest
+        audited = [e for e in ws.list_audit(target=SOURCE)["Entries"] if e["action"] == "source.sync"]
+        assert change_counts(audited[0]["detail"]["counts"]) == WHOLE_CHANGE, audited[0]
+        assert audited[0]["detail"]["written_by_this_run"] == second["written_by_this_run"], audited[0]
+        assert ws.document_index("GET_INDICES_STATS")["Stats"]["kb"]["file_count"] == len(second_tree())
+        assert ws.verify()["clean"]

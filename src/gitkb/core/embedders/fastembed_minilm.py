@@ -167,10 +167,14 @@ class FastEmbedMiniLM:
             raise InvalidArgument(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
         self.threads = threads if threads is not None else default_threads()
-        self.model_dir = assemble_model_dir(cache_dir)
+        self.model_dir = self._assemble(Path(cache_dir))
         self._counter: Any = None
         self._providers = list(providers) if providers else ["CPUExecutionProvider"]
         self._tok, self._session = self._load()
+
+    def _assemble(self, cache_dir: Path) -> Path:
+        """The model folder to load (a subclass may build another graph there)."""
+        return assemble_model_dir(cache_dir)
 
     def _load(self) -> tuple[Any, Any]:
         """fastembed's tokenizer (truncation at 256, padding to the longest of a batch) and the session."""
@@ -188,7 +192,7 @@ class FastEmbedMiniLM:
             )
         except Exception as exc:  # onnxruntime / tokenizer load failures
             raise EmbeddingNotConfigured(
-                f"cannot load the default embedding model from {self.model_dir}: {exc}"
+                f"cannot load the embedding model {self.identity} from {self.model_dir}: {exc}"
             ) from exc
         return tok, session
 

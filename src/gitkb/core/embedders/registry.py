@@ -37,7 +37,14 @@ class ProviderSpec:
     summary: str
 
 
+QUANTIZED_MODEL = "all-minilm-l6-v2-qdyn"  # minilm_qdyn.MODEL, named here without importing it
+
+
 def _fastembed(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[str, Any]) -> Embedder:
+    if model == QUANTIZED_MODEL:
+        from gitkb.core.embedders import minilm_qdyn  # optional model: loaded when chosen
+
+        return minilm_qdyn.create(model, cache_dir, options)
     from gitkb.core.embedders import fastembed_minilm  # optional provider: loaded when chosen
 
     return fastembed_minilm.create(model, cache_dir, options)
@@ -64,7 +71,11 @@ def _openai(model: str, *, raw_model: str, cache_dir: Path, options: Mapping[str
 
 
 PROVIDERS: dict[str, ProviderSpec] = {
-    "fastembed": ProviderSpec(_fastembed, DEFAULT_MODEL, "all-MiniLM-L6-v2 int8 ONNX, offline (default)"),
+    "fastembed": ProviderSpec(
+        _fastembed,
+        DEFAULT_MODEL,
+        f"all-MiniLM-L6-v2 int8 ONNX, offline (default); {QUANTIZED_MODEL}: int8 dynamic quantization",
+    ),
     "hashing": ProviderSpec(_hashing, "feature-hash-v1", "deterministic lexical feature hashing (tests)"),
     "openai": ProviderSpec(_openai, None, "OpenAI-compatible /v1/embeddings over HTTP"),
 }

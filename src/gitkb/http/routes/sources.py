@@ -41,6 +41,11 @@ class AddSource(ActionBody):
     )
     credential: str | None = Field(None, description="a [[credentials]] entry of gitkb.toml, bound to hosts")
     auth: dict[str, Any] | None = Field(None, description="refused: name a credential instead")
+    webhook_secret: str | None = Field(
+        None,
+        description="verifies this source's forge webhooks (else GITKB_WEBHOOK_SECRET); never shown again",
+        json_schema_extra={"writeOnly": True},
+    )
 
 
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")

@@ -294,10 +294,16 @@ def _ask_checks(
     progress: Progress | None,
     cited: dict[str, bool],
 ) -> dict[str, Any]:
-    """ASK's figures over ``questions``; ``cited`` gets, per question id, whether ASK cited the gold."""
+    """ASK's figures over ``questions``; ``cited`` gets, per question id, whether ASK cited the gold.
+
+    ASK's warnings (e.g. its meaning side failed and sentences went by words only) are not dropped:
+    ``ask_warnings`` counts the answers that carried one, and ``Warnings`` names each distinct one
+    with the ids of its questions, so a run with a downgrade does not pass for a plain one."""
     cites = answered = 0
     leads: list[float] = []
     took: list[float] = []
+    warned: dict[str, list[str]] = {}  # warning -> question ids
+    warned_ids: set[str] = set()
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
         res = ask_service.ask(ctx, q.question, index_name=index_name, mode=mode, answer_mode="extractive")
@@ -306,12 +312,21 @@ def _ask_checks(
         cited[q.id] = any(f["filepath"] == q.doc for f in res["Footnotes"])
         cites += cited[q.id]
         leads.append(lead_recall(res["Answer"], q.answer) if res["answered"] else 0.0)
+        for w in res.get("Warnings") or []:
+            warned.setdefault(str(w), []).append(q.id)
+            warned_ids.add(q.id)
         if progress:
             progress("ask", i, len(questions))
     n = len(questions)
-    return {
+    out: dict[str, Any] = {
         "ask_cites_gold": round(cites / n, 4),
         "ask_answered": round(answered / n, 4),
         "ask_lead_recall": round(sum(leads) / n, 4),
         "ask_p50_ms": _p(took, 0.5),
+        "ask_warnings": len(warned_ids),
     }
+    if warned:
+        out["Warnings"] = [
+            f"ASK on {len(ids)} question(s) ({', '.join(ids)}): {w}" for w, ids in warned.items()
+        ]
+    return out

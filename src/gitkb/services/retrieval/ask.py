@@ -126,14 +126,18 @@ def retrieve(
     mode: Any,
     tenant: Any,
     tiers: Any = None,
+    warnings: list[str] | None = None,
 ) -> tuple[list[Passage], list[str], str]:
     """Top passages with their coverage of the query terms; (passages, query terms, mode used).
 
-    ``top_n`` passages at most, at most ``PER_DOCUMENT`` of one document (``per_document``)."""
+    ``top_n`` passages at most, at most ``PER_DOCUMENT`` of one document (``per_document``).
+    SEARCH's warnings (e.g. hybrid answered by keyword only) are added to ``warnings``."""
     fetch = min(search_service.MAX_TOP_N, top_n * FETCH_FACTOR)
     res = search_service.search(
         ctx, query, index_name=index_name, indexes=indexes, top_n=fetch, mode=mode, tenant=tenant, tiers=tiers
     )
+    if warnings is not None:
+        warnings.extend(res.get("Warnings") or [])
     qterms = query_terms(query)
     passages = _load_passages(ctx, per_document(res["Results"], top_n, PER_DOCUMENT))
     for p in passages:
@@ -166,26 +170,55 @@ def relevant(passages: list[Passage], cfg: AskConfig) -> list[Passage]:
     ]
 
 
-def meaning_of(ctx: Context, query: str, passages: list[Passage]) -> Meaning | None:
+def meaning_warning(index_name: str, exc: GitkbError) -> str:
+    """The warning of an ASK whose sentences lost their meaning score to ``exc``."""
+    return (
+        f"meaning is unavailable for index {index_name!r} ({exc.code}: {exc.message}); "
+        "sentences were chosen by words only"
+    )
+
+
+def meaning_of(
+    ctx: Context, query: str, passages: list[Passage], warnings: list[str] | None = None
+) -> Meaning | None:
     """Cosines of texts to ``query`` under the embedder of the first passage's index that has one;
-    None when none has (keyword-only indexes, no identity configured): sentences go by words alone."""
+    None when none has (keyword-only indexes, no identity configured): sentences go by words alone.
+
+    An index with embeddings whose embedder fails (to build, or to embed the query or the
+    sentences) is a downgrade, not a choice: a warning naming the error's code goes to
+    ``warnings``, and a failure while embedding the sentences gives cosines of 0 (words only)."""
     for index_id in dict.fromkeys(p.citation["index_id"] for p in passages):
         row = index_rows.get_by_id(ctx.catalog.conn, index_id)
         if row is None or not row.embeddings:
             continue
         try:
             identity = effective_identity(ctx, row)
+        except EmbeddingNotConfigured:
+            continue  # no identity configured: words alone, by configuration
+        try:
             embedder_for(ctx, identity)
             qv = query_vector(ctx, identity, query)
-        except (EmbeddingNotConfigured, GitkbError):
+        except GitkbError as exc:
+            if warnings is not None:
+                warnings.append(meaning_warning(row.name, exc))
             continue
         qn = math.sqrt(sum(x * x for x in qv)) or 1.0
 
         def cosines(
-            texts: list[str], identity: str = identity, qv: list[float] = qv, qn: float = qn
+            texts: list[str],
+            identity: str = identity,
+            qv: list[float] = qv,
+            qn: float = qn,
+            name: str = row.name,
         ) -> list[float]:
+            try:
+                vectors = text_vectors(ctx, identity, texts) if texts else []  # LRU-cached per text
+            except GitkbError as exc:
+                if warnings is not None:
+                    warnings.append(meaning_warning(name, exc))
+                return [0.0] * len(texts)
             out = []
-            for v in text_vectors(ctx, identity, texts) if texts else []:  # LRU-cached per text
+            for v in vectors:
                 vn = math.sqrt(sum(x * x for x in v)) or 1.0
                 out.append(sum(a * b for a, b in zip(qv, v, strict=True)) / (qn * vn))
             return out
@@ -363,11 +396,19 @@ def ask(
     n = search_service.validate_top_n(top_n, default=DEFAULT_TOP_N)
     cfg = AskConfig.from_section(ctx.settings.section("ask"))
     chosen_mode = _answer_mode(cfg, answer_mode)
+    warnings: list[str] = []
     passages, qterms, used_mode = retrieve(
-        ctx, q, index_name=index_name, indexes=indexes, top_n=n, mode=mode, tenant=tenant, tiers=tiers
+        ctx,
+        q,
+        index_name=index_name,
+        indexes=indexes,
+        top_n=n,
+        mode=mode,
+        tenant=tenant,
+        tiers=tiers,
+        warnings=warnings,
     )
     good = relevant(passages, cfg)
-    warnings: list[str] = []
     if not good:
         return nothing_found(q, used_mode, chosen_mode, warnings)
     if chosen_mode == "generative":
@@ -376,7 +417,7 @@ def ask(
             return _answered(q, used_mode, "generative", answer, sources, footnotes, warnings)
         except ask_llm.Rejected as exc:
             warnings.append(f"generative answer rejected ({exc}); the extractive answer follows")
-    sentences = pick_sentences(good, qterms, cfg, question=q, meaning=meaning_of(ctx, q, good))
+    sentences = pick_sentences(good, qterms, cfg, question=q, meaning=meaning_of(ctx, q, good, warnings))
     if not sentences:
         return nothing_found(q, used_mode, "extractive", warnings)
     answer, sources, footnotes = extractive_answer(sentences)

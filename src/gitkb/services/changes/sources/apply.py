@@ -51,6 +51,7 @@ class ApplyReport:
     deleted: list[str] = field(default_factory=list)
     renamed: list[dict[str, str]] = field(default_factory=list)
     unchanged: int = 0
+    unchanged_paths: list[str] = field(default_factory=list)  # those ``unchanged`` counts (not in as_dict)
     skipped: list[SkippedFile] = field(default_factory=list)
     chunks_written: int = 0
     warnings: list[str] = field(default_factory=list)  # from embeddings.after_write, per index
@@ -99,7 +100,7 @@ def apply_plan(
     names) is never loaded.
     """
     report = ApplyReport()
-    plan = _storable_plan(plan, tree)
+    plan = storable_plan(plan, tree)
     bad = _bad_entries(repo, commit, cfg)
     report.skipped.extend(bad)
     conn = ctx.catalog.conn
@@ -154,7 +155,7 @@ def apply_plan(
     return report
 
 
-def _storable_plan(plan: ChangePlan, tree: Mapping[str, str]) -> ChangePlan:
+def storable_plan(plan: ChangePlan, tree: Mapping[str, str]) -> ChangePlan:
     """``plan`` without the paths it cannot load: not in ``tree``, or a name that cannot be stored."""
 
     def fine(path: str) -> bool:
@@ -209,6 +210,7 @@ def _load_batch(
         if all(_unchanged(conn, ix.id, path, h, configs[ix.id]) for ix in targets):
             if path not in forced:
                 report.unchanged += 1
+                report.unchanged_paths.append(path)
                 continue
             quiet.add(path)
         try:
@@ -239,6 +241,7 @@ def _load_batch(
                 continue
             if path in quiet:
                 report.unchanged += 1
+                report.unchanged_paths.append(path)
                 continue
             (report.added if path in added or status == "added" else report.modified).append(path)
         source_rows.put_files(w, row.id, [(p, tree[p]) for p in batch])

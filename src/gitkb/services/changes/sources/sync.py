@@ -47,6 +47,7 @@ from gitkb.services.changes import audit
 from gitkb.services.changes.checkouts import refresh_source
 from gitkb.services.changes.sources.apply import Progress, apply_plan
 from gitkb.services.changes.sources.merges import reconcile_merges
+from gitkb.services.changes.sources.planning import change_of, filter_plan, reported
 from gitkb.services.changes.sources.registry import open_repo, read_source_sidecars, resolve_source
 from gitkb.services.changes.sources.selection import EffectiveConfig, effective_config
 from gitkb.services.context import Context
@@ -60,32 +61,10 @@ from gitkb.stores.repos import ManagedRepo
 ROLLBACK_JOB_KIND = "source_rollback"
 PROPOSAL_BRANCH_PREFIX = "gitkb/proposals/"  # services.changes.sources.registry.proposal_branch
 COMMIT_ID = re.compile(r"[0-9a-fA-F]{7,64}")
-
-
-def filter_plan(plan: ChangePlan, cfg: EffectiveConfig, known: set[str]) -> ChangePlan:
-    """Keep the part of a tree-diff plan that concerns the selected files (pure).
-
-    ``known``: paths the indexes hold for the source. A rename whose source was
-    not indexed becomes an add; one whose target is not selected, a delete.
-    """
-    added = [p for p in plan.added if cfg.selects(p)]
-    modified = [p for p in plan.modified if cfg.selects(p)]
-    deleted = [p for p in plan.deleted if p in known]
-    renamed = []
-    for old, new in plan.renamed:
-        had, wants = old in known, cfg.selects(new)
-        if had and wants:
-            renamed.append((old, new))
-        elif had:
-            deleted.append(old)
-        elif wants:
-            added.append(new)
-    return ChangePlan(
-        added=tuple(sorted(added)),
-        modified=tuple(sorted(modified)),
-        deleted=tuple(sorted(deleted)),
-        renamed=tuple(renamed),
-    )
+AUDITED = (
+    "counts",
+    "written_by_this_run",
+)  # of the answer, in the audit entry: the change, what this run wrote
 
 
 def sync_source(
@@ -120,6 +99,7 @@ def sync_source(
         known = source_rows.files(conn, row.id)
         tree = cfg.select(repo.tree_map(target, cfg.documents_root))
         incremental, plan, reload = _plan(repo, row, cfg, known, tree, target, full=full)
+        change = change_of(repo, row, cfg, tree, target, plan, incremental=incremental)
         seq0 = changes.head(conn)
         report = apply_plan(ctx, row, repo, target, plan, tree, cfg, reload=reload, progress=progress)
         with ctx.catalog.write() as w:
@@ -129,17 +109,14 @@ def sync_source(
 
         settled = reconcile_merges(ctx, row, repo, target)
     warnings = _sidecar_index_warnings(ctx, row, sidecars.index) + report.warnings
+    done = reported(report, change)
     out = {
         **base,
-        "Message": (
-            f"{row.name} synced to {target[:12]} ({'incremental' if incremental else 'full'}): "
-            f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted, "
-            f"{len(report.renamed)} renamed, {len(report.skipped)} skipped"
-        ),
+        "Message": _message(row, target, done["counts"], incremental=incremental),
         "status": "synced",
         "previous_commit": row.synced_commit,
         "plan": "incremental" if incremental else "full",
-        **report.as_dict(),
+        **done,
         "sidecars": [f"{cfg.prefix}{n}" for n in sidecars.present],  # read as configuration, never indexed
         "chunks_added": added_chunks,
         "chunks_removed": removed_chunks,
@@ -160,9 +137,17 @@ def sync_source(
         action="source.rollback" if rollback else "source.sync",
         target=row.name,
         result="ok",
-        detail={"commit": target, "previous": row.synced_commit, "counts": report.as_dict()["counts"]},
+        detail={"commit": target, "previous": row.synced_commit, **{k: done[k] for k in AUDITED}},
     )
     return out
+
+
+def _message(row: SourceRow, target: str, counts: dict[str, int], *, incremental: bool) -> str:
+    return (
+        f"{row.name} synced to {target[:12]} ({'incremental' if incremental else 'full'}): "
+        f"{counts['added']} added, {counts['modified']} modified, {counts['deleted']} deleted, "
+        f"{counts['renamed']} renamed, {counts['skipped']} skipped"
+    )
 
 
 def _unchanged(base: dict[str, Any], row: SourceRow, target: str, t0: float) -> dict[str, Any]:
