@@ -75,3 +75,28 @@ def test_a_deleted_index_identity_stops_holding_compaction_back(make_ws: Callabl
     out = nodes.compact(w.ctx)
     head = changes.head(w.ctx.catalog.conn)
     assert out["floor"] > pin_mark and out["floor"] == head - 1, (out, pin_mark, head)
+
+
+def test_a_catch_up_that_started_before_a_model_change_leaves_the_stranded_watermark(
+    make_ws: Callable[..., Any],
+) -> None:
+    """The background embedder picks the identities to catch up, then the model changes before it
+    reads the log: its catch-up of the now stranded identity must not move that identity's watermark
+    past entries it never applied (a switch back resumes from it; compaction is held back by it)."""
+    from gitkb.services.derived.vectors_catchup import catch_up_identity  # a test-only peek at the round
+
+    w: Workspace = make_ws(embedding_model="old-model")
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    add(w, "kb", "a0.md")
+    ok(w.build_embeddings())
+    old_mark = marks(w)[OLD]
+    ok(w.set_embedding_identity("hashing", "new-model"))
+    for i in range(3):
+        add(w, "kb", f"b{i}.md")
+    ok(w.build_embeddings())
+    catch_up_identity(
+        w.ctx, OLD.removeprefix("vectors:")
+    )  # what the late round of the background thread does
+    assert marks(w)[OLD] == old_mark, (marks(w), old_mark, changes.head(w.ctx.catalog.conn))
+    out = nodes.compact(w.ctx)
+    assert out["floor"] <= old_mark, (out, old_mark)

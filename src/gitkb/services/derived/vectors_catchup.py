@@ -115,6 +115,8 @@ def _catch_up_locked(
         if not batch:
             break
         bound = {k: b for k, b in live_bindings(ctx).items() if b.identity == identity}
+        if not bound:  # no live index wants it any more (a model change since this round began): a
+            break  # stranded index resumes from this watermark on a switch back, so it must not move
         asks: list[tuple[int, int]] = []  # (seq, cid): the entry that asked for the chunk's vector
         removes: list[str] = []
         drops: list[str] = []

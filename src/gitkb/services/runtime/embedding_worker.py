@@ -30,6 +30,12 @@ POLL_SECONDS = 2.0
 BACKOFF_SECONDS = (1.0, 5.0, 30.0)
 
 
+def _exiting(exc: Exception) -> bool:
+    """The model's thread pool refuses work once the interpreter began exiting (before ``atexit``
+    handlers such as the one closing open workspaces run): that is no crash to report."""
+    return isinstance(exc, RuntimeError) and "after interpreter shutdown" in str(exc)
+
+
 class EmbeddingWorker:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -70,6 +76,9 @@ class EmbeddingWorker:
                 self.last_error = {"Error": exc.message, "code": exc.code, "at": time.time()}
                 log.warning("background embedding failed: %s", exc.message)
             except Exception as exc:  # noqa: BLE001 - a background thread must not die silently
+                if _exiting(exc):  # a script exiting without close(): the next opener redoes the batch
+                    log.debug("background embedding stopped: the interpreter is exiting")
+                    return
                 failures += 1
                 self.last_error = {
                     "Error": f"{type(exc).__name__}: {exc}",
