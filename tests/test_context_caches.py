@@ -24,6 +24,8 @@ def test_caches_fields_are_typed() -> None:
         "maintenance_at",
         "search_settings_toml",
         "search_pool",
+        "text_vectors",
+        "chunk_worker",
     }
     assert [n for n, t in fields.items() if t == "Any" or "Any |" in t] == []
 
