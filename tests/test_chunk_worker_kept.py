@@ -102,3 +102,25 @@ def _pid_of(pipe: ChunkPipeline) -> int:
     pool = pipe._pool
     assert pool is not None
     return int(pool.submit(os.getpid).result())
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["own-worker", "kept-worker"])
+def test_a_worker_that_cannot_start_leaves_the_chunking_to_this_process(
+    kept: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's queues need multiprocessing's resource tracker; when it is gone (a node of the
+    three-node test met ``BrokenPipeError`` there after a takeover) the ingest still chunks, in-process,
+    with the same spans, instead of failing the job. The failure is the stdlib's own call failing."""
+    from multiprocessing import resource_tracker  # the stdlib call that failed in CI
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(resource_tracker._resource_tracker, "_send", broken)
+    worker = KeptWorker() if kept else None
+    with ChunkPipeline(True, worker) as pipeline:
+        got = pipeline.submit(ITEMS)()
+    assert got == chunk_many(ITEMS)
+    if worker is not None:
+        assert not worker.alive
+        worker.close()

@@ -26,6 +26,7 @@ and ends one per ingest, as before.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import sys
@@ -39,6 +40,8 @@ from contextlib import contextmanager
 
 from gitkb.core.chunking import chunk_many, chunk_rows
 from gitkb.core.models import ChunkConfig, ChunkSpan
+
+log = logging.getLogger(__name__)
 
 PARALLEL_MIN_FILES = 400
 PARENT_POLL_SECONDS = 0.2
@@ -182,11 +185,16 @@ class ChunkPipeline:
         self._broken = False
         self._futures: list[Future[list[Packed]]] = []
         if parallel:
-            pool = kept.lend() if kept is not None else None
-            if pool is not None:
-                self._pool, self._kept = pool, kept
-            else:
-                self._pool = _new_pool()
+            try:
+                pool = kept.lend() if kept is not None else None
+                if pool is not None:
+                    self._pool, self._kept = pool, kept
+                else:
+                    self._pool = _new_pool()
+            except (OSError, RuntimeError) as exc:  # its queues could not be made (a resource tracker
+                # gone: BrokenPipeError; no file descriptors left): chunk here, slower, never failed
+                log.warning("the chunking worker could not start (%s); chunking in this process", exc)
+                self._pool = None
 
     def submit(self, items: Items) -> Callable[[], list[list[ChunkSpan]]]:
         """Start chunking ``items``; call the returned function for the result."""
