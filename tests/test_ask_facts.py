@@ -8,7 +8,8 @@ from typing import Any
 
 from gitkb import Workspace
 from gitkb.services.evaluation.answers import answer_words, lead, lead_recall
-from gitkb.services.retrieval.ask import AskConfig, meaning_of, pick_sentences, relevant, retrieve
+from gitkb.services.retrieval.ask import AskConfig, pick_sentences, relevant, retrieve
+from gitkb.services.retrieval.ask_meaning import meaning_of
 from gitkb.services.retrieval.ask_pick import fact_score, numbers, question_kind
 from gitkb.services.retrieval.query_words import keyword_query
 from helpers import ok

@@ -16,6 +16,7 @@ from gitkb.core.config import CREDENTIAL_REFS, Settings, load_settings
 from gitkb.core.errors import GitkbError
 from gitkb.services.access import policy, principals
 from gitkb.services.operations import backup as backups
+from gitkb.services.operations import restore as restores
 from gitkb.stores.catalog.engine import redact_url
 
 
@@ -52,12 +53,12 @@ def restore(
     older schema, or of a SQLite catalog, is migrated forward first); else the catalog is a new SQLite
     file in ``directory``."""
     opens = self.opens if isinstance(self, Operator) else type(self)
-    out = backups.unpack(archive, directory, sha256, catalog_url)
+    out = restores.unpack(archive, directory, sha256, catalog_url)
     # the restored catalog, whatever GITKB_CATALOG_URL or the restored gitkb.toml name
     url = catalog_url or f"sqlite:///{Path(out['directory']) / 'catalog.sqlite3'}"
     try:
         with opens(out["directory"], catalog_url=url) as restored:
-            out.update(backups.rebuild(restored.ctx, progress, new_workspace_id=bool(new_workspace_id)))
+            out.update(restores.rebuild(restored.ctx, progress, new_workspace_id=bool(new_workspace_id)))
             if said := _credentials_said(restored.settings):
                 out["Warnings"] = [*out.get("Warnings", []), said]
     except GitkbError as exc:  # the files are in place: what is left is derived
