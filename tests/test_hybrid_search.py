@@ -443,7 +443,10 @@ def test_default_mode_falls_back_to_keyword_when_semantic_fails(
     monkeypatch.setattr(semantic, "query_vector", broken)
     r = ok(w.document_index("SEARCH", query="database failover"))
     assert r["mode"] == "keyword" and r["Results"]
-    assert any("semantic search is unavailable (the embedding server is down)" in x for x in r["Warnings"])
+    assert any(
+        "semantic search is unavailable (embedding_not_configured: the embedding server is down)" in x
+        for x in r["Warnings"]
+    )
     fails(w.document_index("SEARCH", query="database failover", mode="hybrid"), "embedding_not_configured")
 
 

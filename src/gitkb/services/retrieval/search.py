@@ -191,7 +191,9 @@ def search(
                 raise
             # The default mode never fails for want of vectors: keyword search answers.
             plan.mode = "keyword"
-            plan.warnings.append(f"semantic search is unavailable ({exc.message}); searched by keyword only")
+            plan.warnings.append(
+                f"semantic search is unavailable ({exc.code}: {exc.message}); searched by keyword only"
+            )
     if results is None:
         hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
         score_of = {h.cid: s for h, s in hits}
