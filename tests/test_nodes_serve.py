@@ -6,7 +6,6 @@ the other nodes meanwhile see 0 errors."""
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -16,12 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers import postgres, wait_until
+from helpers import wait_until
 from helpers.nodes import ServeNode as Node
-from helpers.nodes import finished, keyword_paths, sqlite_url, wait_caught_up
+from helpers.nodes import finished, keyword_paths, three_nodes, wait_caught_up
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
-TESTS = Path(__file__).resolve().parent
 FILES = 700
 
 
@@ -36,30 +34,10 @@ def cluster(
     for i in range(FILES):
         body = "\n\n".join(f"Paragraph {j} of file {i}: the runbook word{i} and drill{j}." for j in range(20))
         (docs / f"f{i:03}.md").write_text(f"# File {i}\n\n{body}\n")
-    catalog = tmp_path / "shared" / "catalog.sqlite3"
-    catalog.parent.mkdir()
-    url = postgres.create_database() if catalog_backend == "postgresql" else sqlite_url(catalog)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
-        "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "GITKB_PROMOTE_AFTER_SECONDS": "0.2",
-    }
-    nodes: list[Node] = []
-    try:
-        for name in ("a", "b", "c"):
-            home = tmp_path / name
-            home.mkdir()
-            (home / "gitkb.toml").write_text(
-                f'[chroma]\nhost = "{chroma[0]}"\nport = {chroma[1]}\n[server]\nallowed_roots = ["{docs}"]\n'
-            )
-            crash = {"GITKB_CRASH_AT": str(request.param)} if name == "a" else {}
-            nodes.append(Node(home, url, {**env, **crash}))
+    with three_nodes(
+        tmp_path, chroma, catalog_backend, allowed_root=docs, crash_at=str(request.param)
+    ) as nodes:
         yield nodes, docs
-    finally:
-        for n in nodes:
-            n.stop(signal.SIGKILL)
-        if catalog_backend == "postgresql":
-            postgres.drop_database(url)
 
 
 # The writer kills itself with SIGKILL (``GITKB_CRASH_AT``, core/faults.py) after its 2nd of 3 batch

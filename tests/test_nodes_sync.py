@@ -30,11 +30,10 @@ import pytest
 
 from gitkb.services.changes.sources.apply import WRITE_BATCH
 from gitkb.services.changes.webhooks import github_signature
-from helpers import WaitTimeout, git, postgres, wait_until
-from helpers.nodes import ServeNode, finished, keyword_paths, sqlite_url, wait_caught_up
+from helpers import WaitTimeout, git, wait_until
+from helpers.nodes import ServeNode, finished, keyword_paths, three_nodes, wait_caught_up
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
-TESTS = Path(__file__).resolve().parent
 SECRET = "s3cret-sync18"
 SOURCE = "handbook"
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -108,32 +107,17 @@ def cluster(
     git(roots, "init", "-q", "--bare", "-b", "main", str(remote))
     git(work, "remote", "add", "origin", str(remote))
     commit_tree(work, first_tree(), "the first handbook")
-    catalog = tmp_path / "shared" / "catalog.sqlite3"
-    catalog.parent.mkdir()
-    url = postgres.create_database() if catalog_backend == "postgresql" else sqlite_url(catalog)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
-        "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "GITKB_PROMOTE_AFTER_SECONDS": "0.2",
-        "GITKB_WEBHOOK_SECRET": SECRET,  # the server-wide secret (POST /sources also takes webhook_secret)
-    }
-    nodes: list[ServeNode] = []
-    try:
-        for name in ("a", "b", "c"):
-            home = tmp_path / name
-            home.mkdir()
-            (home / "gitkb.toml").write_text(
-                f'[chroma]\nhost = "{chroma[0]}"\nport = {chroma[1]}\n[server]\nallowed_roots = ["{roots}"]\n'
-                f"[nodes]\nlease_seconds = {LEASE_SECONDS}\n"
-            )
-            crash = {"GITKB_CRASH_AT": str(request.param)} if name == "a" else {}
-            nodes.append(ServeNode(home, url, {**env, **crash}))
+    with three_nodes(
+        tmp_path,
+        chroma,
+        catalog_backend,
+        allowed_root=roots,
+        crash_at=str(request.param),
+        toml=f"[nodes]\nlease_seconds = {LEASE_SECONDS}\n",
+        # the server-wide secret (POST /sources also takes webhook_secret)
+        env={"GITKB_WEBHOOK_SECRET": SECRET},
+    ) as nodes:
         yield nodes, work
-    finally:
-        for n in nodes:
-            n.stop(signal.SIGKILL)
-        if catalog_backend == "postgresql":
-            postgres.drop_database(url)
 
 
 def all_documents(n: ServeNode) -> dict[str, int]:

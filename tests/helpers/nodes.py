@@ -9,10 +9,13 @@ home, or a PostgreSQL database.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import httpx
 
 from gitkb.core.config import Settings, load_settings
+from helpers import postgres
 from helpers.wait import WaitTimeout, wait_until
 
 SLOW_KIND = "test_slow_docs"
@@ -169,3 +173,46 @@ def wait_caught_up(n: ServeNode, timeout: float = 120) -> None:
         wait_until(caught_up, timeout=timeout, interval=0.5, what=f"{n.url} to catch up")
     except WaitTimeout as exc:
         raise AssertionError(f"{exc}; last status {last}") from None
+
+
+@contextmanager
+def three_nodes(
+    tmp_path: Path,
+    chroma: tuple[str, int],
+    catalog_backend: str,
+    *,
+    allowed_root: Path,
+    crash_at: str,
+    toml: str = "",
+    env: dict[str, str] | None = None,
+) -> Iterator[list[ServeNode]]:
+    """Nodes a, b, c: own homes under ``tmp_path``, one catalog (a SQLite file outside every home, or
+    a fresh PostgreSQL database), one Chroma server; node a (the writer) is SIGKILLed at ``crash_at``
+    (core/faults.py). Every node is killed and the database dropped on exit."""
+    catalog = tmp_path / "shared" / "catalog.sqlite3"
+    catalog.parent.mkdir()
+    url = postgres.create_database() if catalog_backend == "postgresql" else sqlite_url(catalog)
+    tests = Path(__file__).resolve().parents[1]
+    base = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GITKB_")},
+        "PYTHONPATH": str(tests) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "GITKB_PROMOTE_AFTER_SECONDS": "0.2",
+        **(env or {}),
+    }
+    nodes: list[ServeNode] = []
+    try:
+        for name in ("a", "b", "c"):
+            home = tmp_path / name
+            home.mkdir()
+            (home / "gitkb.toml").write_text(
+                f'[chroma]\nhost = "{chroma[0]}"\nport = {chroma[1]}\n[server]\nallowed_roots = ["{allowed_root}"]\n'
+                + toml
+            )
+            crash = {"GITKB_CRASH_AT": crash_at} if name == "a" else {}
+            nodes.append(ServeNode(home, url, {**base, **crash}))
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop(signal.SIGKILL)
+        if catalog_backend == "postgresql":
+            postgres.drop_database(url)

@@ -7,13 +7,13 @@ records and keeps those whose process is alive.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 
 from gitkb.services.context import Context
 from gitkb.stores.catalog import vector_outcomes as outcomes
+from gitkb.stores.node_lease import pid_alive
 
 _locks_lock = threading.Lock()
 
@@ -35,19 +35,7 @@ def identity_locks(ctx: Context, identities: Iterable[str]) -> Iterator[None]:
 
 def running_builds(ctx: Context) -> list[outcomes.Build]:
     """Catch-up runs going on now (their process is alive): one per identity at most."""
-    return [b for b in outcomes.builds(ctx.catalog.conn) if _alive(b.pid)]
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return [b for b in outcomes.builds(ctx.catalog.conn) if pid_alive(b.pid)]
 
 
 def try_identity_locks(ctx: Context, identities: Iterable[str]) -> list[threading.RLock] | None:
