@@ -76,8 +76,10 @@ class EmbeddingWorker:
                 self.last_error = {"Error": exc.message, "code": exc.code, "at": time.time()}
                 log.warning("background embedding failed: %s", exc.message)
             except Exception as exc:  # noqa: BLE001 - a background thread must not die silently
-                if _exiting(exc):  # a script exiting without close(): the next opener redoes the batch
-                    log.debug("background embedding stopped: the interpreter is exiting")
+                if _exiting(exc) or self._stop.is_set():  # a script exiting without close(), or a
+                    # close() racing this round (the model's pool shut: "cannot schedule new futures
+                    # after shutdown"): no crash; nothing half-written, the next opener redoes the batch
+                    log.debug("background embedding stopped while closing: %s", exc)
                     return
                 failures += 1
                 self.last_error = {
