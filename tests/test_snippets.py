@@ -36,3 +36,18 @@ def test_matches_near_the_end_still_give_a_full_window() -> None:
     snip = make_snippet(text, "blameless postmortem", max_chars=300)
     assert snip.startswith("… ") and not snip.endswith("…") and "postmortem follows" in snip
     assert len(snip) >= 290
+
+
+def test_the_query_pattern_is_built_once_for_all_the_hits_of_a_search() -> None:
+    """A search makes a snippet for each of its hits with one query: the query's terms and their
+    compiled pattern are made once (cached by query), and each snippet is the one made afresh."""
+    from gitkb.core import snippets
+
+    text = "filler words here. " * 40 + "Rotate the keys weekly. " + "tail text. " * 40
+    fresh = [make_snippet(text[i:], "rotating keys weekly") for i in range(0, 200, 20)]
+    snippets._terms_pattern.cache_clear()
+    again = [make_snippet(text[i:], "rotating keys weekly") for i in range(0, 200, 20)]
+    info = snippets._terms_pattern.cache_info()
+    assert again == fresh and (info.misses, info.hits) == (1, 9)
+    assert make_snippet("short text", "short") == "short text"  # whole: no pattern needed
+    assert snippets._terms_pattern.cache_info().misses == 1

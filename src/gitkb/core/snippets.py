@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOP = frozenset(
@@ -21,17 +22,24 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+@lru_cache(maxsize=64)
+def _terms_pattern(query: str) -> re.Pattern[str] | None:
+    """One compiled alternation of the query's terms (word starts only), or None when it has none;
+    kept for the last queries: a search makes every hit's snippet with the same query."""
+    terms = query_terms(query)
+    if not terms:
+        return None
+    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + ")")
+
+
 def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
     """The window of ``text`` (about ``max_chars``) holding the most query words, whitespace collapsed."""
-    terms = query_terms(query)
     if len(text) <= max_chars:
         return " ".join(text.split())
     best_start, best_score = 0, -1
-    if terms:
-        # one compiled alternation over the lower-cased text (word starts only)
-        pattern = re.compile(
-            r"\b(?:" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + ")"
-        )
+    pattern = _terms_pattern(query)
+    if pattern is not None:
+        # over the lower-cased text
         positions = [m.start() for m in pattern.finditer(text.lower())]
         j = 0
         for i, p in enumerate(positions):
