@@ -354,6 +354,54 @@ def test_semantic_hits_are_checked_against_the_catalog(
     )  # the stale vector is still there
 
 
+def test_semantic_hits_are_checked_in_two_reads_only_when_the_first_falls_short(
+    make_ws: Callable[..., Workspace],
+) -> None:
+    """The semantic side asks the catalog about its first ``limit`` neighbours (the list it keeps),
+    and about the extra neighbours it fetched only when some of those are gone: one narrow read of
+    ``limit`` ids when all are live, two once one was deleted (its vector not yet removed), with the
+    answer the live neighbours in their order either way."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb"))
+    for i in range(45):
+        text = f"note {i} about rotating the database password and failover step {i % 7}\n"
+        ok(w.document_index("ADD_TEXT", index_name="kb", text=text, filepath=f"n{i:02d}.md"))
+    ok(w.build_embeddings())
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+    q = "rotate the database password"
+
+    def narrow_reads(top_n: int) -> tuple[list[str], list[int]]:
+        w.ctx.caches.query_vectors.clear()
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            r = ok(w.document_index("SEARCH", query=q, mode="semantic", top_n=top_n))
+        finally:
+            conn.set_trace_callback(None)
+        sizes = [
+            len(m.group(1).split(","))
+            for x in statements
+            if "c.document_rowid, d.tenant" in x
+            for m in [re.search(r"IN \(([^)]*)\)", x)]
+            if m
+        ]
+        return [x["filepath"] for x in r["Results"]], sizes
+
+    before, sizes = narrow_reads(10)
+    assert len(before) == 10 and sizes == [20]  # depth 20 of the 40 neighbours fetched: one read
+    whole, _ = narrow_reads(20)
+    w.ctx.embedding_worker.close()  # the deletion will not reach the vectors
+    ok(w.document_index("DELETE_DOCUMENT", index_name="kb", filepath=before[3]))
+    after, sizes = narrow_reads(10)
+    assert sizes == [20, 20]  # one of the first 20 is gone: the other 20 fetched are read too
+    assert after == [f for f in whole if f != before[3]][:10]
+
+
 def test_tenant_and_tier_filters_apply_to_semantic_hits(make_ws: Callable[..., Workspace]) -> None:
     w = make_ws()
     ok(w.document_index("CREATE_INDEX", index_name="kb"))

@@ -212,11 +212,16 @@ def _resolve(
     tiers: frozenset[str] | None,
     limit: int,
 ) -> list[tuple[LiveChunk, float]]:
-    live = live_chunks(ctx.catalog.conn, [int(vid) for vid, _ in raw])
+    # The catalog is asked about the first ``limit`` neighbours, then (when some of them are not
+    # ours, deleted or expired) about the rest: most often the first read is the only one.
+    cids = [int(vid) for vid, _ in raw]
+    live = live_chunks(ctx.catalog.conn, cids[:limit])
     now = time.time()
     out = []
-    for vid, distance in raw:
-        chunk = live.get(int(vid))
+    for pos, (cid, (_, distance)) in enumerate(zip(cids, raw, strict=True)):
+        if pos == limit:
+            live.update(live_chunks(ctx.catalog.conn, cids[limit:]))
+        chunk = live.get(cid)
         if chunk is None:
             continue  # deleted, not yet removed from the vectors
         if chunk.index_id not in ids or chunk.tenant != (tenant or None):
