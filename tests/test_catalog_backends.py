@@ -364,3 +364,46 @@ def test_chunks_has_no_index_that_another_makes_redundant_on_either_engine(tmp_p
         pg[name] = (*pg.get(name, ()), column)
     assert "chunks_index_id_id_key" in pg or any(cols == ("index_id", "id") for cols in pg.values())
     assert _redundant(pg) == []
+
+
+def test_search_hits_read_by_position_are_the_rows_read_by_name(ws: Any, tmp_path: Path) -> None:
+    """``chunks_by_cids`` (a search's full rows, read by position) gives the chunk and document rows
+    the by-name readers give: heading paths, metadata, chunk settings, tenant, tier and expiry too."""
+    from gitkb.stores.catalog.documents import chunks_by_cids, get_by_path
+    from gitkb.stores.catalog.documents.rows import CHUNK_COLUMNS, chunk_from_row
+
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Top\n\nintro words\n\n## Part two\n\n" + "more words. " * 90)
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(tmp_path / "docs")))
+    ok(
+        ws.document_index(
+            "ADD_TEXT", index_name="kb", text="a note", filepath="n.md", metadata={"k": [1, "é"]}
+        )
+    )
+    ok(
+        ws.document_index(
+            "ADD_TEXT",
+            index_name="kb",
+            text="plain text, no headings",
+            filepath="b.txt",
+            tenant="t1",
+            tier="hot",
+            ttl_seconds=3600,
+            chunk_size=64,
+            chunk_overlap=8,
+        )
+    )
+    conn = ws.ctx.catalog.conn
+    cids = [int(r[0]) for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+    got = chunks_by_cids(conn, [*cids, 10**9])
+    assert sorted(got) == cids and len(cids) > 2
+    for cid in cids:
+        chunk, doc = got[cid]
+        by_name = conn.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE rowid = ?", (cid,)).fetchone()
+        assert chunk == chunk_from_row(by_name)
+        assert doc == get_by_path(conn, doc.index_id, doc.path)
+    docs = {d.path: d for _, d in got.values()}
+    assert docs["n.md"].metadata["k"] == [1, "é"] and docs["b.txt"].tenant == "t1"
+    assert docs["b.txt"].chunk_config is not None and docs["b.txt"].expires_at is not None
+    assert any(c.heading_path for c, _ in got.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,7 +10,8 @@ from gitkb.stores.catalog.documents.rows import (
     DOC_COLUMNS,
     ChunkRow,
     DocumentRow,
-    doc_from_row,
+    chunk_from_values,
+    doc_from_values,
 )
 from gitkb.stores.catalog.engine import Conn
 
@@ -78,36 +78,26 @@ def live_chunks(conn: Conn, cids: Sequence[int]) -> dict[int, LiveChunk]:
     return out
 
 
+_FULL_ROWS = (
+    "SELECT "
+    + ", ".join(f"c.{c.strip()}" for c in CHUNK_COLUMNS.split(","))
+    + ", "
+    + ", ".join(f"d.{c.strip()}" for c in DOC_COLUMNS.split(","))
+    + " FROM chunks c JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN "
+)
+_CHUNK_WIDTH = len(CHUNK_COLUMNS.split(","))
+
+
 def chunks_by_cids(conn: Conn, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
-    """Live chunks with their documents, for hits and for derived-index apply."""
+    """Live chunks with their documents, for hits and for derived-index apply (read by position)."""
     out: dict[int, tuple[ChunkRow, DocumentRow]] = {}
     cids = list(cids)
     for i in range(0, len(cids), 500):
         part = cids[i : i + 500]
-        marks = ",".join("?" * len(part))
-        cols = ", ".join(f"c.{c.strip()} AS c_{c.strip()}" for c in CHUNK_COLUMNS.split(","))
-        dcols = ", ".join(f"d.{c.strip()} AS {c.strip()}" for c in DOC_COLUMNS.split(","))
-        for r in conn.execute(
-            f"SELECT {cols}, {dcols} FROM chunks c JOIN documents d ON d.rowid = c.document_rowid"
-            f" WHERE c.rowid IN ({marks})",
-            part,
-        ):
-            chunk = ChunkRow(
-                cid=r["c_rowid"],
-                id=r["c_id"],
-                index_id=r["c_index_id"],
-                document_rowid=r["c_document_rowid"],
-                ordinal=r["c_ordinal"],
-                text=r["c_text"],
-                content_hash=r["c_content_hash"],
-                char_start=r["c_char_start"],
-                char_end=r["c_char_end"],
-                line_start=r["c_line_start"],
-                line_end=r["c_line_end"],
-                heading_path=tuple(json.loads(r["c_heading_path"] or "[]")),
-                token_count=r["c_token_count"],
-            )
-            out[chunk.cid] = (chunk, doc_from_row(r))
+        for r in conn.execute(f"{_FULL_ROWS}({','.join('?' * len(part))})", part):
+            v = tuple(r)
+            chunk = chunk_from_values(v[:_CHUNK_WIDTH])
+            out[chunk.cid] = (chunk, doc_from_values(v[_CHUNK_WIDTH:]))
     return out
 
 

@@ -67,6 +67,53 @@ def doc_from_row(r: Any) -> DocumentRow:
     )
 
 
+def doc_from_values(v: Sequence[Any]) -> DocumentRow:
+    """``doc_from_row`` for a row's values in ``DOC_COLUMNS`` order (by position: a search's hits
+    are read by the hundred, and a name lookup on a row costs more than the rest)."""
+    meta = v[12]
+    return DocumentRow(
+        rowid=v[0],
+        id=v[1],
+        index_id=v[2],
+        path=v[3],
+        title=v[4],
+        kind=v[5],
+        origin=v[6],
+        origin_path=v[7],
+        source_uri=v[8],
+        content_hash=v[9],
+        size=v[10],
+        mtime=v[11],
+        metadata=json.loads(meta) if meta and meta != "{}" else {},
+        chunk_config=None if v[13] is None else ChunkConfig(v[13], v[14], v[15]),
+        tenant=v[16],
+        tier=v[17],
+        expires_at=v[18],
+        created_at=v[19],
+        updated_at=v[20],
+    )
+
+
+def chunk_from_values(v: Sequence[Any]) -> ChunkRow:
+    """``chunk_from_row`` for a row's values in ``CHUNK_COLUMNS`` order."""
+    path = v[11]
+    return ChunkRow(
+        cid=v[0],
+        id=v[1],
+        index_id=v[2],
+        document_rowid=v[3],
+        ordinal=v[4],
+        text=v[5],
+        content_hash=v[6],
+        char_start=v[7],
+        char_end=v[8],
+        line_start=v[9],
+        line_end=v[10],
+        heading_path=tuple(json.loads(path)) if path and path != "[]" else (),
+        token_count=v[12],
+    )
+
+
 @dataclass(frozen=True)
 class NewDocument:
     """Everything the write path needs for one document."""
