@@ -128,7 +128,8 @@ def test_search_reads_full_rows_only_for_the_hits_it_cites(
 ) -> None:
     """Candidates are checked against the catalog with a narrow read (no text, no JSON); the full
     chunk and document rows are read once, for the ``top_n`` hits cited (keyword and semantic
-    searches ask for 2-4x more candidates than they cite). SQLite's statement trace shows it."""
+    searches fetch 2-4x more candidates than they cite, and read those extra ones only when the
+    first fall short). SQLite's statement trace shows it."""
     import re
     import sqlite3
 
@@ -153,7 +154,11 @@ def test_search_reads_full_rows_only_for_the_hits_it_cites(
         ids = re.search(r"rowid IN \(([^)]*)\)", full[0])
         assert ids is not None and len(ids.group(1).split(",")) == 2, (mode, full[0])
         narrow = [x for x in statements if "c.document_rowid, d.tenant" in x]
-        assert narrow and len(re.search(r"IN \(([^)]*)\)", narrow[0]).group(1).split(",")) > 2  # type: ignore[union-attr]
+        checked = len(re.search(r"IN \(([^)]*)\)", narrow[0]).group(1).split(","))  # type: ignore[union-attr]
+        # keyword: its first top_n (all live: the extra hits fetched are not read); semantic: the
+        # 20 its list keeps for fusion, or every chunk when there are fewer
+        chunks = ok(w.embeddings_status())["chunk_count"]
+        assert checked == {"keyword": 2, "semantic": min(20, chunks)}[mode], (mode, narrow)
 
 
 def test_hybrid_cites_the_keyword_sides_hits_on_its_thread(
@@ -400,6 +405,50 @@ def test_semantic_hits_are_checked_in_two_reads_only_when_the_first_falls_short(
     after, sizes = narrow_reads(10)
     assert sizes == [20, 20]  # one of the first 20 is gone: the other 20 fetched are read too
     assert after == [f for f in whole if f != before[3]][:10]
+
+
+def test_keyword_hits_are_checked_in_two_reads_only_when_the_first_falls_short(
+    make_ws: Callable[..., Workspace],
+) -> None:
+    """The keyword side, too, asks the catalog about its first ``limit`` hits, and about the rest it
+    fetched only when some of those do not count (here: another tier than the one asked for)."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    for i in range(12):
+        for tier, words in (("cold", "password password rotation"), ("hot", "password rotation")):
+            text = f"{tier} note {i}: {words} for the database, step {i}\n"
+            ok(
+                w.document_index(
+                    "ADD_TEXT", index_name="kb", text=text, filepath=f"{tier}{i:02d}.md", tier=tier
+                )
+            )
+    conn = w.ctx.catalog.conn
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+
+    def search(**kw: Any) -> tuple[list[str], list[int]]:
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            r = ok(w.document_index("SEARCH", query="password rotation", mode="keyword", top_n=5, **kw))
+        finally:
+            conn.set_trace_callback(None)
+        sizes = [
+            len(m.group(1).split(","))
+            for x in statements
+            if "c.document_rowid, d.tenant" in x
+            for m in [re.search(r"IN \(([^)]*)\)", x)]
+            if m
+        ]
+        return [x["filepath"] for x in r["Results"]], sizes
+
+    every, sizes = search()
+    assert sizes == [5] and all(f.startswith("cold") for f in every)  # 5 of the 20 fetched: one read
+    hot, sizes = search(tiers=["hot"])
+    assert sizes == [5, 19] and len(hot) == 5 and all(f.startswith("hot") for f in hot)
 
 
 def test_tenant_and_tier_filters_apply_to_semantic_hits(make_ws: Callable[..., Workspace]) -> None:

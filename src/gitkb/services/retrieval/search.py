@@ -125,10 +125,14 @@ def keyword_hits(
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
     raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-    live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw])
+    # The catalog is asked about the first ``limit`` hits, then (when some are gone, expired or of
+    # another tier) about the rest fetched: most often the first read is the only one.
+    live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit]])
     now = time.time()
     out = []
-    for cid, score in raw:
+    for pos, (cid, score) in enumerate(raw):
+        if pos == limit:
+            live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:]]))
         chunk = live.get(cid)
         if chunk is None:
             continue
