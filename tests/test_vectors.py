@@ -114,6 +114,28 @@ def test_collection_name_is_pure_and_valid() -> None:
         collection_name("no-slash")
 
 
+def test_a_query_names_its_collection_once_and_a_new_naming_names_it_anew(
+    store: VectorStore, ident: str
+) -> None:
+    """Every search asks the store for its identity's collection: the name is worked out once per
+    (naming, identity), and a workspace that takes a new id (``use_naming``) finds its own."""
+    from gitkb.stores import vector_collections
+    from gitkb.stores.vector_collections import Naming
+
+    store.use_naming(Naming.of("aaaa"))
+    store.upsert(_fp(ident), ["1"], _vecs(["one"]), [_meta("i", "d", "h1")])
+    vector_collections._named.cache_clear()
+    for _ in range(3):
+        assert [vid for vid, _ in store.query(ident, _vecs(["one"])[0], 1)] == ["1"]
+    info = vector_collections._named.cache_info()
+    assert (info.misses, info.hits) == (1, 5)  # two asks per query (the handle, then the call)
+    store.use_naming(Naming.of("bbbb"))
+    assert store.query(ident, _vecs(["one"])[0], 1) == [] and store.collection_name(ident).endswith("_bbbb")
+    store.drop_collection(ident)
+    store.use_naming(Naming.of("aaaa"))
+    assert [vid for vid, _ in store.query(ident, _vecs(["one"])[0], 1)] == ["1"]
+
+
 # ---------------------------------------------------------------------------------------------
 # writes and reads
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
@@ -76,6 +77,13 @@ class Naming:
         return collection_name(identity, self.workspace_for(identity))
 
 
+@lru_cache(maxsize=256)
+def _named(naming: Naming, identity: str) -> tuple[str, str]:
+    """``identity`` normalised and its collection's name under ``naming`` (kept: every search asks)."""
+    normal = _normal(identity)
+    return normal, naming.name(normal)
+
+
 @contextmanager
 def chroma_guard(what: str) -> Iterator[None]:
     """Map Chroma / transport failures onto the gitkb error tree."""
@@ -129,8 +137,7 @@ class Collections:
         """The collection of ``identity``, or None when it does not exist."""
         from chromadb.errors import NotFoundError  # heavy: chromadb
 
-        identity = _normal(identity)
-        name = self.naming.name(identity)
+        identity, name = _named(self.naming, identity)
         with self._lock:
             if not refresh and name in self._handles:
                 return self._handles[name]
