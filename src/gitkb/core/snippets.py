@@ -6,6 +6,7 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_WORD_CHAR = re.compile(r"\w", re.UNICODE)
 STOP = frozenset(
     "a an and are as at be by for from has have how i in is it its of on or that the this to was were what "
     "when where which who why will with do does can you your".split()
@@ -23,13 +24,23 @@ def query_terms(query: str) -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def _terms_pattern(query: str) -> re.Pattern[str] | None:
-    """One compiled alternation of the query's terms (word starts only), or None when it has none;
-    kept for the last queries: a search makes every hit's snippet with the same query."""
-    terms = query_terms(query)
-    if not terms:
-        return None
-    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + ")")
+def _terms(query: str) -> tuple[str, ...]:
+    """The query's terms, kept for the last queries: a search makes every hit's snippet with one."""
+    return tuple(query_terms(query))
+
+
+def term_starts(lowered: str, terms: tuple[str, ...]) -> list[int]:
+    """Where a word of ``lowered`` starts with one of ``terms`` (each made of word characters),
+    ascending: the match starts of ``\\b(?:term|...)``, found with ``str.find`` (a few times faster
+    than the regular expression's alternation tried at every character)."""
+    found: set[int] = set()
+    for term in terms:
+        i = lowered.find(term)
+        while i >= 0:
+            if i == 0 or not _WORD_CHAR.match(lowered, i - 1):  # a word starts here
+                found.add(i)
+            i = lowered.find(term, i + 1)
+    return sorted(found)
 
 
 def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
@@ -37,10 +48,9 @@ def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
     if len(text) <= max_chars:
         return " ".join(text.split())
     best_start, best_score = 0, -1
-    pattern = _terms_pattern(query)
-    if pattern is not None:
-        # over the lower-cased text
-        positions = [m.start() for m in pattern.finditer(text.lower())]
+    terms = _terms(query)
+    if terms:
+        positions = term_starts(text.lower(), terms)
         j = 0
         for i, p in enumerate(positions):
             while positions[j] < p - max_chars // 2:
