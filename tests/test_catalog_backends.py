@@ -367,9 +367,10 @@ def test_chunks_has_no_index_that_another_makes_redundant_on_either_engine(tmp_p
 
 
 def test_search_hits_read_by_position_are_the_rows_read_by_name(ws: Any, tmp_path: Path) -> None:
-    """``chunks_by_cids`` (a search's full rows, read by position) gives the chunk and document rows
-    the by-name readers give: heading paths, metadata, chunk settings, tenant, tier and expiry too."""
-    from gitkb.stores.catalog.documents import chunks_by_cids, get_by_path
+    """``chunks_by_cids`` (full rows, read by position) gives the chunk and document rows the by-name
+    readers give: heading paths, metadata, chunk settings, tenant, tier and expiry too; and
+    ``cited_chunks`` (what a search's citations show) the same values of those rows."""
+    from gitkb.stores.catalog.documents import chunks_by_cids, cited_chunks, get_by_path
     from gitkb.stores.catalog.documents.rows import CHUNK_COLUMNS, chunk_from_row
 
     ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
@@ -407,3 +408,21 @@ def test_search_hits_read_by_position_are_the_rows_read_by_name(ws: Any, tmp_pat
     assert docs["n.md"].metadata["k"] == [1, "é"] and docs["b.txt"].tenant == "t1"
     assert docs["b.txt"].chunk_config is not None and docs["b.txt"].expires_at is not None
     assert any(c.heading_path for c, _ in got.values())
+    cited = cited_chunks(conn, [*cids, 10**9])  # what a citation shows: the same values
+    assert sorted(cited) == cids
+    for cid, (chunk, doc) in got.items():
+        c = cited[cid]
+        assert (c.cid, c.id, c.index_id, c.text, c.heading_path) == (
+            chunk.cid,
+            chunk.id,
+            chunk.index_id,
+            chunk.text,
+            chunk.heading_path,
+        )
+        assert (c.char_start, c.char_end, c.line_start, c.line_end) == (
+            chunk.char_start,
+            chunk.char_end,
+            chunk.line_start,
+            chunk.line_end,
+        )
+        assert (c.document_id, c.path, c.title, c.source_uri) == (doc.id, doc.path, doc.title, doc.source_uri)

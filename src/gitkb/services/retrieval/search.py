@@ -24,7 +24,7 @@ from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_
 from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog.documents import ChunkRow, DocumentRow, LiveChunk, chunks_by_cids, live_chunks
+from gitkb.stores.catalog.documents import CitedChunk, LiveChunk, cited_chunks, live_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_N = 100
@@ -72,18 +72,18 @@ def validate_top_n(top_n: Any, *, default: int = 10, name: str = "top_n") -> int
     return top_n
 
 
-def citation(chunk: ChunkRow, doc: DocumentRow, index_name: str, query: str, score: float) -> dict[str, Any]:
+def citation(chunk: CitedChunk, index_name: str, query: str, score: float) -> dict[str, Any]:
     return {
         "id": chunk.id,
         "score": score,
         "snippet": make_snippet(chunk.text, query),
         "index_name": index_name,
         "index_id": chunk.index_id,
-        "filepath": doc.path,
-        "file_id": doc.id,
-        "document_title": doc.title,
+        "filepath": chunk.path,
+        "file_id": chunk.document_id,
+        "document_title": chunk.title,
         "heading_path": list(chunk.heading_path),
-        "source_uri": doc.source_uri,
+        "source_uri": chunk.source_uri,
         "location": {
             "line_start": chunk.line_start,
             "line_end": chunk.line_end,
@@ -148,19 +148,17 @@ def keyword_hits(
     return out
 
 
-def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[tuple[ChunkRow, DocumentRow]]:
-    """The full rows of the hits to cite, in their order (one catalog read), under the index id
-    the hit was ranked under (a RECHUNK rebuild's own); a hit deleted since it was ranked is left out."""
-    full = chunks_by_cids(ctx.catalog.conn, [h.cid for h in hits])
+def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[CitedChunk]:
+    """What the citations of the hits to cite show, in their order (one catalog read), under the
+    index id the hit was ranked under (a RECHUNK rebuild's own); a hit deleted since it was ranked is
+    left out."""
+    full = cited_chunks(ctx.catalog.conn, [h.cid for h in hits])
     out = []
     for h in hits:
-        row = full.get(h.cid)
-        if row is None:
+        chunk = full.get(h.cid)
+        if chunk is None:
             continue
-        chunk, doc = row
-        if chunk.index_id != h.index_id:
-            chunk, doc = replace(chunk, index_id=h.index_id), replace(doc, index_id=h.index_id)
-        out.append((chunk, doc))
+        out.append(chunk if chunk.index_id == h.index_id else chunk._replace(index_id=h.index_id))
     return out
 
 
@@ -202,8 +200,8 @@ def search(
         hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
         score_of = {h.cid: s for h, s in hits}
         results = []
-        for chunk, doc in full_rows(ctx, [h for h, _ in hits]):
-            c = citation(chunk, doc, names[chunk.index_id], q, score_of[chunk.cid])
+        for chunk in full_rows(ctx, [h for h, _ in hits]):
+            c = citation(chunk, names[chunk.index_id], q, score_of[chunk.cid])
             c["retrievers"] = ["keyword"]
             results.append(c)
     took = time.perf_counter() - t0
@@ -298,7 +296,7 @@ def fused_results(
             q,
             fused,
             document_of,
-            lambda cids: {c.cid: c.text for c, _ in full_rows(ctx, [hits[k] for k in cids])},
+            lambda cids: {c.cid: c.text for c in full_rows(ctx, [hits[k] for k in cids])},
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
@@ -320,9 +318,7 @@ def keyword_side(
     ``n`` made while the caller's thread still embeds the query (their scores are set once fused),
     so that only the semantic side's hits are read and cited after the vectors answer."""
     kw = keyword_hits(ctx, q, rows, depth, tenant=tenant, tiers=tiers, catch_up=False)
-    ready = {
-        c.cid: citation(c, d, names[c.index_id], q, 0.0) for c, d in full_rows(ctx, [h for h, _ in kw[:n]])
-    }
+    ready = {c.cid: citation(c, names[c.index_id], q, 0.0) for c in full_rows(ctx, [h for h, _ in kw[:n]])}
     return kw, ready
 
 
@@ -344,7 +340,7 @@ def _cite(
         for f in top
         if f.key in ready and ready[f.key]["index_id"] == hits[f.key].index_id
     }
-    rows_of = {c.cid: (c, d) for c, d in full_rows(ctx, [hits[f.key] for f in top if f.key not in mine])}
+    rows_of = {c.cid: c for c in full_rows(ctx, [hits[f.key] for f in top if f.key not in mine])}
     out = []
     for f in top:
         score = next(iter(scores[f.key].values())) if single else round(f.score, 6)
@@ -352,8 +348,8 @@ def _cite(
             cited = mine[f.key]
             cited["score"] = score
         elif f.key in rows_of:
-            chunk, doc = rows_of[f.key]
-            cited = citation(chunk, doc, names[chunk.index_id], q, score)
+            chunk = rows_of[f.key]
+            cited = citation(chunk, names[chunk.index_id], q, score)
         else:
             continue  # deleted since it was ranked
         cited["retrievers"] = f.retrievers

@@ -11,6 +11,7 @@ Callers use ``documents.<name>``; the names below are the public surface.
 """
 
 from gitkb.stores.catalog.documents.chunk_reads import (
+    CitedChunk,
     LiveChunk,
     all_chunk_cids,
     chunk_cids_by_id,
@@ -18,6 +19,7 @@ from gitkb.stores.catalog.documents.chunk_reads import (
     chunk_counts_by_index,
     chunk_index_ids,
     chunks_by_cids,
+    cited_chunks,
     has_chunks,
     keyword_keys,
     keyword_rows,
@@ -79,6 +81,7 @@ from gitkb.stores.catalog.documents.write import (
 __all__ = [
     "CHUNK_COLUMNS",
     "ChunkRow",
+    "CitedChunk",
     "DOC_COLUMNS",
     "DocumentRow",
     "LIVE",
@@ -96,6 +99,7 @@ __all__ = [
     "chunk_outline",
     "chunks_by_cids",
     "chunks_of",
+    "cited_chunks",
     "clear_overrides",
     "config_key",
     "count",

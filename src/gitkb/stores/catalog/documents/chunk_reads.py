@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitkb.stores.catalog.documents.rows import (
     CHUNK_COLUMNS,
@@ -98,6 +100,46 @@ def chunks_by_cids(conn: Conn, cids: Sequence[int]) -> dict[int, tuple[ChunkRow,
             v = tuple(r)
             chunk = chunk_from_values(v[:_CHUNK_WIDTH])
             out[chunk.cid] = (chunk, doc_from_values(v[_CHUNK_WIDTH:]))
+    return out
+
+
+class CitedChunk(NamedTuple):
+    """What a search's citation of a hit shows: the chunk, where it is, and its document's name."""
+
+    cid: int
+    id: str
+    index_id: str
+    text: str
+    heading_path: tuple[str, ...]
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+    document_id: str
+    path: str
+    title: str | None
+    source_uri: str | None
+
+
+_CITED = (
+    "SELECT c.rowid, c.id, c.index_id, c.text, c.heading_path, c.char_start, c.char_end, c.line_start,"
+    " c.line_end, d.id, d.path, d.title, d.source_uri"
+    " FROM chunks c JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN "
+)
+
+
+def cited_chunks(conn: Conn, cids: Sequence[int]) -> dict[int, CitedChunk]:
+    """The live chunks among ``cids`` with what their citations show (13 columns: a third of what
+    ``chunks_by_cids`` reads and builds), for the hits a search cites."""
+    out: dict[int, CitedChunk] = {}
+    cids = list(cids)
+    for i in range(0, len(cids), 500):
+        part = cids[i : i + 500]
+        for r in conn.execute(f"{_CITED}({','.join('?' * len(part))})", part):
+            v = tuple(r)
+            path = v[4]
+            heading = tuple(json.loads(path)) if path and path != "[]" else ()
+            out[v[0]] = CitedChunk(v[0], v[1], v[2], v[3], heading, *v[5:])
     return out
 
 
