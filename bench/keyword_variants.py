@@ -17,6 +17,9 @@ Run it on a copy of an evaluation home (``cp -a``; opening takes the writer leas
   re-ranks the first one's chunks (what feedback costs: the keyword side then waits for the vectors).
 - ``one-field``: a second tantivy index of the same chunks in a temp dir whose text field holds
   title + heading path + text (no title field): one length normalisation, BM25F-like.
+- ``own-index:NAME``: a temp tantivy index holding only index NAME's chunks as they are: BM25's
+  statistics (document frequencies, average length) of that index alone, as a tantivy index per
+  gitkb index would have them.
 - ``index-idf``: each query term's idf counted within the searched indexes (a filtered count
   query per term and field) instead of over the whole keyword index, applied as a boost of
   idf_index / idf_home per term; tantivy's average length stays the home's.
@@ -160,13 +163,18 @@ def fused_rm3(ws: Workspace, k: int, terms: int, lam: float) -> Iterator[None]:
 
 
 @contextmanager
-def one_field(ws: Workspace) -> Iterator[None]:
+def one_field(ws: Workspace, only: str | None = None) -> Iterator[None]:
+    """``only`` (an index name): a temp index of that index's chunks as they are (own statistics)."""
     original = ws.ctx.keywords
+    only_id = None if only is None else search_service.resolve_indexes(ws.ctx, only)[0].id
     with tempfile.TemporaryDirectory(prefix="gitkb-one-field-") as tmp:
         index = kw.KeywordIndex(Path(tmp))
         cids = sorted(original.all_cids())
         for i in range(0, len(cids), 5000):
             docs = _keyword_docs(ws.ctx.catalog.conn, cids[i : i + 5000])
+            if only_id is not None:
+                index.apply(removes=[], adds=[d for d in docs if d.index_id == only_id])
+                continue
             index.apply(
                 removes=[],
                 adds=[
@@ -246,7 +254,10 @@ def variant(ws: Workspace, spec: str) -> Any:
         "fused-rm3": fused_rm3,
         "one-field": one_field,
         "index-idf": index_idf,
+        "own-index": one_field,
     }
+    if name == "own-index":
+        return one_field(ws, args[0])
     if args:
         return makers[name](ws, int(args[0]), int(args[1]), float(args[2]))
     return makers[name](ws)
