@@ -23,6 +23,10 @@ Run it on a copy of an evaluation home (``cp -a``; opening takes the writer leas
 - ``index-idf``: each query term's idf counted within the searched indexes (a filtered count
   query per term and field) instead of over the whole keyword index, applied as a boost of
   idf_index / idf_home per term; tantivy's average length stays the home's.
+- the keyword query built term by term: ``parser`` (tantivy's parser's own scores: one per
+  distinct word), ``term-once`` (one per distinct analysed term: "adult adults" once),
+  ``qtf`` (each term weighted by how often the query holds it, as Anserini's bag of words),
+  ``no-numbers`` (numbers out), ``more-stop`` (41 more function words out, ``MORE_STOP``).
 """
 
 from __future__ import annotations
@@ -192,8 +196,34 @@ def one_field(ws: Workspace, only: str | None = None) -> Iterator[None]:
             ws.ctx.keywords = original
 
 
+# Function words the English stop list and the question words (query_words) leave in a query.
+MORE_STOP = frozenset(
+    "about above after again against all any because before below between both during each few from further"
+    " here its itself just more most nor off once only other over own same so some than them themselves"
+    " those through too under until up very while".split()
+)
+
+
+def query_terms(query: str, rule: str) -> list[tuple[list[str], float]]:
+    """(analysed terms of a word, weight) per query word as ``rule`` counts them; tantivy's parser
+    (every rule but ``term-once`` / ``qtf``) counts each distinct word once, a word of several
+    terms (a dotted identifier) being a phrase."""
+    words = kw._QUERY_WORDS.findall(query)
+    if rule == "no-numbers":
+        words = [w for w in words if not re.fullmatch(r"[\d.]+", w)] or words
+    if rule == "more-stop":
+        words = [w for w in words if w.lower() not in MORE_STOP] or words
+    if rule in ("term-once", "qtf"):
+        counted = Counter(tuple(t) for w in words if (t := kw.analyze(w)))
+        return [(list(t), float(n) if rule == "qtf" else 1.0) for t, n in counted.items()]
+    return [(t, 1.0) for w in dict.fromkeys(words) if (t := kw.analyze(w))]
+
+
 @contextmanager
-def index_idf(ws: Workspace) -> Iterator[None]:
+def manual(ws: Workspace, rule: str) -> Iterator[None]:
+    """The keyword query built term by term (the parser's scores when ``rule`` changes nothing);
+    ``index-idf``: each term's idf counted within the searched indexes, as a boost."""
+
     def count(searcher: Any, q: Any) -> int:
         return int(searcher.search(q, limit=1, count=True).count)
 
@@ -204,19 +234,15 @@ def index_idf(ws: Workspace) -> Iterator[None]:
         searcher = self.index.searcher()
         ixf = self._filter_query("index_id", index_ids) if index_ids is not None else None
         n_all = int(searcher.num_docs)
-        n_ix = count(searcher, ixf) if ixf is not None else n_all
-        should, seen = [], set()
-        for w in kw._QUERY_WORDS.findall(query):
-            toks = kw.analyze(w)
-            if not toks or w in seen:  # tantivy's parser counts a repeated word once
-                continue
-            seen.add(w)
-            for field, boost in (("text", 1.0), ("title", kw.TITLE_BOOST)):
+        n_ix = count(searcher, ixf) if ixf is not None and rule == "index-idf" else n_all
+        should = []
+        for toks, weight in query_terms(query, rule):
+            for field, boost in (("text", weight), ("title", weight * kw.TITLE_BOOST)):
                 if len(toks) > 1:
                     q = tantivy.Query.phrase_query(self.schema, field, toks)
                 else:
                     q = tantivy.Query.term_query(self.schema, field, toks[0], index_option="freq")
-                    if ixf is not None:
+                    if ixf is not None and rule == "index-idf":
                         n = searcher.doc_freq(field, toks[0])
                         must = [(tantivy.Occur.Must, q), (tantivy.Occur.Must, ixf)]
                         ni = count(searcher, tantivy.Query.boolean_query(must)) if n else 0
@@ -253,9 +279,9 @@ def variant(ws: Workspace, spec: str) -> Any:
         "rm3": rm3,
         "fused-rm3": fused_rm3,
         "one-field": one_field,
-        "index-idf": index_idf,
-        "own-index": one_field,
     }
+    if name in ("parser", "index-idf", "term-once", "qtf", "no-numbers", "more-stop"):
+        return manual(ws, name)
     if name == "own-index":
         return one_field(ws, args[0])
     if args:
