@@ -10,7 +10,10 @@ semantic weight 0.4, documents by their best chunk) as SEARCH does, so "whole + 
 - a second vector per document from its title alone (embedded here, ~25 s), as the max of the two
   cosines or as a third list;
 - the per-query ceiling: each claim at its best semantic weight in 0, 0.1, ..., 1 (what a rule
-  choosing the weight per query could at most reach), and the claims no weight helps.
+  choosing the weight per query could at most reach), the claims no weight helps, and how well
+  signals a rule could use (the query terms' mean and highest idf, each list's drop from its 1st to
+  its 10th score over the 1st, the two top tens' overlap) rank the claims by which list wins
+  (Spearman's rho with keyword nDCG@10 - semantic nDCG@10, over the claims where the weight matters).
 
     .venv/bin/python bench/scifact_sides.py --home COPY_ONE_CHUNK [--windows-home COPY_WITH_AUTO]
 """
@@ -18,6 +21,7 @@ semantic weight 0.4, documents by their best chunk) as SEARCH does, so "whole + 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -26,8 +30,10 @@ from gitkb import Workspace
 from gitkb.services.evaluation import datasets, metrics
 from gitkb.services.retrieval import fusion
 from gitkb.services.retrieval import search as search_service
+from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import embedder_for, plan_modes, query_vector, semantic_hits
 from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.keywords import analyze
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 DEPTH = 200
@@ -101,6 +107,31 @@ def title_lists(ws: Workspace, identity: str, beir: Any) -> Lists:
     return out
 
 
+def idfs(ws: Workspace, queries: dict[str, str]) -> dict[str, list[float]]:
+    searcher = ws.ctx.keywords.index.searcher()
+    n_docs = int(searcher.num_docs)
+    out = {}
+    for qid, text in queries.items():
+        dfs = [searcher.doc_freq("text", t) for t in analyze(keyword_query(text))]
+        out[qid] = [math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for n in dfs if n > 0] or [0.0]
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    def ranks(x: list[float]) -> list[int]:
+        order = sorted(range(len(x)), key=lambda i: x[i])
+        r = [0] * len(x)
+        for k, i in enumerate(order):
+            r[i] = k
+        return r
+
+    return statistics.correlation(ranks(a), ranks(b))
+
+
+def drop(hits: list[tuple[str, float]]) -> float:
+    return (hits[0][1] - hits[9][1]) / hits[0][1] if len(hits) > 9 and hits[0][1] else 0.0
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DATA)
@@ -114,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         kw = keyword_lists(ws, args.index, beir.queries)
         sem, identity = semantic_lists(ws, args.index, beir.queries)
         titles = title_lists(ws, identity, beir)
+        query_idfs = idfs(ws, beir.queries)
     two = {"keyword": 0.6, "semantic": 0.4}
     base = fuse(beir.qrels, {"keyword": kw, "semantic": sem}, two)
     print(f"whole + whole (SEARCH)                     {mean(base)}")
@@ -144,6 +176,18 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"claims at nDCG@10 0 whatever the weight    {sum(1 for v in ceiling.values() if v == 0)} of {len(ceiling)}"
     )
+    matters = [q for q in base if max(per[w][q] for w in grid) > min(per[w][q] for w in grid)]
+    wins = [per[0.0][q] - per[1.0][q] for q in matters]
+    signals = {
+        "mean idf": lambda q: statistics.fmean(query_idfs[q]),
+        "highest idf": lambda q: max(query_idfs[q]),
+        "keyword drop": lambda q: drop(kw[q]),
+        "semantic drop": lambda q: drop(sem[q]),
+        "top-10 overlap": lambda q: len({d for d, _ in kw[q][:10]} & {d for d, _ in sem[q][:10]}) / 10,
+    }
+    print(f"which list wins, {len(matters)} claims where the weight matters (Spearman's rho):")
+    for name, signal in signals.items():
+        print(f"  {name:<16} {spearman([signal(q) for q in matters], wins):+.3f}")
 
 
 if __name__ == "__main__":
