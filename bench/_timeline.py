@@ -113,6 +113,31 @@ class Timeline:
             ev.append(Event("tantivy", "commit (writer waits)", s, time.monotonic()))
 
         keywords.KeywordIndex.commit = commit  # type: ignore[method-assign]
+        real_start = getattr(keywords.KeywordIndex, "start_commit", None)
+        if real_start is not None:  # a tree that commits the feed on a thread of its own
+
+            def start_commit(index: Any, tag: int) -> None:
+                s = time.monotonic()
+                real_start(index, tag)
+                t = index._committing
+
+                def watch() -> None:
+                    t.join()
+                    ev.append(Event("tantivy", "commit on its own thread", s, time.monotonic()))
+
+                threading.Thread(target=watch, daemon=True).start()
+
+            keywords.KeywordIndex.start_commit = start_commit  # type: ignore[method-assign]
+            real_finish = keywords.KeywordIndex.finish_commit
+
+            def finish_commit(index: Any) -> Any:
+                s = time.monotonic()
+                tag = real_finish(index)
+                if tag is not None:
+                    ev.append(Event("tantivy", "wait for that commit", s, time.monotonic()))
+                return tag
+
+            keywords.KeywordIndex.finish_commit = finish_commit  # type: ignore[method-assign]
         chunk_pipeline.chunk_packed = timed_chunk_packed
         real_unpack = chunk_pipeline.unpack
 
@@ -162,7 +187,9 @@ class Timeline:
             if e.what == "submit":
                 continue
             n = f" n={e.n}" if e.n else ""
-            lines.append(f"  {e.start - t0:6.3f} {e.end - t0:6.3f} {e.end - e.start:6.3f}  {e.stream:7} {e.what}{n}")
+            lines.append(
+                f"  {e.start - t0:6.3f} {e.end - t0:6.3f} {e.end - e.start:6.3f}  {e.stream:7} {e.what}{n}"
+            )
         lines += self._summary(wall)
         lines += self._slices()
         return "\n".join(lines)
@@ -193,7 +220,11 @@ class Timeline:
                 f"final catch-up {self._busy('writer', 'final'):.3f}; first write starts "
                 f"{min(e.start for e in writes) - t0:.3f}, last write ends {max(e.end for e in writes) - t0:.3f}"
             )
-        out.append(f"  tantivy commits: {len(commits)}, writer waiting in them {sum(e.end - e.start for e in commits):.3f} s")
+        waits = [e for e in commits if not e.what.startswith("commit on")]
+        out.append(
+            f"  tantivy commits: {sum(1 for e in commits if e.what.startswith('commit'))}, "
+            f"writer waiting in them {sum(e.end - e.start for e in waits):.3f} s"
+        )
         return out
 
     def _slices(self, step: float = 0.1) -> list[str]:

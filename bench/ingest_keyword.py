@@ -301,7 +301,9 @@ def main() -> None:
         action="store_true",
         help="with --baseline: the second of two ingests in one workspace (two indexes), CPU incl. a kept worker",
     )
-    ap.add_argument("--timeline", action="store_true", help="one ingest: print its timeline (bench/_timeline.py)")
+    ap.add_argument(
+        "--timeline", action="store_true", help="one ingest: print its timeline (bench/_timeline.py)"
+    )
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one figures line (--baseline)
     args = ap.parse_args()
     if args.baseline is not None:

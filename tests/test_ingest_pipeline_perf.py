@@ -41,9 +41,10 @@ def test_the_worker_sends_chunks_without_their_text_and_they_come_back_equal() -
 def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
     ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past ``FEED_COMMIT_EVERY`` fed entries the feed commits them and moves the watermark: the
-    chunks written so far are searchable before the ingest returns; at the end everything is
-    applied exactly once."""
+    """Past ``FEED_COMMIT_EVERY`` fed entries the feed starts a commit on a thread of its own and
+    the next feed moves the watermark to what it made durable: the chunks written before the last
+    batch are searchable before the ingest returns (the writer never waits for a commit right
+    after starting it); at the end everything is applied exactly once."""
     monkeypatch.setattr(catchup, "FEED_COMMIT_EVERY", 1)
     monkeypatch.setattr(ingest, "WRITE_BATCH", 2)  # 6 pages: 3 batches
     ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
@@ -55,7 +56,7 @@ def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
 
     r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=progress)
     assert r["counts"]["added"] == 6 and [d for d, _, _ in seen] == [2, 4, 6]
-    assert 0 < seen[0][1] < seen[1][1] < seen[2][1] and 0 < seen[0][2] < seen[1][2], seen
+    assert seen[0][1] == 0 < seen[1][1] < seen[2][1] and 0 < seen[1][2] < seen[2][2], seen
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     assert ws.ctx.keywords.count() == chunks and changes.pending(conn, catchup.KEYWORDS) == 0
     assert ws.ctx.keywords.all_cids() == {int(c): 1 for (c,) in conn.execute("SELECT rowid FROM chunks")}

@@ -10,10 +10,12 @@ applied, not committed) while the next batch is being chunked, so the final
 catch-up only commits. Fed but uncommitted entries are invisible to searches and
 are lost by a crash like any uncommitted write: the watermark has not moved, so
 they are applied again. Once ``FEED_COMMIT_EVERY`` entries are fed, the feed
-commits them and moves the watermark itself (what the catch-up does), while the
-chunker works on the next batch: tantivy's commit serialises what was fed
+starts committing them on a thread of its own (``KeywordIndex.start_commit``), while the
+writer writes the next batch and the chunker chunks more: tantivy's commit serialises what was fed
 (~0.34 s of CPU for awsdocs' 31k chunks), and left to the final catch-up all of
-it would run after the last batch, on nobody else's time. A search meanwhile
+it would run after the last batch, on nobody else's time; waited for by the writer, the chunker
+ran out of batches. The next feed (or catch-up) waits for that commit, then moves the watermark
+to what it made durable. A search meanwhile
 sees chunks that the catalog already holds, as after any catch-up.
 
 Each node keeps its own keyword index under its own home, with its own watermark
@@ -157,18 +159,28 @@ def feed_keywords(ctx: Context, written: Written | None = None) -> None:
         return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
+        _finish_commit(ctx)
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed = max(ctx.caches.keywords_fed or 0, wm)
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch, written)
             fed = batch[-1].seq
-        if fed - wm < FEED_COMMIT_EVERY:
-            ctx.caches.keywords_fed = fed
-            return
-        ctx.keywords.commit()
-        crash_point("keywords.after_commit")
-        with ctx.catalog.write() as w:
-            changes.set_watermark(w, ctx.keywords_mark, fed)
+        ctx.caches.keywords_fed = fed
+        if fed - wm >= FEED_COMMIT_EVERY:  # committed on tantivy's time while the next batch is written
+            ctx.keywords.start_commit(fed)
+
+
+def _finish_commit(ctx: Context) -> None:
+    """Wait for the feed's commit still running (``KeywordIndex.start_commit``) and move the watermark
+    to what it made durable."""
+    done = ctx.keywords.finish_commit()
+    if done is None:
+        return
+    crash_point("keywords.after_commit")
+    with ctx.catalog.write() as w:
+        if changes.watermark(w, ctx.keywords_mark) < done:
+            changes.set_watermark(w, ctx.keywords_mark, done)
+    if ctx.caches.keywords_fed == done:
         ctx.caches.keywords_fed = None
 
 
@@ -181,6 +193,7 @@ def catch_up_keywords(ctx: Context) -> int:
     applied = 0
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
+        _finish_commit(ctx)
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed, ctx.caches.keywords_fed = ctx.caches.keywords_fed, None
         if fed is not None and fed > wm:  # fed earlier: commit it first
@@ -226,6 +239,7 @@ def rebuild_aliases(conn: Conn, index_ids: Iterable[str]) -> dict[str, str]:
 def rebuild_keywords(ctx: Context) -> int:
     """Drop the keyword index and rebuild it from the catalog."""
     with ctx.keyword_lock:
+        ctx.keywords.finish_commit()  # a feed's commit: the rebuild sets the watermark itself
         ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
         conn = ctx.catalog.conn
