@@ -31,7 +31,10 @@ An ingest run by the writer hands the feed what it just wrote (``Written``: the 
 paths of each document, and the change-log seqs of that write): a chunk whose every pending entry lies
 in that range, and nothing newer is pending, takes its text, heading path and document's title and
 tenant from there (what that write set, and nothing changed them since); the catalog still says which
-chunk a cid is (index, document, ordinal: ``keyword_keys``, without the ~25 MB of text on awsdocs). Anything else, and every catch-up, reads the catalog.
+chunk a cid is (index, document, ordinal: ``keyword_keys``, without the ~25 MB of text on awsdocs).
+When that write only added new documents and nothing before it is pending (a first ingest), the
+write also hands the cids it logged (``WrittenDocument.cids``, by ordinal) and the feed reads
+nothing back at all, neither the log nor ``keyword_keys``. Anything else, and every catch-up, reads the catalog.
 
 RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
 ones in one tantivy commit just before its catalog swap (``switch_keywords``):
@@ -75,6 +78,8 @@ class WrittenDocument:
     tenant: str | None
     title: str | None
     chunks: list[tuple[str, tuple[str, ...]]]
+    # a new document: its chunks' cids by ordinal, each logged once as an add, nothing else logged
+    cids: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,29 @@ def _keyword_docs(
     return out
 
 
+def _new_keyword_docs(written: Written | None, fed: int) -> list[KeywordDoc] | None:
+    """The keyword docs of ``written`` made from it alone, when nothing before it is pending and its
+    entries are exactly the adds of its new documents' chunks (then nothing needs reading back: not
+    the log, not which chunk a cid is); None otherwise."""
+    if written is None or fed != written.after:
+        return None
+    docs = list(written.docs.values())
+    if any(d.cids is None or len(d.cids) != len(d.chunks) for d in docs):
+        return None
+    if sum(len(d.cids or ()) for d in docs) != written.upto - written.after:
+        return None
+    titles: dict[tuple[str | None, tuple[str, ...]], str] = {}
+    out = []
+    for d in docs:
+        for cid, (text, heading) in zip(d.cids or (), d.chunks, strict=True):
+            kt = titles.get((d.title, heading))
+            if kt is None:
+                kt = titles[(d.title, heading)] = keyword_title(d.title, heading)
+            out.append(KeywordDoc(cid, d.index_id, d.tenant, kt, text))
+    out.sort(key=lambda k: k.cid)
+    return out
+
+
 def _apply(ctx: Context, conn: Conn, batch: list[changes.Change], written: Written | None = None) -> None:
     drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
     cids = sorted({c.cid for c in batch if c.cid is not None})
@@ -162,6 +190,10 @@ def feed_keywords(ctx: Context, written: Written | None = None) -> None:
         _finish_commit(ctx)
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed = max(ctx.caches.keywords_fed or 0, wm)
+        new = _new_keyword_docs(written, fed)
+        if new is not None and written is not None:
+            ctx.keywords.apply(removes=[], adds=new)  # each of their cids is deleted first all the same
+            fed = written.upto
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch, written)
             fed = batch[-1].seq

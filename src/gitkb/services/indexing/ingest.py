@@ -286,7 +286,7 @@ def _write_files(
     with ctx.catalog.write() as conn:
         after = changes.head(conn)
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
-            status, rowid = doc_rows.write_document(
+            status, rowid, cids = doc_rows.write_document(
                 conn,
                 doc_rows.NewDocument(
                     index_id=row.id,
@@ -312,7 +312,7 @@ def _write_files(
             report.chunks_written += len(chunks)
             report.chunk_tokens.extend(c.token_count for c in chunks)
             chunk_texts = [(c.text, c.heading_path) for c in chunks]
-            texts[rowid] = WrittenDocument(row.id, place.tenant, loaded.title, chunk_texts)
+            texts[rowid] = WrittenDocument(row.id, place.tenant, loaded.title, chunk_texts, cids)
         upto = changes.head(conn)
     return Written(after, upto, texts)
 
