@@ -97,6 +97,7 @@ class KeywordIndex:
         self._committing: threading.Thread | None = None
         self._commit_tag: int | None = None
         self._commit_error: BaseException | None = None
+        self._commit_failed = False  # until ``finish_commit`` says so
         # Why the files on disk cannot be opened (a segment file gone, say), or None. A damaged index
         # still lets the workspace open: every read or write of it raises StoreUnavailable naming
         # ``gitkb verify --repair``, which rebuilds it from the catalog (``reset`` then a re-feed).
@@ -210,7 +211,7 @@ class KeywordIndex:
                 except BaseException as exc:  # raised again by whoever waits for it
                     self._commit_error = exc
 
-            self._commit_tag, self._commit_error = tag, None
+            self._commit_tag, self._commit_error, self._commit_failed = tag, None, False
             self._committing = threading.Thread(target=run, name="gitkb-keyword-commit", daemon=True)
             self._committing.start()
 
@@ -225,15 +226,23 @@ class KeywordIndex:
         if self._commit_error is None:
             self._reload()
             return
-        exc, self._commit_error, self._commit_tag = self._commit_error, None, None
+        exc, self._commit_error, self._commit_failed = self._commit_error, None, True
         raise exc
 
     def finish_commit(self) -> int | None:
         """Wait for the last ``start_commit``; the tag it was given (its commit is durable), or None
-        when there was none since the last ``finish_commit``."""
+        when there was none since the last ``finish_commit``. A commit that failed raises here (also
+        when a write waiting for it raised first): what it held was lost, the caller applies it again."""
         with self._lock:
-            self._join_commit()
-            tag, self._commit_tag = self._commit_tag, None
+            try:
+                self._join_commit()
+            finally:
+                tag, self._commit_tag = self._commit_tag, None
+            if self._commit_failed:
+                self._commit_failed = False
+                raise StoreUnavailable(
+                    f"a commit of the keyword index at {self.path} failed; what it held is applied again"
+                )
             return tag
 
     def clear(self) -> None:

@@ -205,7 +205,11 @@ def feed_keywords(ctx: Context, written: Written | None = None) -> None:
 def _finish_commit(ctx: Context) -> None:
     """Wait for the feed's commit still running (``KeywordIndex.start_commit``) and move the watermark
     to what it made durable."""
-    done = ctx.keywords.finish_commit()
+    try:
+        done = ctx.keywords.finish_commit()
+    except Exception:
+        ctx.caches.keywords_fed = None  # what that commit held is applied again, from the watermark
+        raise
     if done is None:
         return
     crash_point("keywords.after_commit")
