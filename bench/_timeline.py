@@ -178,6 +178,11 @@ class Timeline:
         self._stop.set()
         self._thread.join()
 
+    @property
+    def worker_cpu(self) -> float:
+        """The worker's CPU over the ingest (its last sample while it ran)."""
+        return max((x[3] for x in self.samples), default=float("nan"))
+
     # -- printing ---------------------------------------------------------
     def report(self) -> str:
         t0 = self.t0

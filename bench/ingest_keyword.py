@@ -154,7 +154,7 @@ def run_timeline(docs_dir: Path) -> None:
         print(tl.report())
         print(
             f"{r['counts']['added']} docs, {r['chunks_written']} chunks in {tl.t1 - tl.t0:.2f} s, this process's CPU "
-            f"{time.process_time() - c0:.2f} s + worker {_children_cpu():.2f} s (load average {load0:.1f} -> "
+            f"{time.process_time() - c0:.2f} s + worker {tl.worker_cpu:.2f} s (load average {load0:.1f} -> "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
 
