@@ -139,8 +139,8 @@ def test_the_worker_is_handed_batches_ahead_of_the_one_being_written(
     r = ingest.add_documents(
         ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append((done, len(submitted)))
     )
-    assert ingest.CHUNK_AHEAD == 2 and r["counts"]["added"] == 6
-    assert seen == [(1, 3), (2, 4), (3, 5), (4, 6), (5, 6), (6, 6)]
+    assert ingest.CHUNK_AHEAD == 4 and r["counts"]["added"] == 6
+    assert seen == [(1, 5), (2, 6), (3, 6), (4, 6), (5, 6), (6, 6)]
     conn = ws.ctx.catalog.conn
     assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 6
 
