@@ -225,6 +225,10 @@ class Timeline:
                 f"final catch-up {self._busy('writer', 'final'):.3f}; first write starts "
                 f"{min(e.start for e in writes) - t0:.3f}, last write ends {max(e.end for e in writes) - t0:.3f}"
             )
+        if chunks and writes:
+            out.append(
+                f"  after the worker's last chunk: {self.t1 - max(e.end for e in chunks):.3f} s to the end"
+            )
         waits = [e for e in commits if not e.what.startswith("commit on")]
         out.append(
             f"  tantivy commits: {sum(1 for e in commits if e.what.startswith('commit'))}, "
