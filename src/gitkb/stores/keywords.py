@@ -236,9 +236,11 @@ class KeywordIndex:
         with self._lock:
             try:
                 self._join_commit()
-            finally:
-                tag, self._commit_tag = self._commit_tag, None
-            if self._commit_failed:
+            except BaseException:
+                self._commit_tag, self._commit_failed = None, False  # raised now, once
+                raise
+            tag, self._commit_tag = self._commit_tag, None
+            if self._commit_failed:  # a write waiting for it raised it first
                 self._commit_failed = False
                 raise StoreUnavailable(
                     f"a commit of the keyword index at {self.path} failed; what it held is applied again"

@@ -45,10 +45,12 @@ catalog; ``rebuild_aliases`` lets a search count them as the index's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from gitkb.core.errors import StoreUnavailable
 from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
@@ -275,7 +277,8 @@ def rebuild_aliases(conn: Conn, index_ids: Iterable[str]) -> dict[str, str]:
 def rebuild_keywords(ctx: Context) -> int:
     """Drop the keyword index and rebuild it from the catalog."""
     with ctx.keyword_lock:
-        ctx.keywords.finish_commit()  # a feed's commit: the rebuild sets the watermark itself
+        with contextlib.suppress(StoreUnavailable, ValueError, OSError):  # failed: rebuilt all the same
+            ctx.keywords.finish_commit()  # a feed's commit: the rebuild sets the watermark itself
         ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
         conn = ctx.catalog.conn
