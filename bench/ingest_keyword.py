@@ -8,6 +8,11 @@ feeder and result threads, the heartbeat; the chunking worker process), then pea
     .venv/bin/python bench/ingest_keyword.py [--docs ../shared/data/awsdocs/docs] [--runs 3]
     .venv/bin/python bench/ingest_keyword.py --runs 3 --baseline /path/to/older/tree
 
+``--timeline`` prints, for one ingest, when each batch was read, chunked (in the worker), waited
+for, written and fed to tantivy, every tantivy commit and the final catch-up, each stream's busy and
+idle time, and the CPU of the writer's main thread, tantivy's threads and the worker per 100 ms
+(``bench/_timeline.py``).
+
 ``--twice`` measures instead the second of two ingests in one workspace (a long-running process;
 its chunking worker, kept or not, counted live), alone (JSON) or with ``--baseline``.
 
@@ -129,6 +134,29 @@ def _time_final_catch_up() -> None:
             FEED.append(time.thread_time() - c)
 
     ingest.feed_keywords = timed_feed
+
+
+def run_timeline(docs_dir: Path) -> None:
+    """One ingest with its timeline (``bench/_timeline.py``) printed."""
+    from _timeline import Timeline
+
+    from gitkb import Workspace
+
+    tl = Timeline()
+    tl.install()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, Workspace(Path(tmp) / "ws") as ws:
+        assert ws.document_index("CREATE_INDEX", index_name="aws", embeddings=False)["Success"]
+        load0 = os.getloadavg()[0]
+        c0 = time.process_time()
+        with tl:
+            r = ws.document_index("ADD_DOCUMENTS", index_name="aws", filepath=str(docs_dir))
+        assert r["Success"], r
+        print(tl.report())
+        print(
+            f"{r['counts']['added']} docs, {r['chunks_written']} chunks in {tl.t1 - tl.t0:.2f} s, this process's CPU "
+            f"{time.process_time() - c0:.2f} s + worker {tl.worker_cpu:.2f} s (load average {load0:.1f} -> "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
 
 
 def run_once(docs_dir: Path, questions: Path, search: bool, as_json: bool = False) -> None:
@@ -273,6 +301,9 @@ def main() -> None:
         action="store_true",
         help="with --baseline: the second of two ingests in one workspace (two indexes), CPU incl. a kept worker",
     )
+    ap.add_argument(
+        "--timeline", action="store_true", help="one ingest: print its timeline (bench/_timeline.py)"
+    )
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one figures line (--baseline)
     args = ap.parse_args()
     if args.baseline is not None:
@@ -280,6 +311,9 @@ def main() -> None:
         return
     if args.twice:
         run_twice(args.docs)
+        return
+    if args.timeline:
+        run_timeline(args.docs)
         return
     _time_final_catch_up()
     for _ in range(args.runs):

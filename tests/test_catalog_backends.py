@@ -18,7 +18,7 @@ from gitkb.core.errors import InvalidArgument
 from gitkb.stores import backup_archive
 from gitkb.stores.catalog import Catalog, jobs, open_catalog, table_rows
 from gitkb.stores.catalog.engine import glob_to_regex, redact_url
-from gitkb.stores.catalog.migrations import IMPLICIT_ROWID, MIGRATIONS
+from gitkb.stores.catalog.migrations import IMPLICIT_ROWID, MIGRATIONS, migrate
 from helpers import ok, postgres
 
 
@@ -364,6 +364,40 @@ def test_chunks_has_no_index_that_another_makes_redundant_on_either_engine(tmp_p
         pg[name] = (*pg.get(name, ()), column)
     assert "chunks_index_id_id_key" in pg or any(cols == ("index_id", "id") for cols in pg.values())
     assert _redundant(pg) == []
+
+
+def test_no_index_keys_chunks_by_content_hash_on_either_engine(tmp_path: Path) -> None:
+    """No query looks a chunk up by its content hash, so ``chunks_hash`` only cost every chunk INSERT
+    a random 64-char key (issue 20): migration m026_ingest20c_drop_chunks_hash drops it, also from a
+    catalog made before it, on both engines."""
+    old = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(old)
+    migrate(conn, upto="m025_chroma18_workspace_id")
+    assert "chunks_hash" in {r[1] for r in conn.execute("PRAGMA index_list('chunks')")}
+    migrate(conn)
+    for c in (conn, sqlite3.connect(tmp_path / "new.sqlite3")):
+        if c is not conn:
+            Catalog(tmp_path / "new.sqlite3").close()
+        cols = {
+            name: tuple(r[2] for r in c.execute(f"PRAGMA index_info('{name}')"))
+            for (name,) in c.execute("SELECT name FROM pragma_index_list('chunks')").fetchall()
+        }
+        assert cols and not any("content_hash" in v for v in cols.values()), cols
+        c.close()
+
+
+def test_no_index_keys_chunks_by_content_hash_on_postgresql(tmp_path: Path) -> None:
+    """The same on PostgreSQL (m026_ingest20c_drop_chunks_hash)."""
+    url = postgres.create_database()
+    try:
+        catalog = open_catalog(url, tmp_path / "unused.sqlite3")
+        defs = [
+            r[0] for r in catalog.conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'chunks'")
+        ]
+        catalog.close()
+    finally:
+        postgres.drop_database(url)
+    assert defs and not any("content_hash" in d for d in defs), defs
 
 
 def test_search_hits_read_by_position_are_the_rows_read_by_name(ws: Any, tmp_path: Path) -> None:

@@ -41,9 +41,10 @@ def test_the_worker_sends_chunks_without_their_text_and_they_come_back_equal() -
 def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
     ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past ``FEED_COMMIT_EVERY`` fed entries the feed commits them and moves the watermark: the
-    chunks written so far are searchable before the ingest returns; at the end everything is
-    applied exactly once."""
+    """Past ``FEED_COMMIT_EVERY`` fed entries the feed starts a commit on a thread of its own and
+    the next feed moves the watermark to what it made durable: the chunks written before the last
+    batch are searchable before the ingest returns (the writer never waits for a commit right
+    after starting it); at the end everything is applied exactly once."""
     monkeypatch.setattr(catchup, "FEED_COMMIT_EVERY", 1)
     monkeypatch.setattr(ingest, "WRITE_BATCH", 2)  # 6 pages: 3 batches
     ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
@@ -55,7 +56,7 @@ def test_a_big_ingest_commits_the_keyword_index_as_it_goes(
 
     r = ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"), progress=progress)
     assert r["counts"]["added"] == 6 and [d for d, _, _ in seen] == [2, 4, 6]
-    assert 0 < seen[0][1] < seen[1][1] < seen[2][1] and 0 < seen[0][2] < seen[1][2], seen
+    assert seen[0][1] == 0 < seen[1][1] < seen[2][1] and 0 < seen[1][2] < seen[2][2], seen
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     assert ws.ctx.keywords.count() == chunks and changes.pending(conn, catchup.KEYWORDS) == 0
     assert ws.ctx.keywords.all_cids() == {int(c): 1 for (c,) in conn.execute("SELECT rowid FROM chunks")}
@@ -138,8 +139,8 @@ def test_the_worker_is_handed_batches_ahead_of_the_one_being_written(
     r = ingest.add_documents(
         ws.ctx, "kb", str(kb_copy / "docs"), progress=lambda done, _t: seen.append((done, len(submitted)))
     )
-    assert ingest.CHUNK_AHEAD == 2 and r["counts"]["added"] == 6
-    assert seen == [(1, 3), (2, 4), (3, 5), (4, 6), (5, 6), (6, 6)]
+    assert ingest.CHUNK_AHEAD == 4 and r["counts"]["added"] == 6
+    assert seen == [(1, 5), (2, 6), (3, 6), (4, 6), (5, 6), (6, 6)]
     conn = ws.ctx.catalog.conn
     assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 6
 
@@ -171,8 +172,20 @@ def test_the_keyword_feed_takes_the_texts_the_writer_just_wrote_and_they_equal_t
             compared.append(len(got))
         return got
 
+    real_new = catchup._new_keyword_docs
+
+    def new_docs(written: Any, fed: int) -> Any:
+        got = real_new(written, fed)
+        if got is not None:  # made from the write alone: the same as the catalog's rows make
+            n = len(read_back)
+            assert got == real_docs(conn, [d.cid for d in got])
+            del read_back[n:]  # the test's reads
+            compared.append(len(got))
+        return got
+
     monkeypatch.setattr(catchup, "keyword_rows", rows)
     monkeypatch.setattr(catchup, "_keyword_docs", docs)
+    monkeypatch.setattr(catchup, "_new_keyword_docs", new_docs)
     ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
     conn = ws.ctx.catalog.conn
     docs_dir = kb_copy / "docs"
@@ -210,3 +223,43 @@ def test_the_keyword_feed_reads_the_catalog_when_something_newer_is_pending(ws: 
     assert catchup._handed(batch, older) == set()  # something newer is pending: the catalog
     assert [d.text for d in catchup._keyword_docs(conn, cids, older, set())] == ["alpha beta gamma"]
     assert catchup._handed(batch, None) == set()
+
+
+def test_a_first_ingests_feed_reads_nothing_back_from_the_change_log(
+    ws: Workspace, kb_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of new documents only hands the feed the cids it logged: the feed reads no change-log
+    entry and asks the catalog which chunk no cid is, and the index still ends with exactly the
+    catalog's chunks, each once, under the titles the catalog's rows make."""
+    monkeypatch.setattr(ingest, "WRITE_BATCH", 2)  # 6 pages: 3 writes, 3 feeds
+    read: list[int] = []  # change-log entries and chunk keys the feeds read
+    real_since, real_keys, real_feed = catchup.changes.since, catchup.keyword_keys, catchup.feed_keywords
+    feeding = [False]
+
+    def since(conn: Any, seq: int, limit: int) -> Any:
+        got = real_since(conn, seq, limit)
+        read.extend([c.seq for c in got] if feeding[0] else [])
+        return got
+
+    def keys(conn: Any, cids: Any) -> Any:
+        got = real_keys(conn, cids)
+        read.extend([k[0] for k in got] if feeding[0] else [])
+        return got
+
+    def feed(ctx: Any, written: Any = None) -> None:
+        feeding[0] = True
+        try:
+            real_feed(ctx, written)
+        finally:
+            feeding[0] = False
+
+    monkeypatch.setattr(catchup.changes, "since", since)
+    monkeypatch.setattr(catchup, "keyword_keys", keys)
+    monkeypatch.setattr(ingest, "feed_keywords", feed)
+    ok(ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False))
+    ingest.add_documents(ws.ctx, "kb", str(kb_copy / "docs"))
+    conn = ws.ctx.catalog.conn
+    assert read == []
+    cids = [r[0] for r in conn.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+    assert ws.ctx.keywords.all_cids() == {c: 1 for c in cids} and changes.pending(conn, catchup.KEYWORDS) == 0
+    assert ws.ctx.keywords.count() == len(cids) > 0

@@ -40,3 +40,18 @@ def test_filters_by_index_and_tenant(tmp_path: Path) -> None:
     assert sorted(c for c, _ in kw.search("shared", index_ids=["kidx_a", "kidx_b"], limit=10)) == [1, 2]
     assert kw.search("shared", index_ids=[], limit=10) == []
     assert kw.search("!!! ???", index_ids=None, limit=10) == []
+
+
+def test_a_commit_on_its_own_thread_is_waited_for_by_the_next_write(tmp_path: Path) -> None:
+    """``start_commit`` returns at once; the next ``apply`` (or ``commit``, ``close``) waits for it,
+    ``finish_commit`` hands its tag back once, and what it committed is durable and searchable."""
+    kw = KeywordIndex(tmp_path / "kw")
+    kw.apply(removes=[], adds=[KeywordDoc(i, "kidx_a", None, "", f"bucket policy {i}") for i in range(1, 4)])
+    kw.start_commit(7)
+    kw.apply(removes=[1], adds=[KeywordDoc(9, "kidx_a", None, "", "bucket lifecycle")])  # waits for it
+    assert kw.count() == 3  # the first commit is visible; the second apply is not committed yet
+    assert kw.finish_commit() == 7 and kw.finish_commit() is None
+    kw.start_commit(8)
+    kw.close()  # waits for it too: nothing is lost
+    again = KeywordIndex(tmp_path / "kw")
+    assert {c for c, _ in again.search("bucket", index_ids=["kidx_a"], limit=10)} == {2, 3, 9}

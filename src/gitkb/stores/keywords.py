@@ -9,6 +9,7 @@ resolved against the catalog, which is the truth.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -91,6 +92,12 @@ class KeywordIndex:
         self.schema = _schema()
         self._writer: Any = None
         self._lock = threading.RLock()
+        # A commit running on its own thread (``start_commit``): the thread, what its caller tagged
+        # it with, and the error it ended with. tantivy releases the GIL while it commits.
+        self._committing: threading.Thread | None = None
+        self._commit_tag: int | None = None
+        self._commit_error: BaseException | None = None
+        self._commit_failed = False  # until ``finish_commit`` says so
         # Why the files on disk cannot be opened (a segment file gone, say), or None. A damaged index
         # still lets the workspace open: every read or write of it raises StoreUnavailable naming
         # ``gitkb verify --repair``, which rebuilds it from the catalog (``reset`` then a re-feed).
@@ -143,6 +150,7 @@ class KeywordIndex:
 
     # -- writing ---------------------------------------------------------
     def _get_writer(self) -> Any:
+        self._join_commit()
         if self._writer is None:
             try:
                 self._writer = self.index.writer(WRITER_HEAP, 1)
@@ -180,11 +188,64 @@ class KeywordIndex:
 
     def commit(self) -> None:
         with self._lock:
+            self._join_commit()
             if self._writer is not None:
                 self._writer.commit()
                 self._writer.wait_merging_threads()
                 self._writer = None
             self._reload()
+
+    def start_commit(self, tag: int) -> None:
+        """``commit`` on a thread of its own, tagged ``tag``; the caller goes on (tantivy serialises
+        what was applied while the caller writes the catalog). The next write, ``commit``, ``close`` or
+        ``finish_commit`` waits for it first; ``finish_commit`` says it is durable and returns ``tag``."""
+        with self._lock:
+            self._join_commit()
+            writer, self._writer = self._writer, None
+
+            def run() -> None:
+                try:
+                    if writer is not None:
+                        writer.commit()
+                        writer.wait_merging_threads()
+                except BaseException as exc:  # raised again by whoever waits for it
+                    self._commit_error = exc
+
+            self._commit_tag, self._commit_error, self._commit_failed = tag, None, False
+            self._committing = threading.Thread(target=run, name="gitkb-keyword-commit", daemon=True)
+            self._committing.start()
+
+    def _join_commit(self) -> None:
+        """Wait for a ``start_commit`` still running; its error is raised here (the tag stays for
+        ``finish_commit``, which raises it too)."""
+        t = self._committing
+        if t is None:
+            return
+        t.join()
+        self._committing = None
+        if self._commit_error is None:
+            self._reload()
+            return
+        exc, self._commit_error, self._commit_failed = self._commit_error, None, True
+        raise exc
+
+    def finish_commit(self) -> int | None:
+        """Wait for the last ``start_commit``; the tag it was given (its commit is durable), or None
+        when there was none since the last ``finish_commit``. A commit that failed raises here (also
+        when a write waiting for it raised first): what it held was lost, the caller applies it again."""
+        with self._lock:
+            try:
+                self._join_commit()
+            except BaseException:
+                self._commit_tag, self._commit_failed = None, False  # raised now, once
+                raise
+            tag, self._commit_tag = self._commit_tag, None
+            if self._commit_failed:  # a write waiting for it raised it first
+                self._commit_failed = False
+                raise StoreUnavailable(
+                    f"a commit of the keyword index at {self.path} failed; what it held is applied again"
+                )
+            return tag
 
     def clear(self) -> None:
         with self._lock:
@@ -194,6 +255,9 @@ class KeywordIndex:
 
     def close(self) -> None:
         with self._lock:
+            # closing: a failed commit is applied again from the log (the watermark did not move)
+            with contextlib.suppress(ValueError, OSError):
+                self._join_commit()
             if self._writer is not None:
                 self._writer.rollback()
                 self._writer = None

@@ -10,10 +10,12 @@ applied, not committed) while the next batch is being chunked, so the final
 catch-up only commits. Fed but uncommitted entries are invisible to searches and
 are lost by a crash like any uncommitted write: the watermark has not moved, so
 they are applied again. Once ``FEED_COMMIT_EVERY`` entries are fed, the feed
-commits them and moves the watermark itself (what the catch-up does), while the
-chunker works on the next batch: tantivy's commit serialises what was fed
+starts committing them on a thread of its own (``KeywordIndex.start_commit``), while the
+writer writes the next batch and the chunker chunks more: tantivy's commit serialises what was fed
 (~0.34 s of CPU for awsdocs' 31k chunks), and left to the final catch-up all of
-it would run after the last batch, on nobody else's time. A search meanwhile
+it would run after the last batch, on nobody else's time; waited for by the writer, the chunker
+ran out of batches. The next feed (or catch-up) waits for that commit, then moves the watermark
+to what it made durable. A search meanwhile
 sees chunks that the catalog already holds, as after any catch-up.
 
 Each node keeps its own keyword index under its own home, with its own watermark
@@ -29,7 +31,10 @@ An ingest run by the writer hands the feed what it just wrote (``Written``: the 
 paths of each document, and the change-log seqs of that write): a chunk whose every pending entry lies
 in that range, and nothing newer is pending, takes its text, heading path and document's title and
 tenant from there (what that write set, and nothing changed them since); the catalog still says which
-chunk a cid is (index, document, ordinal: ``keyword_keys``, without the ~25 MB of text on awsdocs). Anything else, and every catch-up, reads the catalog.
+chunk a cid is (index, document, ordinal: ``keyword_keys``, without the ~25 MB of text on awsdocs).
+When that write only added new documents and nothing before it is pending (a first ingest), the
+write also hands the cids it logged (``WrittenDocument.cids``, by ordinal) and the feed reads
+nothing back at all, neither the log nor ``keyword_keys``. Anything else, and every catch-up, reads the catalog.
 
 RECHUNK switches an index's keyword entries from the old chunks to the rebuilt
 ones in one tantivy commit just before its catalog swap (``switch_keywords``):
@@ -40,10 +45,12 @@ catalog; ``rebuild_aliases`` lets a search count them as the index's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from gitkb.core.errors import StoreUnavailable
 from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
@@ -73,6 +80,8 @@ class WrittenDocument:
     tenant: str | None
     title: str | None
     chunks: list[tuple[str, tuple[str, ...]]]
+    # a new document: its chunks' cids by ordinal, each logged once as an add, nothing else logged
+    cids: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +140,29 @@ def _keyword_docs(
     return out
 
 
+def _new_keyword_docs(written: Written | None, fed: int) -> list[KeywordDoc] | None:
+    """The keyword docs of ``written`` made from it alone, when nothing before it is pending and its
+    entries are exactly the adds of its new documents' chunks (then nothing needs reading back: not
+    the log, not which chunk a cid is); None otherwise."""
+    if written is None or fed != written.after:
+        return None
+    docs = list(written.docs.values())
+    if any(d.cids is None or len(d.cids) != len(d.chunks) for d in docs):
+        return None
+    if sum(len(d.cids or ()) for d in docs) != written.upto - written.after:
+        return None
+    titles: dict[tuple[str | None, tuple[str, ...]], str] = {}
+    out = []
+    for d in docs:
+        for cid, (text, heading) in zip(d.cids or (), d.chunks, strict=True):
+            kt = titles.get((d.title, heading))
+            if kt is None:
+                kt = titles[(d.title, heading)] = keyword_title(d.title, heading)
+            out.append(KeywordDoc(cid, d.index_id, d.tenant, kt, text))
+    out.sort(key=lambda k: k.cid)
+    return out
+
+
 def _apply(ctx: Context, conn: Conn, batch: list[changes.Change], written: Written | None = None) -> None:
     drops = [c.index_id for c in batch if c.op == "drop_index" and c.index_id]
     cids = sorted({c.cid for c in batch if c.cid is not None})
@@ -157,18 +189,36 @@ def feed_keywords(ctx: Context, written: Written | None = None) -> None:
         return
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
+        _finish_commit(ctx)
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed = max(ctx.caches.keywords_fed or 0, wm)
+        new = _new_keyword_docs(written, fed)
+        if new is not None and written is not None:
+            ctx.keywords.apply(removes=[], adds=new)  # each of their cids is deleted first all the same
+            fed = written.upto
         while batch := changes.since(conn, fed, BATCH):
             _apply(ctx, conn, batch, written)
             fed = batch[-1].seq
-        if fed - wm < FEED_COMMIT_EVERY:
-            ctx.caches.keywords_fed = fed
-            return
-        ctx.keywords.commit()
-        crash_point("keywords.after_commit")
-        with ctx.catalog.write() as w:
-            changes.set_watermark(w, ctx.keywords_mark, fed)
+        ctx.caches.keywords_fed = fed
+        if fed - wm >= FEED_COMMIT_EVERY:  # committed on tantivy's time while the next batch is written
+            ctx.keywords.start_commit(fed)
+
+
+def _finish_commit(ctx: Context) -> None:
+    """Wait for the feed's commit still running (``KeywordIndex.start_commit``) and move the watermark
+    to what it made durable."""
+    try:
+        done = ctx.keywords.finish_commit()
+    except Exception:
+        ctx.caches.keywords_fed = None  # what that commit held is applied again, from the watermark
+        raise
+    if done is None:
+        return
+    crash_point("keywords.after_commit")
+    with ctx.catalog.write() as w:
+        if changes.watermark(w, ctx.keywords_mark) < done:
+            changes.set_watermark(w, ctx.keywords_mark, done)
+    if ctx.caches.keywords_fed == done:
         ctx.caches.keywords_fed = None
 
 
@@ -181,6 +231,7 @@ def catch_up_keywords(ctx: Context) -> int:
     applied = 0
     with ctx.keyword_lock:
         conn = ctx.catalog.conn
+        _finish_commit(ctx)
         wm = changes.watermark(conn, ctx.keywords_mark)
         fed, ctx.caches.keywords_fed = ctx.caches.keywords_fed, None
         if fed is not None and fed > wm:  # fed earlier: commit it first
@@ -226,6 +277,8 @@ def rebuild_aliases(conn: Conn, index_ids: Iterable[str]) -> dict[str, str]:
 def rebuild_keywords(ctx: Context) -> int:
     """Drop the keyword index and rebuild it from the catalog."""
     with ctx.keyword_lock:
+        with contextlib.suppress(StoreUnavailable, ValueError, OSError):  # failed: rebuilt all the same
+            ctx.keywords.finish_commit()  # a feed's commit: the rebuild sets the watermark itself
         ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
         conn = ctx.catalog.conn

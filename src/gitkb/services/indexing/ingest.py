@@ -37,9 +37,10 @@ WRITE_BATCH = 256
 # one's write, have nothing to overlap them (the writer waits, then the worker does), so they are small.
 EDGE_BATCH = 32
 # Batches the worker may chunk ahead of the one being written: with one, it waits for the writer
-# to read and submit the next batch whenever it is done first; with two it keeps busy through a
-# slow write (a tantivy flush, a checkpoint), at the memory of one more batch of texts.
-CHUNK_AHEAD = 2
+# to read and submit the next batch whenever it is done first; with more it keeps busy through a
+# slow write or a feed waiting for tantivy's commit (the timeline, ``bench/ingest_keyword.py
+# --timeline``: 0.1-0.3 s of the worker idle with two), at the memory of more batches of texts.
+CHUNK_AHEAD = 4
 Progress = Callable[[int, int], None]  # (done, total)
 Pending = list[tuple[WalkEntry, bytes, str, os.stat_result, LoadedText]]
 
@@ -286,7 +287,7 @@ def _write_files(
     with ctx.catalog.write() as conn:
         after = changes.head(conn)
         for (entry, data, h, st, loaded), chunks in zip(pending, spans, strict=True):
-            status, rowid = doc_rows.write_document(
+            status, rowid, cids = doc_rows.write_document(
                 conn,
                 doc_rows.NewDocument(
                     index_id=row.id,
@@ -312,7 +313,7 @@ def _write_files(
             report.chunks_written += len(chunks)
             report.chunk_tokens.extend(c.token_count for c in chunks)
             chunk_texts = [(c.text, c.heading_path) for c in chunks]
-            texts[rowid] = WrittenDocument(row.id, place.tenant, loaded.title, chunk_texts)
+            texts[rowid] = WrittenDocument(row.id, place.tenant, loaded.title, chunk_texts, cids)
         upto = changes.head(conn)
     return Written(after, upto, texts)
 

@@ -41,6 +41,18 @@ def log_adds_for_document(conn: Conn, document_rowid: int) -> None:
     )
 
 
+def log_new_chunks(conn: Conn, document_rowid: int) -> list[int]:
+    """``log_adds_for_document`` for a document whose chunks were all inserted in this transaction:
+    the cids logged, in ordinal order (each entry's seq follows the one before, in that order)."""
+    rows = conn.execute(
+        "INSERT INTO changes(op, cid, index_id, document_rowid, at)"
+        " SELECT 'add', rowid, index_id, document_rowid, ? FROM chunks WHERE document_rowid = ? ORDER BY ordinal"
+        " RETURNING seq, cid",
+        (time.time(), document_rowid),
+    ).fetchall()
+    return [int(cid) for _seq, cid in sorted((int(r[0]), r[1]) for r in rows)]
+
+
 def log_removes_for_document(conn: Conn, document_rowid: int, cids: Iterable[int] | None = None) -> None:
     now = time.time()
     if cids is None:

@@ -43,15 +43,16 @@ def upsert(conn: Conn, doc: NewDocument) -> tuple[str, DocumentRow]:
     keep their row, so derived indexes don't redo them; only removed chunks
     are logged as ``remove`` and new ones as ``add``.
     """
-    status, _rowid = write_document(conn, doc)
+    status, _rowid, _cids = write_document(conn, doc)
     row = get_by_path(conn, doc.index_id, doc.path)
     assert row is not None
     return status, row
 
 
-def write_document(conn: Conn, doc: NewDocument) -> tuple[str, int]:
-    """``upsert`` without reading the row back: ("added" or "modified", the document's rowid)
-    (ADD_DOCUMENTS' batches)."""
+def write_document(conn: Conn, doc: NewDocument) -> tuple[str, int, list[int] | None]:
+    """``upsert`` without reading the row back: ("added" or "modified", the document's rowid, and for
+    a new document the cids of its chunks in ordinal order, the only change-log entries its write
+    made; None for a modified one) (ADD_DOCUMENTS' batches)."""
     now = time.time()
     existing = get_by_path(conn, doc.index_id, doc.path)
     meta = json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)
@@ -64,11 +65,13 @@ def write_document(conn: Conn, doc: NewDocument) -> tuple[str, int]:
         rowid = existing.rowid
         _update_document(conn, doc, rowid, meta, now)
         status = "modified"
-    replace_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks, fresh=existing is None)
-    if existing is not None and existing.tenant != doc.tenant:
+    if existing is None:
+        return status, rowid, _insert_new_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks)
+    replace_chunks(conn, doc.index_id, rowid, doc_id, doc.chunks)
+    if existing.tenant != doc.tenant:
         # derived indexes filter by tenant: every kept chunk must be applied again
         changes.log_adds_for_document(conn, rowid)
-    return status, rowid
+    return status, rowid, None
 
 
 def _row_values(doc: NewDocument, meta: str) -> tuple[Any, ...]:
@@ -153,6 +156,24 @@ def _chunk_values(
     )
 
 
+def _insert_new_chunks(
+    conn: Conn, index_id: str, document_rowid: int, document_id: str, spans: Sequence[ChunkSpan]
+) -> list[int]:
+    """A new document's chunks, bulk inserted, then each logged as an add in one statement; returns
+    their cids in ordinal order."""
+    hashes = [ids.content_hash(s.text) for s in spans]
+    new_ids = ids.chunk_ids_for(document_id, hashes)
+    rows = zip(spans, new_ids, hashes, _heading_json(spans), strict=True)
+    conn.executemany(
+        _INSERT_CHUNK,
+        [
+            _chunk_values(index_id, document_rowid, o, span, cid, h, hd)
+            for o, (span, cid, h, hd) in enumerate(rows)
+        ],
+    )
+    return changes.log_new_chunks(conn, document_rowid) if spans else []
+
+
 def replace_chunks(
     conn: Conn,
     index_id: str,
@@ -164,8 +185,6 @@ def replace_chunks(
 ) -> tuple[int, int]:
     """Make the document's chunks exactly ``spans``; returns (added, removed). ``fresh``: the document
     row was inserted in this transaction, so it has no chunks to look up yet."""
-    hashes = [ids.content_hash(s.text) for s in spans]
-    new_ids = ids.chunk_ids_for(document_id, hashes)
     old = (
         {}
         if fresh
@@ -176,14 +195,11 @@ def replace_chunks(
             )
         }
     )
+    if not old:  # a new document (or one without chunks): bulk insert, then log every chunk at once
+        return len(_insert_new_chunks(conn, index_id, document_rowid, document_id, spans)), 0
+    hashes = [ids.content_hash(s.text) for s in spans]
+    new_ids = ids.chunk_ids_for(document_id, hashes)
     rows = list(enumerate(zip(spans, new_ids, hashes, _heading_json(spans), strict=True)))
-    if not old:  # a new document: bulk insert, then log every chunk in one statement
-        conn.executemany(
-            _INSERT_CHUNK,
-            [_chunk_values(index_id, document_rowid, o, span, cid, h, hd) for o, (span, cid, h, hd) in rows],
-        )
-        changes.log_adds_for_document(conn, document_rowid)
-        return len(spans), 0
     keep = set(new_ids) & set(old)
     gone = [old[i][0] for i in old if i not in keep]
     if gone:
