@@ -57,7 +57,7 @@ def test_deleted_segment_files_found_and_rebuilt(
     before = hits(w, "keyword")
     assert before
     w.close()
-    segments = [p for p in (home / "keywords").iterdir() if p.suffix in (".term", ".idx", ".store")]
+    segments = [p for p in (home / "keywords").rglob("*") if p.suffix in (".term", ".idx", ".store")]
     assert segments
     for p in segments:
         p.unlink()
@@ -237,7 +237,7 @@ def test_cli_on_a_damaged_keyword_index(make_ws: Callable[..., Any], home: Path,
     w = make_ws()
     fill(w, kb_copy)
     w.close()
-    for p in (home / "keywords").iterdir():
+    for p in (home / "keywords").rglob("*"):
         if p.suffix in (".term", ".idx"):
             p.unlink()
     (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
