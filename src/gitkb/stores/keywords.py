@@ -295,6 +295,12 @@ class KeywordIndex:
         if folder.is_dir():
             shutil.rmtree(folder)
 
+    def drop_folder(self, index_id: str) -> None:
+        """Remove the folder of an index the catalog no longer has (verify's repair)."""
+        with self._lock:
+            self._join_commit()
+            self._drop(index_id)
+
     def _cids_query(self, cids: list[int]) -> Any:
         # delete_documents_by_term turns a Python int into an i64 term, which never matches
         # a u64 field; a query built from the schema has the right type.

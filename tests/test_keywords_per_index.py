@@ -1,0 +1,197 @@
+"""One tantivy index per gitkb index (issue 20): an index's BM25 scores are its own.
+
+Index A's keyword scores and order do not move when index B (other texts, sharing A's words) is
+added to the home -- through the library, the CLI (``gitkb search --json``), HTTP and MCP -- and a
+dropped index's folder goes. Before, the home had one tantivy index filtered by ``index_id``: B's
+texts changed A's document frequencies and average lengths. Real tantivy, real SQLite catalog."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import tantivy
+from click.testing import CliRunner
+from mcp import Client
+
+from gitkb.cli.main import cli
+from gitkb.mcp import build_server
+from gitkb.mcp.render import parse_block
+from gitkb.stores.keywords import (
+    ANALYZER,
+    NO_TENANT,
+    WRITER_HEAP,
+    KeywordDoc,
+    KeywordIndex,
+    _analyzer,
+    _schema,
+)
+from helpers import ok
+
+QUERY = "rotate the signing keys"
+A_TEXTS = [
+    "# Keys\n\nRotate the signing keys every ninety days and revoke the old ones.",
+    "# Certificates\n\nSigning certificates expire; renew them before the keys rotate.",
+    "# Passwords\n\nPasswords are rotated by the vault, never by hand.",
+    "# Backups\n\nBackups are encrypted with a key kept apart from the data.",
+]
+B_TEXTS = [
+    f"# Note {i}\n\nThe build signs artifacts; keys are rotated by the release team, batch {i}. "
+    + "Long filler words about pipelines and caches and runners. " * (i % 5 + 1)
+    for i in range(25)
+]
+
+
+def _fill(w: Any, name: str, texts: list[str]) -> None:
+    ok(w.document_index("CREATE_INDEX", index_name=name))
+    for i, t in enumerate(texts):
+        ok(w.document_index("ADD_TEXT", index_name=name, text=t, filepath=f"{name}-{i}.md"))
+
+
+def _lib(w: Any) -> list[tuple[str, float]]:
+    res = ok(w.document_index("SEARCH", query=QUERY, indexes=["a"], mode="keyword", top_n=10))
+    return [(r["filepath"], r["score"]) for r in res["Results"]]
+
+
+def _cli(home: Path) -> list[tuple[str, float]]:
+    ran = CliRunner().invoke(
+        cli,
+        ["--home", str(home), "--json", "search", QUERY, "--index", "a", "--mode", "keyword"],
+        catch_exceptions=False,
+    )
+    assert ran.exit_code == 0, ran.output
+    return [(r["filepath"], r["score"]) for r in json.loads(ran.output)["Results"]]
+
+
+def _http(client: Any) -> list[tuple[str, float]]:
+    got = client.post("/search", json={"query": QUERY, "index_name": "a", "mode": "keyword", "top_n": 10})
+    assert got.status_code == 200, got.text
+    return [(r["filepath"], r["score"]) for r in got.json()["Results"]]
+
+
+def _mcp(w: Any) -> list[tuple[str, float]]:
+    async def main() -> str:
+        async with Client(build_server(w, "bot")) as c:
+            result = await c.call_tool("search_index", {"query": QUERY, "mode": "keyword", "top_n": 10})
+            assert not result.is_error, result.content[0].text
+            return str(result.content[0].text)
+
+    body = parse_block(anyio.run(main))
+    return [(str(r.get("id")), r["score"]) for r in body["Results"]]
+
+
+def _everywhere(make_ws: Callable[..., Any], make_client: Callable[..., Any], home: Path) -> dict[str, Any]:
+    w = make_ws()
+    out: dict[str, Any] = {"lib": _lib(w), "mcp": _mcp(w)}
+    w.close()
+    out["cli"] = _cli(home)
+    out["http"] = _http(make_client())
+    return out
+
+
+def test_an_index_scores_alike_whatever_else_the_home_holds(
+    make_ws: Callable[..., Any], make_client: Callable[..., Any], home: Path
+) -> None:
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    ok(w.kb_create("kb-a", ["a"]))
+    ok(w.agent_assign("bot", ["kb-a"]))
+    w.close()
+    alone = _everywhere(make_ws, make_client, home)
+    assert alone["lib"] and [p for p, _ in alone["lib"]][:1] == ["a-0.md"], alone
+    assert alone["cli"] == alone["http"] == alone["lib"]
+
+    w = make_ws()
+    _fill(w, "b", B_TEXTS)  # shares "rotate", "signing", "keys": moved A's idf and avgdl before
+    w.close()
+    shared = _everywhere(make_ws, make_client, home)
+    assert shared == alone
+    w = make_ws()
+    assert sorted(p.name for p in (home / "keywords").iterdir()) == sorted(_ids(w, "a", "b"))
+
+
+def _ids(w: Any, *names: str) -> list[str]:
+    conn = w.ctx.catalog.conn
+    return [conn.execute("SELECT id FROM indexes WHERE name = ?", (n,)).fetchone()[0] for n in names]
+
+
+def test_a_home_of_the_old_single_index_is_rebuilt_into_folders(
+    make_ws: Callable[..., Any], home: Path
+) -> None:
+    """The layout before: one tantivy index at ``keywords/`` (``meta.json`` at the top) holding every
+    index's chunks with an ``index_id`` field. Written here as that code wrote it (same schema and
+    analyzer, one ``tantivy.Index`` at the top), with an extra entry no catalog chunk has: opening
+    the home rebuilds the new layout from the catalog and never reads the old files."""
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    want = _lib(w)
+    _fill(w, "b", B_TEXTS)
+    rows = w.ctx.catalog.conn.execute(
+        "SELECT c.rowid, c.index_id, c.text FROM chunks c ORDER BY c.rowid"
+    ).fetchall()
+    w.close()
+    kw_dir = home / "keywords"
+    shutil.rmtree(kw_dir)
+    kw_dir.mkdir()
+    old = tantivy.Index(_schema(), path=str(kw_dir), reuse=True)
+    old.register_tokenizer(ANALYZER, _analyzer())
+    writer = old.writer(WRITER_HEAP, 1)
+    for cid, index_id, text in [*rows, (99999, rows[0][1], "rotate the signing keys " * 5)]:
+        doc = tantivy.Document()
+        doc.add_unsigned("cid", int(cid))
+        doc.add_text("index_id", str(index_id))
+        doc.add_text("tenant", NO_TENANT)
+        doc.add_text("title", "")
+        doc.add_text("text", str(text))
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+    del writer, old
+    assert (kw_dir / "meta.json").is_file()
+
+    w = make_ws()
+    assert _lib(w) == want  # A's own statistics, as before B came
+    assert not (kw_dir / "meta.json").exists()
+    assert sorted(p.name for p in kw_dir.iterdir()) == sorted(_ids(w, "a", "b"))
+    assert sorted(w.ctx.keywords.all_cids()) == [int(r[0]) for r in rows]
+    assert ok(w.verify())["clean"] is True
+
+
+def test_multi_index_search_merges_by_score_and_drop_removes_the_folder(tmp_path: Path) -> None:
+    kw = KeywordIndex(tmp_path / "kw")
+    kw.apply(
+        removes=[],
+        adds=[
+            KeywordDoc(1, "kidx_a", None, "", "rotate keys"),
+            KeywordDoc(2, "kidx_a", None, "", "rotate keys rotate keys and much more text here"),
+            KeywordDoc(3, "kidx_b", None, "", "rotate keys"),
+            KeywordDoc(4, "kidx_b", None, "", "nothing"),
+        ],
+    )
+    kw.commit()
+    both = kw.search("rotate keys", index_ids=["kidx_b", "kidx_a"], limit=10)
+    assert [s for _c, s in both] == sorted((s for _c, s in both), reverse=True)
+    assert {c for c, _ in both} == {1, 2, 3}
+    assert kw.search("rotate keys", index_ids=None, limit=10) == both  # None: every index
+    alone_a = kw.search("rotate keys", index_ids=["kidx_a"], limit=10)
+    assert [h for h in both if h[0] in (1, 2)] == alone_a
+    # a cid moving to another index (RECHUNK's switch) leaves the first folder
+    kw.apply(removes=[], adds=[KeywordDoc(1, "kidx_b", None, "", "rotate keys")])
+    kw.commit()
+    assert kw.all_cids() == {1: 1, 2: 1, 3: 1, 4: 1}
+    assert kw.count(["kidx_a"]) == 1 and kw.count(["kidx_b"]) == 3
+    # added and removed before any commit (a feed): gone from the folder it was added to
+    kw.apply(removes=[], adds=[KeywordDoc(9, "kidx_a", None, "", "pending words")])
+    kw.apply(removes=[9], adds=[])
+    kw.commit()
+    assert 9 not in kw.all_cids()
+    kw.apply(removes=[], adds=[], drop_indexes=["kidx_b"])
+    kw.commit()
+    assert not (tmp_path / "kw" / "kidx_b").exists() and kw.folders() == ["kidx_a"]
+    kw.apply(removes=[], adds=[], drop_indexes=["kidx_b"])  # replayed after a crash: nothing left to do
+    kw.commit()
+    assert kw.all_cids() == {2: 1}
