@@ -195,3 +195,39 @@ def test_multi_index_search_merges_by_score_and_drop_removes_the_folder(tmp_path
     kw.apply(removes=[], adds=[], drop_indexes=["kidx_b"])  # replayed after a crash: nothing left to do
     kw.commit()
     assert kw.all_cids() == {2: 1}
+
+
+def test_verify_and_repair_cover_every_index_folder(make_ws: Callable[..., Any], home: Path) -> None:
+    """A folder gone, a folder of no index, an entry in another index's folder, a damaged folder."""
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    _fill(w, "b", B_TEXTS[:5])
+    want = _lib(w)
+    a_id, b_id = _ids(w, "a", "b")
+    kw = w.ctx.keywords
+    cids = dict(kw.all_cids())
+    a_cids = sorted(kw.cids_by_index()[a_id])
+    with w.ctx.keyword_lock:
+        kw.drop_folder(b_id)  # a folder gone
+        kw.apply(removes=[], adds=[KeywordDoc(777777, "kidx_gone", None, "", "left by a crash")])
+        # one of A's chunks filed under B: A's scores would use B's statistics
+        kw.apply(removes=[], adds=[KeywordDoc(a_cids[0], b_id, None, "", "rotate the signing keys")])
+        kw.commit()
+    found = {d["kind"]: d for d in ok(w.verify())["differences"]}
+    assert set(found) == {"keyword_missing", "keyword_orphan", "keyword_orphan_folder", "keyword_misfiled"}
+    assert found["keyword_orphan_folder"]["sample"] == ["kidx_gone"]
+    assert found["keyword_misfiled"]["sample"] == [str(a_cids[0])]
+    fixed = ok(w.verify(repair=True))
+    assert fixed["clean"] is True, fixed
+    assert kw.all_cids() == cids and sorted(kw.folders()) == sorted([a_id, b_id])
+    assert _lib(w) == want
+    w.close()
+
+    for p in (home / "keywords" / b_id).iterdir():  # one folder of two damaged
+        if p.suffix in (".term", ".idx"):
+            p.unlink()
+    w = make_ws()
+    found = ok(w.verify())
+    assert [d["kind"] for d in found["differences"]] == ["keyword_index_unreadable"], found
+    assert ok(w.verify(repair=True))["clean"] is True
+    assert w.ctx.keywords.all_cids() == cids and _lib(w) == want
