@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import tantivy
 from click.testing import CliRunner
 from mcp import Client
 
+from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
@@ -231,3 +234,39 @@ def test_verify_and_repair_cover_every_index_folder(make_ws: Callable[..., Any],
     assert [d["kind"] for d in found["differences"]] == ["keyword_index_unreadable"], found
     assert ok(w.verify(repair=True))["clean"] is True
     assert w.ctx.keywords.all_cids() == cids and _lib(w) == want
+
+
+CHILD = """
+import os, sys
+from gitkb import Workspace
+from gitkb.services.derived.catchup import catch_up_keywords
+from gitkb.stores.catalog import changes
+with Workspace(sys.argv[1], embedding_provider="hashing") as ws:
+    for name in ("a", "b"):
+        ws.document_index("CREATE_INDEX", index_name=name)
+        for i in range(6):
+            ws.document_index("ADD_TEXT", index_name=name, text=f"# {name} {i}\\n\\nrotate keys {i}", filepath=f"{i}.md")
+    with ws.ctx.write_lock:
+        with ws.ctx.catalog.write() as w:
+            changes.set_watermark(w, ws.ctx.keywords_mark, 0)  # one batch replays both indexes
+        os.environ["GITKB_CRASH_AT"] = "keywords.between_indexes"
+        catch_up_keywords(ws.ctx)
+print("not killed")
+"""
+
+
+def test_a_kill_between_two_index_commits_replays_the_batch(tmp_path: Path) -> None:
+    """SIGKILL after index a's commit, before b's: the watermark did not move; the restart applies
+    the batch again, each chunk once, in its own index's folder."""
+    home = tmp_path / "ws"
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], capture_output=True, timeout=300)
+    assert proc.returncode == -9, (proc.returncode, proc.stderr.decode()[-2000:])
+    with Workspace(home, embedding_provider="hashing") as w:
+        conn = w.ctx.catalog.conn
+        want: dict[str, dict[int, int]] = {}
+        for cid, ix in conn.execute("SELECT rowid, index_id FROM chunks"):
+            want.setdefault(ix, {})[int(cid)] = 1
+        assert w.ctx.keywords.cids_by_index() == want
+        assert ok(w.verify())["clean"] is True
+        res = ok(w.document_index("SEARCH", query="rotate keys", mode="keyword", top_n=20))["Results"]
+        assert len(res) == 12

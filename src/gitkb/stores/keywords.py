@@ -23,6 +23,7 @@ from typing import Any
 import tantivy
 
 from gitkb.core.errors import Busy, StoreUnavailable
+from gitkb.core.faults import crash_point
 
 ANALYZER = "en_kb"
 # Weight of the title field (document title + heading path) against the text. Measured
@@ -311,7 +312,9 @@ class KeywordIndex:
 
     @staticmethod
     def _commit_writers(writers: list[Any]) -> None:
-        for writer in writers:
+        for i, writer in enumerate(writers):
+            if i:
+                crash_point("keywords.between_indexes")  # one index committed, the next not yet
             writer.commit()
             writer.wait_merging_threads()
 
