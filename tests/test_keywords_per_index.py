@@ -270,3 +270,24 @@ def test_a_kill_between_two_index_commits_replays_the_batch(tmp_path: Path) -> N
         assert ok(w.verify())["clean"] is True
         res = ok(w.document_index("SEARCH", query="rotate keys", mode="keyword", top_n=20))["Results"]
         assert len(res) == 12
+
+
+def test_rechunk_leaves_the_rebuilt_chunks_in_the_index_folder(
+    make_ws: Callable[..., Any], home: Path
+) -> None:
+    """RECHUNK builds under a temporary index id, then swaps: the new chunks end up in the target's
+    folder (scored with its own statistics), the temporary folder is gone, B is untouched."""
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    _fill(w, "b", B_TEXTS[:5])
+    a_id, b_id = _ids(w, "a", "b")
+    b_before = w.ctx.keywords.cids_by_index()[b_id]
+    ok(w.document_index("RECHUNK", index_name="a", chunk_size=12, chunk_overlap=2))
+    conn = w.ctx.catalog.conn
+    a_cids = {int(c): 1 for (c,) in conn.execute("SELECT rowid FROM chunks WHERE index_id = ?", (a_id,))}
+    assert len(a_cids) > len(A_TEXTS)  # cut smaller
+    assert w.ctx.keywords.cids_by_index() == {a_id: a_cids, b_id: b_before}
+    assert sorted(p.name for p in (home / "keywords").iterdir()) == sorted([a_id, b_id])
+    assert ok(w.verify())["clean"] is True
+    hits = _lib(w)
+    assert hits and hits[0][0] in {"a-0.md", "a-1.md"}
