@@ -34,6 +34,7 @@ from gitkb.stores.keywords import (
     _schema,
 )
 from helpers import ok
+from helpers.nodes import node_settings, sqlite_url
 
 QUERY = "rotate the signing keys"
 A_TEXTS = [
@@ -138,6 +139,17 @@ def test_a_home_of_the_old_single_index_is_rebuilt_into_folders(
     ).fetchall()
     w.close()
     kw_dir = home / "keywords"
+    _write_old_layout(kw_dir, rows)
+
+    w = make_ws()
+    assert _lib(w) == want  # A's own statistics, as before B came
+    assert not (kw_dir / "meta.json").exists()
+    assert sorted(p.name for p in kw_dir.iterdir()) == sorted(_ids(w, "a", "b"))
+    assert sorted(w.ctx.keywords.all_cids()) == [int(r[0]) for r in rows]
+    assert ok(w.verify())["clean"] is True
+
+
+def _write_old_layout(kw_dir: Path, rows: list[Any]) -> None:
     shutil.rmtree(kw_dir)
     kw_dir.mkdir()
     old = tantivy.Index(_schema(), path=str(kw_dir), reuse=True)
@@ -156,12 +168,32 @@ def test_a_home_of_the_old_single_index_is_rebuilt_into_folders(
     del writer, old
     assert (kw_dir / "meta.json").is_file()
 
-    w = make_ws()
-    assert _lib(w) == want  # A's own statistics, as before B came
-    assert not (kw_dir / "meta.json").exists()
-    assert sorted(p.name for p in kw_dir.iterdir()) == sorted(_ids(w, "a", "b"))
-    assert sorted(w.ctx.keywords.all_cids()) == [int(r[0]) for r in rows]
-    assert ok(w.verify())["clean"] is True
+
+def test_a_node_not_writing_rebuilds_its_old_layout_before_its_first_search(tmp_path: Path) -> None:
+    """A node of a shared catalog keeps its own keyword index; the old layout there is rebuilt by
+    that node (it owns its home) before its first search answers, though nothing is pending."""
+    url = sqlite_url(_shared(tmp_path) / "catalog.sqlite3")
+    a = Workspace(settings=node_settings(tmp_path / "a", url, {}))
+    b = Workspace(settings=node_settings(tmp_path / "b", url, {}))
+    try:
+        _fill(a, "a", A_TEXTS)
+        want = _lib(b)
+        rows = a.ctx.catalog.conn.execute("SELECT rowid, index_id, text FROM chunks").fetchall()
+        b.close()
+        _write_old_layout(tmp_path / "b" / "keywords", rows)
+        b = Workspace(settings=node_settings(tmp_path / "b", url, {}))
+        assert not b.ctx.is_writer and b.ctx.keywords_owner
+        assert _lib(b) == want
+        assert not (tmp_path / "b" / "keywords" / "meta.json").exists()
+    finally:
+        b.close()
+        a.close()
+
+
+def _shared(tmp_path: Path) -> Path:
+    d = tmp_path / "shared"
+    d.mkdir()
+    return d
 
 
 def test_multi_index_search_merges_by_score_and_drop_removes_the_folder(tmp_path: Path) -> None:
