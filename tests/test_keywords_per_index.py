@@ -323,3 +323,20 @@ def test_rechunk_leaves_the_rebuilt_chunks_in_the_index_folder(
     assert ok(w.verify())["clean"] is True
     hits = _lib(w)
     assert hits and hits[0][0] in {"a-0.md", "a-1.md"}
+
+
+def test_rename_keeps_the_folder_and_delete_removes_it(make_ws: Callable[..., Any], home: Path) -> None:
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    _fill(w, "b", B_TEXTS[:5])
+    want = _lib(w)
+    a_id, b_id = _ids(w, "a", "b")
+    ok(w.document_index("RENAME_INDEX", index_name="b", new_index_name="b2"))
+    assert sorted(p.name for p in (home / "keywords").iterdir()) == sorted([a_id, b_id])
+    ok(w.document_index("DELETE_INDEX", index_name="b2"))  # after its catalog commit: the folder goes
+    assert [p.name for p in (home / "keywords").iterdir()] == [a_id]
+    assert _lib(w) == want
+    ok(w.document_index("RENAME_INDEX", index_name="a", new_index_name="a2"))
+    res = ok(w.document_index("SEARCH", query=QUERY, indexes=["a2"], mode="keyword", top_n=10))
+    assert [(r["filepath"], r["score"]) for r in res["Results"]] == want
+    assert ok(w.verify())["clean"] is True
