@@ -317,7 +317,7 @@ class KeywordIndex:
         return tantivy.Query.term_set_query(self.schema, "cid", cids)
 
     def _touched(self) -> list[_Shard]:
-        return [sh for _ix, sh in sorted(self._shards.items()) if sh.writer is not None]
+        return [sh for _ix, sh in sorted(list(self._shards.items())) if sh.writer is not None]
 
     @staticmethod
     def _commit_writers(writers: list[Any]) -> None:
@@ -402,7 +402,7 @@ class KeywordIndex:
             # closing: a failed commit is applied again from the log (the watermark did not move)
             with contextlib.suppress(ValueError, OSError):
                 self._join_commit()
-            for sh in self._shards.values():
+            for sh in list(self._shards.values()):
                 if sh.writer is not None:
                     with contextlib.suppress(ValueError, OSError):
                         sh.writer.rollback()
