@@ -210,6 +210,11 @@ class KeywordIndex:
             raise self._damaged(sh, exc) from exc
         return index.searcher()
 
+    def searcher(self, index_id: str) -> Any:
+        """A fresh tantivy searcher of ``index_id``'s own index (its statistics), or None when it has
+        none yet: for measurements (``bench/``), never for answers."""
+        return self._searcher(index_id)
+
     def _read_ids(self, index_ids: Sequence[str] | None) -> list[str]:
         if index_ids is None:
             return self.folders()
