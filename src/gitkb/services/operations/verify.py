@@ -87,20 +87,15 @@ def _scope(ctx: Context, index_name: str | None) -> set[str] | None:
     return {row.id}
 
 
-def _rebuilds(ctx: Context) -> list[vs.Rebuild]:
-    """The RECHUNKs going on."""
+def _rebuild_temps(ctx: Context) -> set[str]:
+    """Temporary indexes of a RECHUNK going on: their chunks are not the derived stores' yet."""
     conn = ctx.catalog.conn
-    out = []
+    out = set()
     for row in index_rows.list_all(conn, include_hidden=True):
         rb = vs.get_rebuild(conn, row.id)
         if rb is not None:
-            out.append(rb)
+            out.add(rb.temp_index_id)
     return out
-
-
-def _rebuild_temps(ctx: Context) -> set[str]:
-    """Temporary indexes of a RECHUNK going on: their chunks are not the derived stores' yet."""
-    return {rb.temp_index_id for rb in _rebuilds(ctx)}
 
 
 def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
@@ -132,18 +127,12 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
             "chunks the keyword index holds more than once",
         ),
     ]
-    # RECHUNK files the rebuilt chunks under the index they replace before the catalog swaps them in
-    owner = {rb.temp_index_id: rb.index_id for rb in _rebuilds(ctx)}
+    # (a RECHUNK's rebuilt chunks, filed under the index they replace before the swap, are not in ``want``)
     out.append(
         _diff(
             "keyword_misfiled",
             "keywords",
-            (
-                c
-                for ix, held in by_folder.items()
-                for c in held
-                if c in want and owner.get(chunks[c], chunks[c]) != ix
-            ),
+            (c for ix, held in by_folder.items() for c in held if c in want and chunks[c] != ix),
             "chunks kept in another index's keyword folder (scored with that index's statistics)",
         )
     )
