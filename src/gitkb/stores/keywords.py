@@ -176,12 +176,11 @@ class KeywordIndex:
         """Why the files of some index cannot be opened (a segment file gone, say), or None. A damaged
         index still lets the workspace open: every read or write of it raises StoreUnavailable naming
         ``gitkb verify --repair``, which rebuilds the keyword side from the catalog."""
-        with self._lock:
-            for ix in self.folders():
-                sh = self._shard(ix, create=False)
-                if sh is not None and sh.damage is not None:
-                    return f"index {ix}: {sh.damage}"
-            return None
+        for ix in self.folders():  # no write lock: status asks while a long feed holds it
+            sh = self._shard(ix, create=False)
+            if sh is not None and sh.damage is not None:
+                return f"index {ix}: {sh.damage}"
+        return None
 
     def _damaged(self, sh: _Shard, exc: Exception | str) -> StoreUnavailable:
         sh.damage = str(exc)
