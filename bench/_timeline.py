@@ -119,7 +119,7 @@ class Timeline:
             def start_commit(index: Any, tag: int) -> None:
                 s = time.monotonic()
                 real_start(index, tag)
-                t = index._committing
+                t = getattr(index, "_committing", None) or index._background.thread
 
                 def watch() -> None:
                     t.join()

@@ -49,6 +49,7 @@ from gitkb.services.derived.catchup import _keyword_docs
 from gitkb.services.retrieval import fusion
 from gitkb.services.retrieval import search as search_service
 from gitkb.services.retrieval.query_words import keyword_query
+from gitkb.stores import keyword_schema as kws
 from gitkb.stores import keywords as kw
 from gitkb.stores.catalog.documents import chunks_by_cids, live_chunks
 
@@ -69,7 +70,7 @@ def relevance_model(index: Any, conn: Any, top: Hits, terms: int) -> list[tuple[
     for cid, w in top:
         if cid not in rows:
             continue
-        words = kw.analyze(rows[cid][0].text)
+        words = kws.analyze(rows[cid][0].text)
         for t, n in Counter(words).items():
             rel[t] += (w / total) * n / len(words)
     kept: list[tuple[str, float]] = []
@@ -214,9 +215,9 @@ def query_terms(query: str, rule: str) -> list[tuple[list[str], float]]:
     if rule == "more-stop":
         words = [w for w in words if w.lower() not in MORE_STOP] or words
     if rule in ("term-once", "qtf"):
-        counted = Counter(tuple(t) for w in words if (t := kw.analyze(w)))
+        counted = Counter(tuple(t) for w in words if (t := kws.analyze(w)))
         return [(list(t), float(n) if rule == "qtf" else 1.0) for t, n in counted.items()]
-    return [(t, 1.0) for w in dict.fromkeys(words) if (t := kw.analyze(w))]
+    return [(t, 1.0) for w in dict.fromkeys(words) if (t := kws.analyze(w))]
 
 
 @contextmanager

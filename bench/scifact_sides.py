@@ -34,7 +34,7 @@ from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import embedder_for, plan_modes, query_vector, semantic_hits
 from gitkb.stores.catalog.documents import chunks_by_cids
 from gitkb.stores.catalog.indexes import get_by_name
-from gitkb.stores.keywords import analyze
+from gitkb.stores.keyword_schema import analyze
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 DEPTH = 200

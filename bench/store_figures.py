@@ -70,7 +70,8 @@ def timed(fn: Callable[[str], object], queries: list[str]) -> list[float]:
 
 
 def keyword_engines(texts: list[str], queries: list[str], work: Path) -> None:
-    from gitkb.stores.keywords import RESCORE_POOL, KeywordDoc, KeywordIndex  # heavy: tantivy
+    from gitkb.stores.keyword_schema import RESCORE_POOL, KeywordDoc  # heavy: tantivy
+    from gitkb.stores.keywords import KeywordIndex  # heavy: tantivy
 
     kw = KeywordIndex(work / "tantivy")
     kw.apply([], [KeywordDoc(i + 1, INDEX_ID, None, "", t) for i, t in enumerate(texts)])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitkb.stores.keywords import KeywordDoc, KeywordIndex
+from gitkb.stores.keyword_schema import KeywordDoc
+from gitkb.stores.keywords import KeywordIndex
 
 
 def test_apply_is_idempotent_and_removes_by_cid(tmp_path: Path) -> None:

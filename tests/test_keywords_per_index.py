@@ -24,15 +24,8 @@ from gitkb import Workspace
 from gitkb.cli.main import cli
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from gitkb.stores.keywords import (
-    ANALYZER,
-    NO_TENANT,
-    WRITER_HEAP,
-    KeywordDoc,
-    KeywordIndex,
-    _analyzer,
-    _schema,
-)
+from gitkb.stores.keyword_schema import ANALYZER, NO_TENANT, WRITER_HEAP, KeywordDoc, _analyzer, _schema
+from gitkb.stores.keywords import KeywordIndex
 from helpers import ok
 from helpers.nodes import node_settings, sqlite_url
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from gitkb import Workspace
 from gitkb.cli.main import cli
-from gitkb.stores.keywords import KeywordDoc, KeywordIndex, rescore
+from gitkb.stores.keyword_schema import KeywordDoc, rescore
+from gitkb.stores.keywords import KeywordIndex
 from helpers import ok
 
 SHORT = "Kafka brokers restart."

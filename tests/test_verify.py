@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from gitkb.cli.main import cli
 from gitkb.stores.catalog import changes
-from gitkb.stores.keywords import KeywordDoc
+from gitkb.stores.keyword_schema import KeywordDoc
 from helpers import SOURCE, ok
 from helpers.http_shape import error_code
 

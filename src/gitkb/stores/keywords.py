@@ -18,13 +18,9 @@ is never read: ``legacy`` says it is there and the first catch-up rebuilds from 
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
-import re
 import shutil
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,94 +28,20 @@ import tantivy
 
 from gitkb.core.errors import Busy, StoreUnavailable
 from gitkb.core.faults import crash_point
-
-ANALYZER = "en_kb"
-# Weight of the title field (document title + heading path) against the text. Measured
-# (gitkb eval): 2.0 -> SciFact train nDCG@10 0.622, awsdocs R@1 0.45; 0.3 -> 0.705, 0.60;
-# 0 -> 0.700, 0.65 (R@5 0.80 against 0.95). The text usually repeats the title.
-TITLE_BOOST = 0.3
-WRITER_HEAP = 64 * 1024 * 1024
-NO_TENANT = "\x00none"
-# Query words; dotted identifiers (c5d.12xlarge, db.t2.medium, v1.11) stay whole, so the parser
-# matches their pieces as a phrase. Measured: awsdocs R@1 0.60 -> 0.65, MRR@10 0.731 -> 0.758;
-# SciFact nDCG@10 0.7052 -> 0.7055. Keeping hyphenated words whole cost SciFact 0.011: not done.
-_QUERY_WORDS = re.compile(r"\w+(?:\.\w+)*", re.UNICODE)
-# tantivy scores with BM25 k1 = 1.2, b = 0.75, fixed in the engine. Other values are applied by
-# rescoring tantivy's best max(limit, RESCORE_POOL) candidates from each hit's score explanation
-# (term frequency, field length, average length, idf): exact, but 0.25-1.3 ms per candidate (more
-# for longer queries). Measured on SciFact/awsdocs: no k1/b beat tantivy's (README "Performance").
-TANTIVY_BM25 = (1.2, 0.75)
-RESCORE_POOL = 50
-REPAIR = "gitkb verify --repair"
-
-
-def _schema() -> tantivy.Schema:
-    b = tantivy.SchemaBuilder()
-    b.add_unsigned_field("cid", stored=True, indexed=True, fast=True)
-    b.add_text_field("index_id", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_text_field("tenant", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_text_field("title", stored=False, tokenizer_name=ANALYZER)
-    b.add_text_field("text", stored=False, tokenizer_name=ANALYZER)
-    return b.build()
-
-
-def _analyzer() -> Any:
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(64))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
-
-
-@functools.cache
-def _term_analyzer() -> Any:
-    return _analyzer()
-
-
-def analyze(text: str) -> list[str]:
-    """The terms the keyword index makes of ``text``: lower-cased, folded, stop words out, stemmed."""
-    return list(_term_analyzer().analyze(text))
-
-
-@dataclass(frozen=True)
-class KeywordDoc:
-    cid: int
-    index_id: str
-    tenant: str | None
-    title: str
-    text: str
-
-
-_SHARD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-LEGACY_MARK = "meta.json"  # the old layout: one tantivy index for the whole home, at the top
-
-
-def shard_name_ok(name: str) -> bool:
-    """Whether ``name`` can be an index's folder under the keyword directory (an index id)."""
-    return _SHARD_NAME.fullmatch(name) is not None
-
-
-class _Shard:
-    """The tantivy index of one gitkb index, ``<keywords>/<index_id>/``: its own BM25 statistics."""
-
-    def __init__(self, index_id: str, path: Path, schema: tantivy.Schema) -> None:
-        self.index_id = index_id
-        self.path = path
-        self.writer: Any = None
-        self.pending: set[int] = set()  # cids added since the last commit: not in the searcher yet
-        self.damage: str | None = None
-        self.index: Any = None
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            self.index = tantivy.Index(schema, path=str(path), reuse=True)
-            self.index.register_tokenizer(ANALYZER, _analyzer())
-        except (ValueError, OSError) as exc:
-            self.damage = str(exc)
-            self.index = None
+from gitkb.stores.keyword_commit import BackgroundCommit
+from gitkb.stores.keyword_schema import (
+    _QUERY_WORDS,
+    LEGACY_MARK,
+    NO_TENANT,
+    REPAIR,
+    TANTIVY_BM25,
+    WRITER_HEAP,
+    KeywordDoc,
+    _schema,
+    _Shard,
+    index_hits,
+    shard_name_ok,
+)
 
 
 class KeywordIndex:
@@ -135,12 +57,7 @@ class KeywordIndex:
         self._shards: dict[str, _Shard] = {}
         self._lock = threading.RLock()  # writes; reads take none (each shard's searcher is its own)
         self._open_lock = threading.Lock()
-        # A commit running on its own thread (``start_commit``): the thread, what its caller tagged
-        # it with, and the error it ended with. tantivy releases the GIL while it commits.
-        self._committing: threading.Thread | None = None
-        self._commit_tag: int | None = None
-        self._commit_error: BaseException | None = None
-        self._commit_failed = False  # until ``finish_commit`` says so
+        self._background = BackgroundCommit()  # a commit on its own thread (``start_commit``)
 
     # -- the folders -----------------------------------------------------
     @property
@@ -355,46 +272,17 @@ class KeywordIndex:
                 sh.writer = None
                 sh.pending.clear()
 
-            def run() -> None:
-                try:
-                    self._commit_writers(writers)
-                except BaseException as exc:  # raised again by whoever waits for it
-                    self._commit_error = exc
-
-            self._commit_tag, self._commit_error, self._commit_failed = tag, None, False
-            self._committing = threading.Thread(target=run, name="gitkb-keyword-commit", daemon=True)
-            self._committing.start()
+            self._background.start(tag, lambda: self._commit_writers(writers))
 
     def _join_commit(self) -> None:
-        """Wait for a ``start_commit`` still running; its error is raised here (the tag stays for
-        ``finish_commit``, which raises it too)."""
-        t = self._committing
-        if t is None:
-            return
-        t.join()
-        self._committing = None
-        if self._commit_error is None:
-            return
-        exc, self._commit_error, self._commit_failed = self._commit_error, None, True
-        raise exc
+        """Wait for a ``start_commit`` still running; its error is raised here."""
+        self._background.join()
 
     def finish_commit(self) -> int | None:
         """Wait for the last ``start_commit``; the tag it was given (its commit is durable), or None
-        when there was none since the last ``finish_commit``. A commit that failed raises here (also
-        when a write waiting for it raised first): what it held was lost, the caller applies it again."""
+        when there was none since the last ``finish_commit`` (``BackgroundCommit.finish``)."""
         with self._lock:
-            try:
-                self._join_commit()
-            except BaseException:
-                self._commit_tag, self._commit_failed = None, False  # raised now, once
-                raise
-            tag, self._commit_tag = self._commit_tag, None
-            if self._commit_failed:  # a write waiting for it raised it first
-                self._commit_failed = False
-                raise StoreUnavailable(
-                    f"a commit of the keyword index at {self.path} failed; what it held is applied again"
-                )
-            return tag
+            return self._background.finish(self.path)
 
     def clear(self) -> None:
         """Every index's entries gone, and their folders (and the old layout's files): a rebuild follows."""
@@ -450,12 +338,6 @@ class KeywordIndex:
                 by_ix[cid] = merged[cid]
         return out
 
-    def _filter_query(self, field: str, values: Sequence[str]) -> Any:
-        # A filter must not move scores: constant score 0.
-        return tantivy.Query.const_score_query(
-            tantivy.Query.term_set_query(self.schema, field, list(values)), 0.0
-        )
-
     def cids_with_term(self, term: str, index_ids: Sequence[str]) -> set[int]:
         """Every chunk (any tenant) of these indexes whose text or title holds ``term`` (an analysed
         term, see ``analyze``): LIST_DOCUMENTS' content filter."""
@@ -493,8 +375,7 @@ class KeywordIndex:
         terms = " ".join(_QUERY_WORDS.findall(query))
         if not terms or limit <= 0:
             return []
-        k1, b = bm25 if bm25 is not None else TANTIVY_BM25
-        custom = (k1, b) != TANTIVY_BM25
+        params = bm25 if bm25 is not None else TANTIVY_BM25
         merged: list[tuple[float, int, int, int]] = []  # (-score, index order, position, cid)
         searchers = [(ix, self._searcher(ix)) for ix in self._read_ids(index_ids)]
         for order, (ix, searcher) in enumerate(searchers):
@@ -503,48 +384,9 @@ class KeywordIndex:
             shard = self._shards.get(ix)
             if shard is None or shard.index is None:
                 continue
-            parsed, _errors = shard.index.parse_query_lenient(
-                terms, default_field_names=["text", "title"], field_boosts={"title": TITLE_BOOST}
+            hits = index_hits(
+                shard.index, searcher, self.schema, terms, tenant=tenant, limit=limit, bm25=params
             )
-            q = tantivy.Query.boolean_query(
-                [
-                    (tantivy.Occur.Must, parsed),
-                    (tantivy.Occur.Must, self._filter_query("tenant", [tenant or NO_TENANT])),
-                ]
-            )
-            result = searcher.search(q, limit=max(limit, RESCORE_POOL) if custom else limit, count=False)
-            hits = []
-            for score, addr in result.hits:
-                if custom:
-                    score = rescore(json.loads(q.explain(searcher, addr).to_json()), k1, b)
-                hits.append((int(searcher.doc(addr)["cid"][0]), float(score)))
-            if custom:
-                hits.sort(key=lambda h: -h[1])
-            merged.extend((-score, order, pos, cid) for pos, (cid, score) in enumerate(hits[:limit]))
+            merged.extend((-score, order, pos, cid) for pos, (cid, score) in enumerate(hits))
         merged.sort()
         return [(cid, -neg) for neg, _order, _pos, cid in merged[:limit]]
-
-
-def rescore(node: dict[str, Any], k1: float, b: float) -> float:
-    """A hit's score recomputed with BM25 ``k1``/``b`` from tantivy's explanation of it.
-
-    Sums and boosts are walked; each BM25 term (or phrase) node is recomputed as
-    ``idf * (k1 + 1) * freq / (freq + k1 * (1 - b + b * dl / avgdl))`` from the values the
-    explanation reports; any other node (a constant-score filter) keeps its value."""
-    desc = str(node.get("description", ""))
-    kids: list[dict[str, Any]] = node.get("details") or []
-    tf = next((c for c in kids if str(c.get("description", "")).startswith("freq / (freq + k1")), None)
-    if tf is not None:
-        idf = next(float(c["value"]) for c in kids if str(c.get("description", "")).startswith("idf"))
-        parts = {
-            str(c.get("description", "")).split(",")[0]: float(c["value"]) for c in tf.get("details") or []
-        }
-        freq, dl, avgdl = parts["freq"], parts["dl"], parts["avgdl"] or 1.0
-        return idf * (k1 + 1) * freq / (freq + k1 * (1 - b + b * dl / avgdl))
-    if desc.startswith("Boost x") and len(kids) == 1:
-        return float(desc[len("Boost x") :].split()[0]) * rescore(kids[0], k1, b)
-    if "sum of" in desc:
-        return sum(rescore(c, k1, b) for c in kids)
-    if desc == "Phrase Scorer" and len(kids) == 1:
-        return rescore(kids[0], k1, b)
-    return float(node.get("value", 0.0))

@@ -63,7 +63,7 @@ from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_state as vs
 from gitkb.stores.catalog.documents import all_chunk_cids, keyword_keys, keyword_rows
 from gitkb.stores.catalog.engine import Conn
-from gitkb.stores.keywords import KeywordDoc
+from gitkb.stores.keyword_schema import KeywordDoc
 from gitkb.stores.node_rows import floor as compacted_floor
 
 KEYWORDS = "keywords"

@@ -17,7 +17,7 @@ from gitkb.services.runtime.ttl import is_expired
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog.documents import DocumentRow
 from gitkb.stores.catalog.indexes import IndexRow
-from gitkb.stores.keywords import analyze
+from gitkb.stores.keyword_schema import analyze
 
 MAX_PAGE = 50
 DEFAULT_COUNT = {"lines": 100, "chars": 10_000, "chunks": 20}

@@ -21,7 +21,7 @@ from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog import vector_outcomes as outcomes
 from gitkb.stores.catalog.engine import Conn, catalog_errors
-from gitkb.stores.keywords import REPAIR
+from gitkb.stores.keyword_schema import REPAIR
 
 BUILD_KINDS = tuple(a.name for a in METHODS if a.builds)  # job kinds that make an index "building"
 BUILDING_ACTIONS = tuple(a.name for a in DOCUMENT_INDEX if a.builds)

@@ -29,52 +29,19 @@ behind. An orphan clone is only reported: it may hold work nobody else has.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from gitkb.core.errors import GitkbError, NotFound
-from gitkb.services.changes.sources import registry
 from gitkb.services.context import Context
 from gitkb.services.derived import catchup
 from gitkb.services.derived.vector_wants import live_bindings, watermark_name
+from gitkb.services.operations import verify_clones
+from gitkb.services.operations.verify_report import Difference, difference
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog import vector_state as vs
-
-SAMPLE = 10  # ids shown per difference
-
-
-@dataclass
-class Difference:
-    kind: str
-    store: str  # "keywords", "vectors:<identity>", "clones", "watermarks"
-    count: int
-    detail: str
-    sample: list[str] = field(default_factory=list)
-    repairable: bool = True
-    # what repair needs (cids, ids, index ids, source ids); not part of the answer
-    items: list[Any] = field(default_factory=list, repr=False)
-    index_ids: list[str] = field(default_factory=list, repr=False)
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("items")
-        d.pop("index_ids")
-        return d
-
-
-def _diff(kind: str, store: str, items: Iterable[Any], detail: str, **kw: Any) -> Difference | None:
-    got = sorted(items, key=str)
-    if not got:
-        return None
-    return Difference(kind, store, len(got), detail, [str(i) for i in got[:SAMPLE]], items=got, **kw)
 
 
 def _scope(ctx: Context, index_name: str | None) -> set[str] | None:
@@ -113,14 +80,14 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
     want = {c for c, ix in chunks.items() if (only is None or ix in only) and ix not in skip_ix}
     want -= pending_cids
     out = [
-        _diff(
+        difference(
             "keyword_missing",
             "keywords",
             want - set(stored),
             "chunks of the catalog the keyword index lacks",
             index_ids=sorted({chunks[c] for c in want - set(stored)}),
         ),
-        _diff(
+        difference(
             "keyword_duplicate",
             "keywords",
             (c for c, n in stored.items() if n > 1 and c in want),
@@ -129,7 +96,7 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
     ]
     # (a RECHUNK's rebuilt chunks, filed under the index they replace before the swap, are not in ``want``)
     out.append(
-        _diff(
+        difference(
             "keyword_misfiled",
             "keywords",
             (c for ix, held in by_folder.items() for c in held if c in want and chunks[c] != ix),
@@ -139,7 +106,7 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
     if only is None:
         known = {row.id for row in index_rows.list_all(conn, include_hidden=True)}
         out.append(
-            _diff(
+            difference(
                 "keyword_orphan_folder",
                 "keywords",
                 (ix for ix in ctx.keywords.folders() if ix not in known and ix not in pending_ix),
@@ -148,7 +115,7 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
         )
         in_rebuild = {c for c, ix in chunks.items() if ix in temps}
         out.append(
-            _diff(
+            difference(
                 "keyword_orphan",
                 "keywords",
                 set(stored) - set(chunks) - pending_cids - in_rebuild,
@@ -201,7 +168,7 @@ def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) 
         want -= {str(c) for c in pending_cids}
         missing = want - have
         out.append(
-            _diff(
+            difference(
                 "vector_missing",
                 name,
                 missing,
@@ -211,7 +178,7 @@ def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) 
         )
         known = {str(c) for c, ix in chunks.items() if ix in ixs or ix in temps}
         out.append(
-            _diff(
+            difference(
                 "vector_orphan",
                 name,
                 have - known - {str(c) for c in pending_cids},
@@ -220,7 +187,7 @@ def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) 
         )
         fp = store.fingerprint_of(identity)
         out.append(
-            _diff(
+            difference(
                 "vector_fingerprint",
                 name,
                 (i for i, m in have_meta.items() if m.get("fingerprint") != fp),
@@ -240,49 +207,11 @@ def _vector_metadata(ctx: Context, identity: str, ixs: set[str] | None) -> dict[
     return meta
 
 
-def _check_clones(ctx: Context) -> list[Difference]:
-    conn = ctx.catalog.conn
-    rows = source_rows.list_all(conn)
-    missing, behind = [], []
-    for row in rows:
-        path = registry.repo_path(ctx, row)
-        try:
-            repo = pygit2.Repository(str(path))
-        except (pygit2.GitError, OSError):
-            missing.append(row.id)
-            continue
-        if row.synced_commit:
-            try:
-                repo.revparse_single(row.synced_commit)
-            except (KeyError, ValueError, pygit2.GitError):
-                behind.append(row.id)
-    names = {r.id: r.name for r in rows}
-    root: Path = ctx.settings.repos_path
-    owned = set(names)
-    orphans = [p.name for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
-    out = [
-        _diff("clone_missing", "clones", missing, "sources whose managed clone is gone or broken"),
-        _diff("clone_behind", "clones", behind, "clones without the commit the catalog says was synced"),
-        _diff(
-            "clone_orphan",
-            "clones",
-            [o for o in orphans if o not in owned],
-            f"directories under {root} no source owns (not removed: they may hold work)",
-            repairable=False,
-        ),
-    ]
-    found = [d for d in out if d is not None]
-    for d in found:
-        if d.kind != "clone_orphan":
-            d.sample = [f"{names.get(i, i)} ({i})" for i in d.items[:SAMPLE]]
-    return found
-
-
 def _check_watermarks(ctx: Context) -> list[Difference]:
     conn = ctx.catalog.conn
     head = changes.head(conn)
     ahead = [n for n, seq in changes.watermarks(conn).items() if seq > head]
-    d = _diff("watermark_ahead", "watermarks", ahead, f"watermarks past the change log's head ({head})")
+    d = difference("watermark_ahead", "watermarks", ahead, f"watermarks past the change log's head ({head})")
     return [] if d is None else [d]
 
 
@@ -292,17 +221,10 @@ def check(ctx: Context, index_name: str | None = None) -> list[Difference]:
     chunks = doc_rows.chunk_index_ids(ctx.catalog.conn)
     found = _check_keywords(ctx, only, chunks) + _check_vectors(ctx, only, chunks)
     if only is None:
-        found += (_check_clones(ctx) if _clones_here(ctx) else []) + _check_watermarks(ctx)
+        found += (
+            verify_clones.check_clones(ctx) if verify_clones.clones_here(ctx) else []
+        ) + _check_watermarks(ctx)
     return found
-
-
-def _clones_here(ctx: Context) -> bool:
-    """The clones that matter are in this home: it holds the writer lease (this process or another
-    one on the same home), or nobody holds it."""
-    holder = ctx.lease.holder()
-    return (
-        ctx.is_writer or holder is None or bool(holder.get("expired")) or holder.get("node_id") == ctx.node_id
-    )
 
 
 def _repair(ctx: Context, found: list[Difference]) -> list[str]:
@@ -369,28 +291,8 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
         for identity in d.items:
             if ctx.vectors.drop_collection(identity):
                 done.append(f"deleted the collection of {identity}: no index uses it")
-    for kind in ("clone_missing", "clone_behind"):
-        for d in by_kind.get(kind, []):
-            for source_id in d.items:
-                row = source_rows.get_by_id(conn, source_id)
-                if row is None:
-                    continue
-                repo = registry.open_repo(ctx, row)  # clones again when the clone is gone
-                if kind == "clone_behind" or not repo.commit_by_id(row.synced_commit or ""):
-                    repo.fetch(row.branch)
-                done.append(f"{'re-cloned' if kind == 'clone_missing' else 'fetched'} source {row.name}")
+    done += verify_clones.repair_clones(ctx, by_kind)
     return done
-
-
-def _broken_clone(ctx: Context, found: list[Difference]) -> None:
-    """A clone that exists but is not a repository: moved aside so ``open_repo`` clones again."""
-    for d in found:
-        if d.kind != "clone_missing":
-            continue
-        for source_id in d.items:
-            path = ctx.settings.repos_path / source_id
-            if path.exists():
-                path.rename(path.with_name(f"{source_id}.broken"))
 
 
 def verify(ctx: Context, index_name: str | None = None, repair: bool = False) -> dict[str, Any]:
@@ -401,7 +303,7 @@ def verify(ctx: Context, index_name: str | None = None, repair: bool = False) ->
     remaining = found
     if repair and any(d.repairable for d in found):
         with ctx.write_lock:
-            _broken_clone(ctx, found)
+            verify_clones.broken_clone(ctx, found)
             out["repaired"] = _repair(ctx, [d for d in found if d.repairable])
         remaining = check(ctx, index_name)
         out["remaining"] = [d.as_dict() for d in remaining]

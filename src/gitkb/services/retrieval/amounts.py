@@ -26,7 +26,7 @@ from typing import TypeVar
 from gitkb.services.retrieval.ask_pick import numbers, question_kind
 from gitkb.services.retrieval.fusion import Fused
 from gitkb.services.retrieval.query_words import keyword_query
-from gitkb.stores.keywords import analyze
+from gitkb.stores.keyword_schema import analyze
 
 WEIGHT = 0.3
 DOCUMENTS = 5

@@ -39,7 +39,7 @@ from gitkb.services.retrieval.ask_meaning import meaning_of
 from gitkb.services.retrieval.ask_pick import Meaning, Passage, Sentence, query_terms, score_sentences
 from gitkb.services.retrieval.ask_text import WORDS, with_list
 from gitkb.stores.catalog import documents as doc_rows
-from gitkb.stores.keywords import analyze
+from gitkb.stores.keyword_schema import analyze
 
 __all__ = ["AskConfig", "Passage", "Sentence", "ask", "pick_sentences", "query_terms"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from gitkb.services.retrieval.ask_text import WORDS, sentence_spans, table_header
 from gitkb.services.retrieval.query_words import content_words
-from gitkb.stores.keywords import analyze
+from gitkb.stores.keyword_schema import analyze
 
 Meaning = Callable[[list[str]], list[float]]
 MEANING_WEIGHT = 0.5  # measured, awsdocs dev hybrid ask_lead_recall: 0 -> 0.589, 0.5 -> 0.639, 1.0 -> 0.639

@@ -3,7 +3,7 @@
 Three layers, first found wins: the searched indexes' own ``settings.search``
 (when every searched index sets the same value), ``[search]`` in gitkb.toml,
 then the defaults chosen by measurement (``gitkb.services.retrieval.fusion``,
-``gitkb.stores.keywords.TANTIVY_BM25``). ``SET_SEARCH_SETTINGS`` changes an
+``gitkb.stores.keyword_schema.TANTIVY_BM25``). ``SET_SEARCH_SETTINGS`` changes an
 index's own layer; values are checked against one schema before anything is
 written (``indexes.set_search_settings``).
 """
@@ -18,7 +18,7 @@ from gitkb.core.errors import InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.retrieval.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_SEMANTIC_WEIGHT, FUSIONS
 from gitkb.stores.catalog.indexes import IndexRow
-from gitkb.stores.keywords import TANTIVY_BM25
+from gitkb.stores.keyword_schema import TANTIVY_BM25
 
 DEFAULTS: dict[str, Any] = {
     "fusion": DEFAULT_FUSION,
