@@ -32,10 +32,12 @@ CONFIG_FILE = "gitkb.toml"
 
 
 # HNSW search depth (Chroma's ``ef_search``; Chroma's own default is 100) of every collection. ann20
-# measured against exact cosine (200 queries, awsdocs questions and SciFact claims, one ef per process):
-# on a 106k-vector home recall@20 0.890 at 100 (true top hit missed on 19/200), 0.946 at 200 (8/200),
-# 0.962 at 400 (5/200); ANN p50 0.91 -> 1.19 -> ~1.5 ms of a 13-30 ms search. Evaluation (copies of the
-# q20 homes) in README "Performance". Changed per workspace by ``[chroma] ef_search`` in gitkb.toml.
+# measured recall@20 against exact cosine (200 queries: 100 awsdocs questions, 100 SciFact claims; one
+# ef per process), ef 100 / 200 / 400: 106k-vector home 0.890 / 0.946 / 0.962 (true top hit missed on
+# 19 / 8 / 5); awsdocs home (31k), awsdocs questions 0.963 / 0.976 / 0.985. ANN CPU per query (106k,
+# n 40) 1.1 / 1.2 / 1.6 ms, of a 10-30 ms search. SciFact nDCG@10 at top_n 10: semantic 0.6600 / 0.6605
+# / 0.6605, hybrid 0.7316 / 0.7319 / 0.7319; awsdocs unchanged. 200: nearly free, 400 buys no eval
+# figure. (``gitkb eval`` itself asks for 110-210 neighbours, deeper than ef 100 already.)
 DEFAULT_EF_SEARCH = 200
 
 MAX_EF_SEARCH = 10_000
