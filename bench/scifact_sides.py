@@ -33,6 +33,7 @@ from gitkb.services.retrieval import search as search_service
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import embedder_for, plan_modes, query_vector, semantic_hits
 from gitkb.stores.catalog.documents import chunks_by_cids
+from gitkb.stores.catalog.indexes import get_by_name
 from gitkb.stores.keywords import analyze
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
@@ -107,8 +108,11 @@ def title_lists(ws: Workspace, identity: str, beir: Any) -> Lists:
     return out
 
 
-def idfs(ws: Workspace, queries: dict[str, str]) -> dict[str, list[float]]:
-    searcher = ws.ctx.keywords.index.searcher()
+def idfs(ws: Workspace, queries: dict[str, str], index_name: str) -> dict[str, list[float]]:
+    row = get_by_name(ws.ctx.catalog.conn, index_name)
+    searcher = ws.ctx.keywords.searcher(row.id) if row is not None else None
+    if searcher is None:
+        return {qid: [0.0] for qid in queries}
     n_docs = int(searcher.num_docs)
     out = {}
     for qid, text in queries.items():
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         kw = keyword_lists(ws, args.index, beir.queries)
         sem, identity = semantic_lists(ws, args.index, beir.queries)
         titles = title_lists(ws, identity, beir)
-        query_idfs = idfs(ws, beir.queries)
+        query_idfs = idfs(ws, beir.queries, args.index)
     two = {"keyword": 0.6, "semantic": 0.4}
     base = fuse(beir.qrels, {"keyword": kw, "semantic": sem}, two)
     print(f"whole + whole (SEARCH)                     {mean(base)}")

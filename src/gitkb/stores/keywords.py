@@ -5,6 +5,14 @@ key applying is idempotent by), ``index_id`` and ``tenant`` (raw, for
 filters), ``title`` (document title + heading path) and ``text``, both analysed
 with English stemming and stop words. Text is not stored here: hits are
 resolved against the catalog, which is the truth.
+
+Each gitkb index has a tantivy index of its own, ``<keywords>/<index id>/`` (issue 20): BM25's
+document frequencies and average field length are that index's, so its ranking does not depend on
+what else the home holds (SciFact keyword nDCG@10 0.7048 alone, 0.6973 when one tantivy index was
+shared with a second gitkb index; 0.7048 again with one each). A search of several indexes merges
+each one's hits by score. ``index_id`` stays in the schema (unused by searches) so that a folder's
+entries say whose they are. The layout before (one index for the home, ``meta.json`` at the top)
+is never read: ``legacy`` says it is there and the first catch-up rebuilds from the catalog.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import Any
 import tantivy
 
 from gitkb.core.errors import Busy, StoreUnavailable
+from gitkb.core.faults import crash_point
 
 ANALYZER = "en_kb"
 # Weight of the title field (document title + heading path) against the text. Measured
@@ -85,94 +94,199 @@ class KeywordDoc:
     text: str
 
 
+_SHARD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+LEGACY_MARK = "meta.json"  # the old layout: one tantivy index for the whole home, at the top
+
+
+def shard_name_ok(name: str) -> bool:
+    """Whether ``name`` can be an index's folder under the keyword directory (an index id)."""
+    return _SHARD_NAME.fullmatch(name) is not None
+
+
+class _Shard:
+    """The tantivy index of one gitkb index, ``<keywords>/<index_id>/``: its own BM25 statistics."""
+
+    def __init__(self, index_id: str, path: Path, schema: tantivy.Schema) -> None:
+        self.index_id = index_id
+        self.path = path
+        self.writer: Any = None
+        self.pending: set[int] = set()  # cids added since the last commit: not in the searcher yet
+        self.damage: str | None = None
+        self.index: Any = None
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self.index = tantivy.Index(schema, path=str(path), reuse=True)
+            self.index.register_tokenizer(ANALYZER, _analyzer())
+        except (ValueError, OSError) as exc:
+            self.damage = str(exc)
+            self.index = None
+
+
 class KeywordIndex:
+    """Every gitkb index's own tantivy index, one folder each under ``path`` (``<home>/keywords``),
+    each opened on first use: the BM25 statistics (document frequencies, average field length) of an
+    index are its own, whatever else the home holds. Writes route each entry by its index id; a
+    search asks each searched index's searcher and merges the hits by score."""
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.schema = _schema()
-        self._writer: Any = None
-        self._lock = threading.RLock()
+        self._shards: dict[str, _Shard] = {}
+        self._lock = threading.RLock()  # writes; reads take none (each shard's searcher is its own)
+        self._open_lock = threading.Lock()
         # A commit running on its own thread (``start_commit``): the thread, what its caller tagged
         # it with, and the error it ended with. tantivy releases the GIL while it commits.
         self._committing: threading.Thread | None = None
         self._commit_tag: int | None = None
         self._commit_error: BaseException | None = None
         self._commit_failed = False  # until ``finish_commit`` says so
-        # Why the files on disk cannot be opened (a segment file gone, say), or None. A damaged index
-        # still lets the workspace open: every read or write of it raises StoreUnavailable naming
-        # ``gitkb verify --repair``, which rebuilds it from the catalog (``reset`` then a re-feed).
-        self.damage: str | None = None
-        self._index: Any = self._open()
 
-    def _open(self) -> Any:
-        try:
-            index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
-        except ValueError as exc:
-            self.damage = str(exc)
-            return None
-        index.register_tokenizer(ANALYZER, _analyzer())
-        self.damage = None
-        return index
+    # -- the folders -----------------------------------------------------
+    @property
+    def legacy(self) -> bool:
+        """The home still has the old layout (one index for every gitkb index, filtered by index id):
+        never read; the writer's catch-up rebuilds it from the catalog (``clear`` removes it)."""
+        return (self.path / LEGACY_MARK).exists()
 
-    def _damaged(self, exc: Exception | str) -> StoreUnavailable:
-        self.damage = str(exc)
+    def folders(self) -> list[str]:
+        """The index ids that have a folder here, sorted."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir() if p.is_dir() and shard_name_ok(p.name))
+
+    def _shard(self, index_id: str, *, create: bool) -> _Shard | None:
+        sh = self._shards.get(index_id)
+        if sh is not None:
+            return sh
+        if not shard_name_ok(index_id):
+            raise StoreUnavailable(f"{index_id!r} cannot name a keyword index folder")
+        folder = self.path / index_id
+        with self._open_lock:  # a search and a write may open it at once: one of them does
+            sh = self._shards.get(index_id)
+            if sh is None:
+                # a reader opens only what a writer made (meta.json written): it never creates files
+                if not create and not (folder / "meta.json").is_file():
+                    return None
+                sh = self._shards[index_id] = _Shard(index_id, folder, self.schema)
+            return sh
+
+    @property
+    def damage(self) -> str | None:
+        """Why the files of some index cannot be opened (a segment file gone, say), or None. A damaged
+        index still lets the workspace open: every read or write of it raises StoreUnavailable naming
+        ``gitkb verify --repair``, which rebuilds the keyword side from the catalog."""
+        for ix in self.folders():  # no write lock: status asks while a long feed holds it
+            sh = self._shard(ix, create=False)
+            if sh is not None and sh.damage is not None:
+                return f"index {ix}: {sh.damage}"
+        return None
+
+    def _damaged(self, sh: _Shard, exc: Exception | str) -> StoreUnavailable:
+        sh.damage = str(exc)
         return StoreUnavailable(
-            f"the keyword index at {self.path} is damaged ({self.damage}); run `{REPAIR}` to rebuild it",
+            f"the keyword index at {sh.path} is damaged ({sh.damage}); run `{REPAIR}` to rebuild it",
             next_steps=[f"run `{REPAIR}` (it rebuilds the keyword index from the catalog)"],
         )
 
-    @property
-    def index(self) -> Any:
-        """The open tantivy index; StoreUnavailable (naming ``gitkb verify --repair``) when damaged."""
-        if self._index is None:
-            raise self._damaged(self.damage or "it could not be opened")
-        return self._index
+    def _open_index(self, sh: _Shard) -> Any:
+        if sh.index is None:
+            raise self._damaged(sh, sh.damage or "it could not be opened")
+        return sh.index
 
-    def _reload(self) -> None:
+    def _searcher(self, index_id: str) -> Any:
+        """The fresh searcher of ``index_id``'s index, or None when it has no folder (nothing there)."""
+        sh = self._shard(index_id, create=False)
+        if sh is None:
+            return None
+        index = self._open_index(sh)
         try:
-            self.index.reload()
+            index.reload()
         except ValueError as exc:
-            raise self._damaged(exc) from exc
+            if not (sh.path / "meta.json").exists():  # dropped (or cleared) meanwhile by the writer
+                self._shards.pop(index_id, None)
+                return None
+            raise self._damaged(sh, exc) from exc
+        return index.searcher()
+
+    def searcher(self, index_id: str) -> Any:
+        """A fresh tantivy searcher of ``index_id``'s own index (its statistics), or None when it has
+        none yet: for measurements (``bench/``), never for answers."""
+        return self._searcher(index_id)
+
+    def _read_ids(self, index_ids: Sequence[str] | None) -> list[str]:
+        if index_ids is None:
+            return self.folders()
+        return sorted(set(index_ids))
+
+    def _remove_children(self) -> None:
+        for p in self.path.iterdir():
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
 
     def reset(self) -> None:
-        """Delete the index files and start an empty index (repair; the caller re-feeds it)."""
+        """Delete every index's files (and the old layout's) and start empty (repair; the caller re-feeds)."""
         with self._lock:
             self.close()
-            self._index = None
-            for p in self.path.iterdir():
-                if p.is_dir():
-                    shutil.rmtree(p)
-                else:
-                    p.unlink()
-            self._index = self._open()
-            if self._index is None:
-                raise self._damaged(self.damage or "it could not be created")
+            self._shards.clear()
+            self._remove_children()
 
     # -- writing ---------------------------------------------------------
-    def _get_writer(self) -> Any:
-        self._join_commit()
-        if self._writer is None:
+    def _get_writer(self, sh: _Shard) -> Any:
+        if sh.writer is None:
             try:
-                self._writer = self.index.writer(WRITER_HEAP, 1)
+                sh.writer = self._open_index(sh).writer(WRITER_HEAP, 1)
             except ValueError as exc:
                 raise Busy(
-                    f"the keyword index at {self.path} is held by another gitkb process ({exc})",
+                    f"the keyword index at {sh.path} is held by another gitkb process ({exc})",
                     next_steps=["wait for the other gitkb process to finish, or stop it"],
                 ) from exc
-        return self._writer
+        return sh.writer
+
+    def _holders(self, cids: list[int]) -> list[_Shard]:
+        """The indexes holding one of ``cids``, committed or added since: where their deletes go."""
+        wanted = set(cids)
+        out = []
+        for ix in self.folders():
+            sh = self._shard(ix, create=False)
+            if sh is None:
+                continue
+            if sh.pending & wanted:
+                out.append(sh)
+                continue
+            searcher = self._searcher(ix)
+            if searcher is None or int(searcher.num_docs) == 0:
+                continue
+            for i in range(0, len(cids), 4096):
+                q = self._cids_query(cids[i : i + 4096])
+                if int(searcher.search(q, limit=1, count=True).count) > 0:
+                    out.append(sh)
+                    break
+        return out
 
     def apply(
         self, removes: Iterable[int], adds: Sequence[KeywordDoc], drop_indexes: Iterable[str] = ()
     ) -> None:
-        """Delete then (re)add; idempotent by cid. Call ``commit`` after."""
+        """Drop whole indexes (their folders go), delete ``removes`` and every added cid from whichever
+        index holds them, then add each entry to its own index; idempotent by cid. Call ``commit`` after."""
         with self._lock:
-            w = self._get_writer()
+            self._join_commit()
             for ix in drop_indexes:
-                w.delete_documents_by_term("index_id", ix)
+                self._drop(ix)
             gone = sorted(set(removes) | {d.cid for d in adds})
-            for i in range(0, len(gone), 4096):
-                w.delete_documents_by_query(self._cids_query(gone[i : i + 4096]))
+            if gone:
+                for held in self._holders(gone):
+                    w = self._get_writer(held)
+                    for i in range(0, len(gone), 4096):
+                        w.delete_documents_by_query(self._cids_query(gone[i : i + 4096]))
+                    held.pending.difference_update(gone)
             for d in adds:
+                sh = self._shards.get(d.index_id) or self._shard(d.index_id, create=True)
+                if sh is None:  # never: create=True opens it
+                    raise StoreUnavailable(f"no keyword index folder for {d.index_id!r}")
+                w = self._get_writer(sh)
                 doc = tantivy.Document()
                 doc.add_unsigned("cid", d.cid)
                 doc.add_text("index_id", d.index_id)
@@ -180,20 +294,54 @@ class KeywordIndex:
                 doc.add_text("title", d.title)
                 doc.add_text("text", d.text)
                 w.add_document(doc)
+                sh.pending.add(d.cid)
+
+    def _drop(self, index_id: str) -> None:
+        """An index dropped from the catalog: its folder goes (replayed after a crash: then it is gone)."""
+        if not shard_name_ok(index_id):
+            return
+        sh = self._shards.pop(index_id, None)
+        if sh is not None and sh.writer is not None:
+            with contextlib.suppress(ValueError, OSError):
+                sh.writer.rollback()
+            sh.writer = None
+        folder = self.path / index_id
+        if folder.is_dir():
+            shutil.rmtree(folder)
+
+    def drop_folder(self, index_id: str) -> None:
+        """Remove the folder of an index the catalog no longer has (verify's repair)."""
+        with self._lock:
+            self._join_commit()
+            self._drop(index_id)
 
     def _cids_query(self, cids: list[int]) -> Any:
         # delete_documents_by_term turns a Python int into an i64 term, which never matches
         # a u64 field; a query built from the schema has the right type.
         return tantivy.Query.term_set_query(self.schema, "cid", cids)
 
+    def _touched(self) -> list[_Shard]:
+        return [sh for _ix, sh in sorted(list(self._shards.items())) if sh.writer is not None]
+
+    @staticmethod
+    def _commit_writers(writers: list[Any]) -> None:
+        for i, writer in enumerate(writers):
+            if i:
+                crash_point("keywords.between_indexes")  # one index committed, the next not yet
+            writer.commit()
+            writer.wait_merging_threads()
+
     def commit(self) -> None:
+        """Commit every index written since the last commit, one after the other (a crash between two
+        leaves the caller's watermark where it was: the batch is applied again, idempotent by cid)."""
         with self._lock:
             self._join_commit()
-            if self._writer is not None:
-                self._writer.commit()
-                self._writer.wait_merging_threads()
-                self._writer = None
-            self._reload()
+            touched = self._touched()
+            writers = [sh.writer for sh in touched]
+            for sh in touched:
+                sh.writer = None
+                sh.pending.clear()
+            self._commit_writers(writers)
 
     def start_commit(self, tag: int) -> None:
         """``commit`` on a thread of its own, tagged ``tag``; the caller goes on (tantivy serialises
@@ -201,13 +349,15 @@ class KeywordIndex:
         ``finish_commit`` waits for it first; ``finish_commit`` says it is durable and returns ``tag``."""
         with self._lock:
             self._join_commit()
-            writer, self._writer = self._writer, None
+            touched = self._touched()
+            writers = [sh.writer for sh in touched]
+            for sh in touched:
+                sh.writer = None
+                sh.pending.clear()
 
             def run() -> None:
                 try:
-                    if writer is not None:
-                        writer.commit()
-                        writer.wait_merging_threads()
+                    self._commit_writers(writers)
                 except BaseException as exc:  # raised again by whoever waits for it
                     self._commit_error = exc
 
@@ -224,7 +374,6 @@ class KeywordIndex:
         t.join()
         self._committing = None
         if self._commit_error is None:
-            self._reload()
             return
         exc, self._commit_error, self._commit_failed = self._commit_error, None, True
         raise exc
@@ -248,40 +397,57 @@ class KeywordIndex:
             return tag
 
     def clear(self) -> None:
+        """Every index's entries gone, and their folders (and the old layout's files): a rebuild follows."""
         with self._lock:
-            w = self._get_writer()
-            w.delete_all_documents()
-            self.commit()
+            self.reset()
 
     def close(self) -> None:
         with self._lock:
             # closing: a failed commit is applied again from the log (the watermark did not move)
             with contextlib.suppress(ValueError, OSError):
                 self._join_commit()
-            if self._writer is not None:
-                self._writer.rollback()
-                self._writer = None
+            for sh in list(self._shards.values()):
+                if sh.writer is not None:
+                    with contextlib.suppress(ValueError, OSError):
+                        sh.writer.rollback()
+                    sh.writer = None
+                sh.pending.clear()
 
     # -- reading ---------------------------------------------------------
     def count(self, index_ids: Sequence[str] | None = None) -> int:
-        self._reload()
-        searcher = self.index.searcher()
-        if index_ids is None:
-            return int(searcher.num_docs)
-        q = self._filter_query("index_id", index_ids)
-        return int(searcher.search(q, limit=1, count=True).count)
+        total = 0
+        for ix in self._read_ids(index_ids):
+            searcher = self._searcher(ix)
+            if searcher is not None:
+                total += int(searcher.num_docs)
+        return total
 
     def all_cids(self) -> dict[int, int]:
         """cid -> how many entries hold it (more than 1 is a duplicate), every index and tenant: verify."""
-        self._reload()
-        searcher = self.index.searcher()
-        n = int(searcher.num_docs)
-        out: dict[int, int] = {}
-        if n == 0:
-            return out
-        for _score, addr in searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits:
-            cid = int(searcher.doc(addr)["cid"][0])
-            out[cid] = out.get(cid, 0) + 1
+        return {cid: n for by_ix in self.cids_by_index().values() for cid, n in by_ix.items()}
+
+    def cids_by_index(self) -> dict[str, dict[int, int]]:
+        """index id (its folder) -> cid -> how many entries of that folder hold it: verify."""
+        out: dict[str, dict[int, int]] = {}
+        for ix in self.folders():
+            searcher = self._searcher(ix)
+            if searcher is None:
+                continue
+            got = out[ix] = {}
+            n = int(searcher.num_docs)
+            if n == 0:
+                continue
+            for _score, addr in searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits:
+                cid = int(searcher.doc(addr)["cid"][0])
+                got[cid] = got.get(cid, 0) + 1
+        merged: dict[int, int] = {}
+        for by_ix in out.values():
+            for cid, k in by_ix.items():
+                merged[cid] = merged.get(cid, 0) + k
+        # a cid held by two folders is a duplicate too: each folder's count says it
+        for by_ix in out.values():
+            for cid in by_ix:
+                by_ix[cid] = merged[cid]
         return out
 
     def _filter_query(self, field: str, values: Sequence[str]) -> Any:
@@ -293,24 +459,22 @@ class KeywordIndex:
     def cids_with_term(self, term: str, index_ids: Sequence[str]) -> set[int]:
         """Every chunk (any tenant) of these indexes whose text or title holds ``term`` (an analysed
         term, see ``analyze``): LIST_DOCUMENTS' content filter."""
-        self._reload()
-        searcher = self.index.searcher()
-        words = tantivy.Query.boolean_query(
+        q = tantivy.Query.boolean_query(
             [
                 (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term))
                 for f in ("text", "title")
             ]
         )
-        q = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, words), (tantivy.Occur.Must, self._filter_query("index_id", index_ids))]
-        )
-        n = int(searcher.search(q, limit=1, count=True).count)
-        if n == 0:
-            return set()
-        return {
-            int(searcher.doc(addr)["cid"][0])
-            for _score, addr in searcher.search(q, limit=n, count=False).hits
-        }
+        out: set[int] = set()
+        for ix in self._read_ids(index_ids):
+            searcher = self._searcher(ix)
+            if searcher is None:
+                continue
+            n = int(searcher.search(q, limit=1, count=True).count)
+            if n:
+                hits = searcher.search(q, limit=n, count=False).hits
+                out.update(int(searcher.doc(addr)["cid"][0]) for _score, addr in hits)
+        return out
 
     def search(
         self,
@@ -323,35 +487,42 @@ class KeywordIndex:
     ) -> list[tuple[int, float]]:
         """(cid, bm25 score) best first. Query text is free text, never query syntax.
 
-        ``bm25`` = (k1, b) other than tantivy's own rescores the best ``max(limit, RESCORE_POOL)``
-        hits with those parameters (``rescore``)."""
+        Each searched index answers from its own statistics; the hits are merged by score, ties in
+        index id order, then each index's own order. ``bm25`` = (k1, b) other than tantivy's own
+        rescores each index's best ``max(limit, RESCORE_POOL)`` hits with those parameters (``rescore``)."""
         terms = " ".join(_QUERY_WORDS.findall(query))
-        if not terms:
+        if not terms or limit <= 0:
             return []
-        self._reload()
-        parsed, _errors = self.index.parse_query_lenient(
-            terms, default_field_names=["text", "title"], field_boosts={"title": TITLE_BOOST}
-        )
-        clauses = [(tantivy.Occur.Must, parsed)]
-        if index_ids is not None:
-            if not index_ids:
-                return []
-            clauses.append((tantivy.Occur.Must, self._filter_query("index_id", index_ids)))
-        clauses.append((tantivy.Occur.Must, self._filter_query("tenant", [tenant or NO_TENANT])))
-        q = tantivy.Query.boolean_query(clauses)
-        searcher = self.index.searcher()
         k1, b = bm25 if bm25 is not None else TANTIVY_BM25
         custom = (k1, b) != TANTIVY_BM25
-        result = searcher.search(q, limit=max(limit, RESCORE_POOL) if custom else limit, count=False)
-        out = []
-        for score, addr in result.hits:
+        merged: list[tuple[float, int, int, int]] = []  # (-score, index order, position, cid)
+        searchers = [(ix, self._searcher(ix)) for ix in self._read_ids(index_ids)]
+        for order, (ix, searcher) in enumerate(searchers):
+            if searcher is None:
+                continue
+            shard = self._shards.get(ix)
+            if shard is None or shard.index is None:
+                continue
+            parsed, _errors = shard.index.parse_query_lenient(
+                terms, default_field_names=["text", "title"], field_boosts={"title": TITLE_BOOST}
+            )
+            q = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, parsed),
+                    (tantivy.Occur.Must, self._filter_query("tenant", [tenant or NO_TENANT])),
+                ]
+            )
+            result = searcher.search(q, limit=max(limit, RESCORE_POOL) if custom else limit, count=False)
+            hits = []
+            for score, addr in result.hits:
+                if custom:
+                    score = rescore(json.loads(q.explain(searcher, addr).to_json()), k1, b)
+                hits.append((int(searcher.doc(addr)["cid"][0]), float(score)))
             if custom:
-                score = rescore(json.loads(q.explain(searcher, addr).to_json()), k1, b)
-            doc = searcher.doc(addr)
-            out.append((int(doc["cid"][0]), float(score)))
-        if custom:
-            out.sort(key=lambda h: -h[1])
-        return out[:limit]
+                hits.sort(key=lambda h: -h[1])
+            merged.extend((-score, order, pos, cid) for pos, (cid, score) in enumerate(hits[:limit]))
+        merged.sort()
+        return [(cid, -neg) for neg, _order, _pos, cid in merged[:limit]]
 
 
 def rescore(node: dict[str, Any], k1: float, b: float) -> float:

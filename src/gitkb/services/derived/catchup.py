@@ -18,6 +18,12 @@ ran out of batches. The next feed (or catch-up) waits for that commit, then move
 to what it made durable. A search meanwhile
 sees chunks that the catalog already holds, as after any catch-up.
 
+Each gitkb index has a tantivy index of its own (``<home>/keywords/<index id>/``, see
+``stores.keywords``): its BM25 statistics are its own, whatever else the home holds. A batch
+touching several indexes commits each of them, then moves the one watermark: a crash between two
+of those commits applies the batch again, idempotent by cid. A home still holding the old single
+index (``keywords/meta.json``) is rebuilt from the catalog into that layout by the first catch-up.
+
 Each node keeps its own keyword index under its own home, with its own watermark
 (``ctx.keywords_mark``: ``keywords`` for the home holding the catalog file, ``keywords@<node>`` for a
 node sharing a catalog). When the writer compacted the change log past a node's watermark
@@ -177,6 +183,12 @@ def _behind_floor(ctx: Context) -> bool:
     return wm < compacted_floor(conn)
 
 
+def _must_rebuild(ctx: Context) -> bool:
+    """Rebuild from the catalog rather than catch up: the log was compacted past the watermark, or the
+    home still has the old single keyword index of every gitkb index (``KeywordIndex.legacy``)."""
+    return ctx.keywords.legacy or _behind_floor(ctx)
+
+
 def feed_keywords(ctx: Context, written: Written | None = None) -> None:
     """Apply, without committing, the change-log entries past the watermark (or past what was
     fed before); the next ``catch_up_keywords`` commits them and moves the watermark, or this feed
@@ -184,7 +196,7 @@ def feed_keywords(ctx: Context, written: Written | None = None) -> None:
     holds (see the module's docstring)."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return
-    if _behind_floor(ctx):
+    if _must_rebuild(ctx):
         rebuild_keywords(ctx)
         return
     with ctx.keyword_lock:
@@ -226,7 +238,7 @@ def catch_up_keywords(ctx: Context) -> int:
     """Apply every pending change to the keyword index; returns entries applied."""
     if ctx.keywords.damage is not None:  # repair rebuilds it from the catalog
         return 0
-    if _behind_floor(ctx):
+    if _must_rebuild(ctx):
         return rebuild_keywords(ctx)
     applied = 0
     with ctx.keyword_lock:

@@ -3,7 +3,10 @@
 ``verify`` compares, without writing anything:
 
 * the catalog's chunks with the keyword index (``keyword_missing``, ``keyword_orphan``,
-  ``keyword_duplicate``; ``keyword_index_unreadable`` when tantivy cannot open its files);
+  ``keyword_duplicate``, ``keyword_misfiled``: kept in another index's folder;
+  ``keyword_orphan_folder``: the folder of an index the catalog no longer has, left by a crash
+  between a drop's catalog commit and its keyword catch-up; ``keyword_index_unreadable`` when
+  tantivy cannot open the files of some index's folder);
 * the chunks of each index bound to an embedding identity with that identity's collection
   (``vector_missing``, ``vector_orphan``, ``vector_fingerprint``: a vector whose fingerprint is not
   its collection's), and collections no index is bound to (``unused_collection``);
@@ -98,9 +101,10 @@ def _rebuild_temps(ctx: Context) -> set[str]:
 def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
     conn = ctx.catalog.conn
     try:
-        stored = ctx.keywords.all_cids()
+        by_folder = ctx.keywords.cids_by_index()
     except GitkbError as exc:
         return [Difference("keyword_index_unreadable", "keywords", 1, exc.message)]
+    stored = {cid: n for held in by_folder.values() for cid, n in held.items()}
     head = changes.head(conn)
     wm = changes.watermark(conn, ctx.keywords_mark)
     pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
@@ -123,7 +127,25 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
             "chunks the keyword index holds more than once",
         ),
     ]
+    # (a RECHUNK's rebuilt chunks, filed under the index they replace before the swap, are not in ``want``)
+    out.append(
+        _diff(
+            "keyword_misfiled",
+            "keywords",
+            (c for ix, held in by_folder.items() for c in held if c in want and chunks[c] != ix),
+            "chunks kept in another index's keyword folder (scored with that index's statistics)",
+        )
+    )
     if only is None:
+        known = {row.id for row in index_rows.list_all(conn, include_hidden=True)}
+        out.append(
+            _diff(
+                "keyword_orphan_folder",
+                "keywords",
+                (ix for ix in ctx.keywords.folders() if ix not in known and ix not in pending_ix),
+                "keyword index folders of indexes the catalog no longer has",
+            )
+        )
         in_rebuild = {c for c, ix in chunks.items() if ix in temps}
         out.append(
             _diff(
@@ -306,13 +328,19 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
     else:
         adds = [
             c
-            for d in by_kind.get("keyword_missing", []) + by_kind.get("keyword_duplicate", [])
+            for kind in ("keyword_missing", "keyword_duplicate", "keyword_misfiled")
+            for d in by_kind.get(kind, [])
             for c in d.items
         ]
         removes = [c for d in by_kind.get("keyword_orphan", []) for c in d.items]
         if adds or removes:
             catchup.refeed_keywords(ctx, adds, removes)
             done.append(f"keyword index: re-fed {len(adds)} entries, deleted {len(removes)} orphan entries")
+    for d in by_kind.get("keyword_orphan_folder", []):
+        with ctx.keyword_lock:
+            for ix in d.items:
+                ctx.keywords.drop_folder(ix)
+        done.append(f"keyword index: removed {d.count} orphan folder(s): {', '.join(d.items)}")
     for kind in ("vector_orphan", "vector_fingerprint"):
         for d in by_kind.get(kind, []):
             identity = d.store.split(":", 1)[1]

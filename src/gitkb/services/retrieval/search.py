@@ -97,7 +97,7 @@ def catch_up_if_pending(ctx: Context) -> None:
     """Another process wrote: catch the keyword index up, if nobody else is writing here."""
     if (
         ctx.keywords_owner  # the writer, or the process keeping this node's own index
-        and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0
+        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.legacy)
         and ctx.write_lock.acquire(blocking=False)
     ):
         try:

@@ -74,8 +74,12 @@ def beat_once(ctx: Context, take_lease: Callable[[], bool]) -> None:
         take_lease()
     elif not ctx.keywords_owner:  # the home's owner may have gone: then this process keeps its index
         ctx.lease.guard.try_acquire()
-    if not ctx.is_writer and ctx.keywords_owner and changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0:
-        catch_up_keywords(ctx)  # this node's own index: another node wrote
+    if (
+        not ctx.is_writer
+        and ctx.keywords_owner
+        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.legacy)
+    ):
+        catch_up_keywords(ctx)  # this node's own index: another node wrote (or the old layout: rebuilt)
 
 
 class NodeHeartbeat:
