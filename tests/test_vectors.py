@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gitkb.core.config import DEFAULT_EF_SEARCH
 from gitkb.core.embedders.hashing import HashingEmbedder
 from gitkb.core.errors import Conflict, InvalidArgument, StoreUnavailable
 from gitkb.stores.vector_collections import collection_name
@@ -170,10 +171,17 @@ def test_collection_metadata_and_listing(store: VectorStore, ident: str) -> None
     store.upsert(_fp(ident), ["a"], _vecs(["x"]), [_meta("i", "d", "h")])
     listed = [c for c in store.list_collections() if c["identity"] == ident]
     assert listed == [
-        {"name": collection_name(ident), "identity": ident, "fingerprint": _fp(ident), "count": 1}
+        {
+            "name": collection_name(ident),
+            "identity": ident,
+            "fingerprint": _fp(ident),
+            "count": 1,
+            "ef_search": DEFAULT_EF_SEARCH,
+        }
     ]
     col = store._client.get_collection(collection_name(ident), embedding_function=None)
     assert col.metadata["hnsw:space"] == "cosine"
+    assert col.configuration_json["hnsw"]["space"] == "cosine"
     assert col.metadata["dims"] == DIMS
     assert col.metadata["fingerprint"] == _fp(ident)
     assert store.drop_collection(ident) is True

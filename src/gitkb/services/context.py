@@ -172,10 +172,16 @@ class Context:
                 naming = vector_naming(self.catalog.conn)
                 if s.chroma_host:
                     store = VectorStore.open_http(
-                        s.chroma_host, s.chroma_port or 8000, s.chroma_headers, naming=naming
+                        s.chroma_host,
+                        s.chroma_port or 8000,
+                        s.chroma_headers,
+                        naming=naming,
+                        ef_search=s.chroma_ef_search,
                     )
                 else:
-                    store = VectorStore.open_persistent(s.vectors_path, naming=naming)
+                    store = VectorStore.open_persistent(
+                        s.vectors_path, naming=naming, ef_search=s.chroma_ef_search
+                    )
                 self.caches.vectors = store
             return store
 

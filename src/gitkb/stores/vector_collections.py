@@ -1,7 +1,9 @@
 """Chroma collections by embedding identity: their names, the identity each records, cached handles.
 
 A collection is named from its identity and the workspace's id (:class:`Naming`, :func:`collection_name`)
-and records the identity, the fingerprint it holds and the workspace id; a handle whose collection was
+and records the identity, the fingerprint it holds and the workspace id; its HNSW search depth
+(``ef_search``, :data:`DEFAULT_EF_SEARCH` unless ``[chroma] ef_search`` says otherwise) is set when it is
+created and when a process first opens it (:meth:`Collections.get`); a handle whose collection was
 dropped meanwhile is fetched again once. Two workspaces on one Chroma server never share a collection;
 the nodes of one workspace (one catalog, one id) do. An identity a workspace used before it had an id
 keeps its collection's old name (``{provider}_{model}_index``), so nothing built is lost or re-embedded.
@@ -11,6 +13,7 @@ Chroma and transport failures are mapped onto the gitkb error tree (:func:`chrom
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from gitkb.core.config import DEFAULT_EF_SEARCH, check_ef_search
 from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint, split_identity
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, StoreUnavailable
 
@@ -28,6 +32,7 @@ _MAX_MODEL_PART = 200
 
 
 _WORKSPACE_RE = re.compile(r"[a-z0-9]{1,32}")
+_log = logging.getLogger(__name__)
 
 
 def collection_name(identity: str, workspace_id: str | None = None) -> str:
@@ -104,12 +109,21 @@ def chroma_guard(what: str) -> Iterator[None]:
         raise
 
 
-class Collections:
-    """The collections of one Chroma client, one per embedding identity; handles cached, thread-safe."""
+def _ef_of(col: Any) -> int | None:
+    """The ``ef_search`` ``col``'s configuration records (None: not an HNSW collection)."""
+    hnsw = (getattr(col, "configuration_json", None) or {}).get("hnsw")
+    ef = hnsw.get("ef_search") if isinstance(hnsw, dict) else None
+    return ef if isinstance(ef, int) else None
 
-    def __init__(self, client: Any, naming: Naming | None = None) -> None:
+
+class Collections:
+    """The collections of one Chroma client, one per embedding identity; handles cached, thread-safe.
+    ``ef_search``: the HNSW search depth each collection is given (None: :data:`DEFAULT_EF_SEARCH`)."""
+
+    def __init__(self, client: Any, naming: Naming | None = None, ef_search: int | None = None) -> None:
         self._client = client
         self.naming = naming or Naming()
+        self.ef_search = DEFAULT_EF_SEARCH if ef_search is None else check_ef_search(ef_search)
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
 
@@ -149,9 +163,28 @@ class Collections:
                 self._handles.pop(name, None)
             return None
         self._checked(col, identity)
+        self._tune(col)
         with self._lock:
             self._handles[name] = col
         return col
+
+    def _tune(self, col: Any) -> None:
+        """Give ``col`` this store's ``ef_search`` when its configuration says another. Chroma keeps it
+        and reads it when it loads the collection's index: in this process when nothing here searched it
+        yet (a gitkb process opens a collection before its first query), a Chroma server when it next
+        loads it (after a restart). A refusal (a read-only token) leaves the old depth, logged."""
+        from chromadb.errors import NotFoundError  # heavy: chromadb
+
+        hnsw = (getattr(col, "configuration_json", None) or {}).get("hnsw")
+        if not isinstance(hnsw, dict) or hnsw.get("ef_search") == self.ef_search:
+            return  # not an HNSW collection (distributed Chroma's SPANN), or already set
+        try:
+            with chroma_guard(f"set ef_search of {col.name}"):
+                col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
+        except NotFoundError:
+            return  # dropped meanwhile: the caller finds it gone on its next call
+        except GitkbError as exc:
+            _log.warning("vector collection %s keeps ef_search %s: %s", col.name, hnsw.get("ef_search"), exc)
 
     def get_or_create(self, fingerprint: str) -> Any:
         identity, dims = parse_fingerprint(fingerprint)
@@ -173,8 +206,14 @@ class Collections:
         if ws is not None:
             metadata["workspace"] = ws
         with chroma_guard(f"create collection {name}"):
-            col = self._client.get_or_create_collection(name, metadata=metadata, embedding_function=None)
+            col = self._client.get_or_create_collection(
+                name,
+                metadata=metadata,
+                configuration={"hnsw": {"space": "cosine", "ef_search": self.ef_search}},
+                embedding_function=None,
+            )
         self._checked(col, identity)
+        self._tune(col)  # one that existed already (made meanwhile by another process)
         with self._lock:
             self._handles[name] = col
         return col
@@ -224,6 +263,7 @@ class Collections:
                             "identity": md["identity"],
                             "fingerprint": md["fingerprint"],
                             "count": col.count(),
+                            "ef_search": _ef_of(col),
                         }
                     )
         return sorted(out, key=lambda c: c["name"])

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from gitkb.core.config import check_ef_search
 from gitkb.core.embedders.base import make_fingerprint, parse_fingerprint
 from gitkb.core.errors import Conflict, InvalidArgument, StoreUnavailable
 from gitkb.stores.vector_collections import Collections, Naming, chroma_guard
@@ -61,16 +62,22 @@ def _batches(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 class VectorStore:
     """Chroma collections, one per embedding identity. Use ``open_persistent`` or ``open_http``."""
 
-    def __init__(self, client: Any, *, location: str, naming: Naming | None = None) -> None:
+    def __init__(
+        self, client: Any, *, location: str, naming: Naming | None = None, ef_search: int | None = None
+    ) -> None:
         self._client = client
         self.location = location
-        self._collections = Collections(client, naming)
+        self._collections = Collections(client, naming, ef_search)
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open_persistent(cls, path: Path, *, naming: Naming | None = None) -> VectorStore:
-        """An embedded Chroma in ``path`` (one process owns it)."""
+    def open_persistent(
+        cls, path: Path, *, naming: Naming | None = None, ef_search: int | None = None
+    ) -> VectorStore:
+        """An embedded Chroma in ``path`` (one process owns it). ``ef_search``: the HNSW search depth
+        its collections get (None: ``DEFAULT_EF_SEARCH``)."""
+        ef_search = None if ef_search is None else check_ef_search(ef_search)
         import chromadb  # heavy: chromadb
         from chromadb.config import Settings  # heavy: chromadb
 
@@ -80,7 +87,7 @@ class VectorStore:
             client = chromadb.PersistentClient(
                 path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
             )
-        return cls(client, location=str(path), naming=naming)
+        return cls(client, location=str(path), naming=naming, ef_search=ef_search)
 
     @classmethod
     def open_http(
@@ -91,8 +98,10 @@ class VectorStore:
         *,
         ssl: bool = False,
         naming: Naming | None = None,
+        ef_search: int | None = None,
     ) -> VectorStore:
-        """A Chroma server (``chroma run``, or distributed Chroma)."""
+        """A Chroma server (``chroma run``, or distributed Chroma); ``ef_search`` as for ``open_persistent``."""
+        ef_search = None if ef_search is None else check_ef_search(ef_search)
         import chromadb  # heavy: chromadb
         from chromadb.config import Settings  # heavy: chromadb
 
@@ -105,7 +114,8 @@ class VectorStore:
                 settings=Settings(anonymized_telemetry=False, allow_reset=False),
             )
             client.heartbeat()
-        return cls(client, location=f"{'https' if ssl else 'http'}://{host}:{port}", naming=naming)
+        location = f"{'https' if ssl else 'http'}://{host}:{port}"
+        return cls(client, location=location, naming=naming, ef_search=ef_search)
 
     def close(self) -> None:
         """Release the client (for an embedded store: its files). Idempotent."""
@@ -132,6 +142,11 @@ class VectorStore:
         self._collections.naming = naming
         self._collections.forget()
 
+    @property
+    def ef_search(self) -> int:
+        """The HNSW search depth this store gives its collections."""
+        return self._collections.ef_search
+
     def collection_name(self, identity: str) -> str:
         """The name of ``identity``'s collection in this store's naming (it may not exist yet)."""
         return self._collections.naming.name(identity)
@@ -141,7 +156,8 @@ class VectorStore:
         return self._collections.fingerprint_of(identity)
 
     def list_collections(self) -> list[dict[str, Any]]:
-        """gitkb's collections (those recording an identity): name, identity, fingerprint, count."""
+        """gitkb's collections (those recording an identity): name, identity, fingerprint, count and the
+        ``ef_search`` the collection records."""
         return self._collections.list_all()
 
     def drop_collection(self, identity: str) -> bool:

@@ -107,6 +107,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             if ctx.is_writer
             else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
+            "vectors": {"ef_search": ctx.settings.chroma_ef_search},  # [chroma] ef_search: HNSW search depth
         }
     )
     job = out["in_flight_job"]
