@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,67 @@ def test_rename_keeps_the_folder_and_delete_removes_it(make_ws: Callable[..., An
     res = ok(w.document_index("SEARCH", query=QUERY, indexes=["a2"], mode="keyword", top_n=10))
     assert [(r["filepath"], r["score"]) for r in res["Results"]] == want
     assert ok(w.verify())["clean"] is True
+
+
+REBUILD_CHILD = """
+import os, sys
+from gitkb import Workspace
+os.environ["GITKB_CRASH_AT"] = "keywords.rebuild_before_commit"
+with Workspace(sys.argv[1], embedding_provider="hashing") as ws:
+    ws.document_index("SEARCH", query="rotate", mode="keyword")
+print("not killed")
+"""
+
+
+def test_a_kill_during_the_rebuild_of_an_old_layout_rebuilds_again(
+    make_ws: Callable[..., Any], home: Path
+) -> None:
+    """SIGKILL while the old single index is being rebuilt into folders, after the clear and before
+    the commit: the old layout is gone and the watermark is at the log's head, so a catch-up would
+    apply nothing; the rebuild's mark makes the next open rebuild again, and every chunk is there."""
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    _fill(w, "b", B_TEXTS)
+    rows = w.ctx.catalog.conn.execute(
+        "SELECT c.rowid, c.index_id, c.text FROM chunks c ORDER BY c.rowid"
+    ).fetchall()
+    w.close()
+    _write_old_layout(home / "keywords", rows)
+    proc = subprocess.run([sys.executable, "-c", REBUILD_CHILD, str(home)], capture_output=True, timeout=300)
+    assert proc.returncode == -9, (proc.returncode, proc.stderr.decode()[-2000:])
+    assert not (home / "keywords" / "meta.json").exists()  # cleared before the kill
+    w = make_ws()
+    res = ok(w.document_index("SEARCH", query=QUERY, mode="keyword", top_n=100))
+    assert "Warnings" not in res
+    assert sorted(w.ctx.keywords.all_cids()) == [int(r[0]) for r in rows]
+    assert ok(w.verify())["clean"] is True
+
+
+def test_a_search_while_the_keyword_index_is_rebuilt_says_so(make_ws: Callable[..., Any]) -> None:
+    """Another thread holds the write lock (a rebuild under way): a search cannot rebuild and its
+    keyword results may be incomplete; the answer warns (SEARCH, and ASK through it), and stops once
+    the rebuild is done."""
+    w = make_ws()
+    _fill(w, "a", A_TEXTS)
+    w.ctx.keywords.mark_rebuilding(True)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with w.ctx.write_lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        res = ok(w.document_index("SEARCH", query=QUERY, mode="keyword"))
+        assert any("being rebuilt" in x for x in res.get("Warnings", [])), res
+        asked = ok(w.document_index("ASK", query=QUERY, mode="keyword"))
+        assert any("being rebuilt" in x for x in asked.get("Warnings", [])), asked
+    finally:
+        release.set()
+        t.join()
+    res = ok(w.document_index("SEARCH", query=QUERY, mode="keyword"))  # rebuilds now, then answers
+    assert "Warnings" not in res and res["Results"]
+    assert not w.ctx.keywords.needs_rebuild

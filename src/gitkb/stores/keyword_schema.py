@@ -1,7 +1,8 @@
 """What the keyword index is made of: its schema and analyzer, the document of one chunk, the
 folder of one gitkb index (``<keywords>/<index id>/``, its own BM25 statistics), and BM25 rescoring
-from tantivy's score explanations, and the search of one index (``index_hits``). ``stores/keywords.py``
-writes them and merges the searches of several indexes.
+from tantivy's score explanations, the search of one index (``index_hits``), and the marks that
+say the directory must be rebuilt from the catalog (the old layout, a rebuild under way).
+``stores/keywords.py`` writes them and merges the searches of several indexes.
 """
 
 from __future__ import annotations
@@ -78,6 +79,34 @@ class KeywordDoc:
 
 _SHARD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 LEGACY_MARK = "meta.json"  # the old layout: one tantivy index for the whole home, at the top
+# A rebuild from the catalog is under way (written after the clear, removed once the watermark is
+# set): a rebuild killed before its commit is started again, never caught up from the old watermark.
+REBUILD_MARK = "rebuilding"
+
+
+def count_across(by_index: dict[str, dict[int, int]]) -> dict[str, dict[int, int]]:
+    """Each folder's cid -> entries, counted across every folder (a cid held by two folders is a
+    duplicate too: each folder's count says it)."""
+    merged: dict[int, int] = {}
+    for by_ix in by_index.values():
+        for cid, k in by_ix.items():
+            merged[cid] = merged.get(cid, 0) + k
+    return {ix: {cid: merged[cid] for cid in by_ix} for ix, by_ix in by_index.items()}
+
+
+def rebuild_pending(path: Path) -> bool:
+    """The keyword directory ``path`` holds the old layout, or a rebuild that did not finish."""
+    return (path / LEGACY_MARK).exists() or (path / REBUILD_MARK).exists()
+
+
+def mark_rebuild(path: Path, on: bool) -> None:
+    """Write (``on``) or remove the mark of a rebuild from the catalog under way in ``path``."""
+    mark = path / REBUILD_MARK
+    if on:
+        path.mkdir(parents=True, exist_ok=True)
+        mark.write_text("a rebuild of the keyword index from the catalog is under way\n")
+    else:
+        mark.unlink(missing_ok=True)
 
 
 def shard_name_ok(name: str) -> bool:

@@ -39,7 +39,10 @@ from gitkb.stores.keyword_schema import (
     KeywordDoc,
     _schema,
     _Shard,
+    count_across,
     index_hits,
+    mark_rebuild,
+    rebuild_pending,
     shard_name_ok,
 )
 
@@ -65,6 +68,15 @@ class KeywordIndex:
         """The home still has the old layout (one index for every gitkb index, filtered by index id):
         never read; the writer's catch-up rebuilds it from the catalog (``clear`` removes it)."""
         return (self.path / LEGACY_MARK).exists()
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """The old layout is here, or a rebuild did not finish: only a rebuild from the catalog helps."""
+        return rebuild_pending(self.path)
+
+    def mark_rebuilding(self, on: bool) -> None:
+        """Say that a rebuild from the catalog is under way (``on``) or done (``mark_rebuild``)."""
+        mark_rebuild(self.path, on)
 
     def folders(self) -> list[str]:
         """The index ids that have a folder here, sorted."""
@@ -328,15 +340,7 @@ class KeywordIndex:
             for _score, addr in searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits:
                 cid = int(searcher.doc(addr)["cid"][0])
                 got[cid] = got.get(cid, 0) + 1
-        merged: dict[int, int] = {}
-        for by_ix in out.values():
-            for cid, k in by_ix.items():
-                merged[cid] = merged.get(cid, 0) + k
-        # a cid held by two folders is a duplicate too: each folder's count says it
-        for by_ix in out.values():
-            for cid in by_ix:
-                by_ix[cid] = merged[cid]
-        return out
+        return count_across(out)
 
     def cids_with_term(self, term: str, index_ids: Sequence[str]) -> set[int]:
         """Every chunk (any tenant) of these indexes whose text or title holds ``term`` (an analysed

@@ -185,8 +185,9 @@ def _behind_floor(ctx: Context) -> bool:
 
 def _must_rebuild(ctx: Context) -> bool:
     """Rebuild from the catalog rather than catch up: the log was compacted past the watermark, or the
-    home still has the old single keyword index of every gitkb index (``KeywordIndex.legacy``)."""
-    return ctx.keywords.legacy or _behind_floor(ctx)
+    home still has the old single keyword index of every gitkb index, or a rebuild did not finish
+    (``KeywordIndex.needs_rebuild``)."""
+    return ctx.keywords.needs_rebuild or _behind_floor(ctx)
 
 
 def feed_keywords(ctx: Context, written: Written | None = None) -> None:
@@ -293,14 +294,17 @@ def rebuild_keywords(ctx: Context) -> int:
             ctx.keywords.finish_commit()  # a feed's commit: the rebuild sets the watermark itself
         ctx.caches.keywords_fed = None  # whatever was fed is dropped with the rest
         ctx.keywords.clear()
+        ctx.keywords.mark_rebuilding(True)  # killed before the watermark moves: rebuilt again
         conn = ctx.catalog.conn
         head = changes.head(conn)
         cids = all_chunk_cids(conn)
         for i in range(0, len(cids), BATCH):
             ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
+        crash_point("keywords.rebuild_before_commit")
         ctx.keywords.commit()
         with ctx.catalog.write() as w:
             changes.set_watermark(w, ctx.keywords_mark, head)
+        ctx.keywords.mark_rebuilding(False)
     return len(cids)
 
 

@@ -97,7 +97,7 @@ def catch_up_if_pending(ctx: Context) -> None:
     """Another process wrote: catch the keyword index up, if nobody else is writing here."""
     if (
         ctx.keywords_owner  # the writer, or the process keeping this node's own index
-        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.legacy)
+        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.needs_rebuild)
         and ctx.write_lock.acquire(blocking=False)
     ):
         try:
@@ -216,6 +216,10 @@ def search(
         "Message": f"{len(results)} result(s)",
     }
     warnings = plan.warnings + tenant_warnings(ctx, rows, tenant)  # the silent-zero-results trap
+    if ctx.keywords.needs_rebuild:  # the writer is rebuilding it (the layout changed, or a repair)
+        warnings.append(
+            "the keyword index is being rebuilt from the catalog: keyword results are incomplete until it finishes"
+        )
     if warnings:
         out["Warnings"] = warnings
     return out

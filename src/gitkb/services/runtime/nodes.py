@@ -77,7 +77,7 @@ def beat_once(ctx: Context, take_lease: Callable[[], bool]) -> None:
     if (
         not ctx.is_writer
         and ctx.keywords_owner
-        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.legacy)
+        and (changes.pending(ctx.catalog.conn, ctx.keywords_mark) > 0 or ctx.keywords.needs_rebuild)
     ):
         catch_up_keywords(ctx)  # this node's own index: another node wrote (or the old layout: rebuilt)
 
