@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import tantivy
 from click.testing import CliRunner
 from mcp import Client
@@ -339,19 +340,21 @@ def test_rename_keeps_the_folder_and_delete_removes_it(make_ws: Callable[..., An
 REBUILD_CHILD = """
 import os, sys
 from gitkb import Workspace
-os.environ["GITKB_CRASH_AT"] = "keywords.rebuild_before_commit"
+os.environ["GITKB_CRASH_AT"] = sys.argv[2]
 with Workspace(sys.argv[1], embedding_provider="hashing") as ws:
     ws.document_index("SEARCH", query="rotate", mode="keyword")
 print("not killed")
 """
 
 
+@pytest.mark.parametrize("point", ["keywords.rebuild_before_commit", "keywords.rebuild_before_commit:2"])
 def test_a_kill_during_the_rebuild_of_an_old_layout_rebuilds_again(
-    make_ws: Callable[..., Any], home: Path
+    make_ws: Callable[..., Any], home: Path, point: str
 ) -> None:
-    """SIGKILL while the old single index is being rebuilt into folders, after the clear and before
-    the commit: the old layout is gone and the watermark is at the log's head, so a catch-up would
-    apply nothing; the rebuild's mark makes the next open rebuild again, and every chunk is there."""
+    """SIGKILL while the old single index is being rebuilt into folders (one index committed at a
+    time), before the first index's commit or between the two: the old layout is gone and the
+    watermark is at the log's head, so a catch-up would apply nothing; the rebuild's mark makes the
+    next open rebuild again, and every chunk is there."""
     w = make_ws()
     _fill(w, "a", A_TEXTS)
     _fill(w, "b", B_TEXTS)
@@ -360,7 +363,9 @@ def test_a_kill_during_the_rebuild_of_an_old_layout_rebuilds_again(
     ).fetchall()
     w.close()
     _write_old_layout(home / "keywords", rows)
-    proc = subprocess.run([sys.executable, "-c", REBUILD_CHILD, str(home)], capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", REBUILD_CHILD, str(home), point], capture_output=True, timeout=300
+    )
     assert proc.returncode == -9, (proc.returncode, proc.stderr.decode()[-2000:])
     assert not (home / "keywords" / "meta.json").exists()  # cleared before the kill
     w = make_ws()

@@ -61,7 +61,7 @@ from gitkb.core.faults import crash_point
 from gitkb.services.context import Context
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import vector_state as vs
-from gitkb.stores.catalog.documents import all_chunk_cids, keyword_keys, keyword_rows
+from gitkb.stores.catalog.documents import chunk_index_ids, keyword_keys, keyword_rows
 from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.keyword_schema import KeywordDoc
 from gitkb.stores.node_rows import floor as compacted_floor
@@ -297,15 +297,21 @@ def rebuild_keywords(ctx: Context) -> int:
         ctx.keywords.mark_rebuilding(True)  # killed before the watermark moves: rebuilt again
         conn = ctx.catalog.conn
         head = changes.head(conn)
-        cids = all_chunk_cids(conn)
-        for i in range(0, len(cids), BATCH):
-            ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
-        crash_point("keywords.rebuild_before_commit")
-        ctx.keywords.commit()
+        by_index: dict[str, list[int]] = {}
+        for cid, ix in sorted(chunk_index_ids(conn).items()):
+            by_index.setdefault(ix, []).append(cid)
+        # One index at a time, each committed before the next: one tantivy writer (its heap, its
+        # thread) at a time, however many indexes the home has (the mark covers a kill between two).
+        for ix in sorted(by_index):
+            cids = by_index[ix]
+            for i in range(0, len(cids), BATCH):
+                ctx.keywords.apply(removes=[], adds=_keyword_docs(conn, cids[i : i + BATCH]))
+            crash_point("keywords.rebuild_before_commit")
+            ctx.keywords.commit()
         with ctx.catalog.write() as w:
             changes.set_watermark(w, ctx.keywords_mark, head)
         ctx.keywords.mark_rebuilding(False)
-    return len(cids)
+    return sum(len(c) for c in by_index.values())
 
 
 def refeed_keywords(ctx: Context, add_cids: Iterable[int], remove_cids: Iterable[int]) -> None:
