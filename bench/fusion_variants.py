@@ -23,7 +23,7 @@ from typing import Any
 from gitkb import Workspace
 from gitkb.services.evaluation import datasets, metrics
 from gitkb.services.retrieval import fusion
-from gitkb.stores import keywords
+from gitkb.stores import keyword_schema
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "scifact"
@@ -167,11 +167,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             ):
                 figures[f"{name} @ {top_n}"] = value = score(only)
                 print(f"  {name:<40} {value:.4f}")
-        boost = keywords.TITLE_BOOST
+        boost = keyword_schema.TITLE_BOOST
         print(f"\nkeyword alone by title weight (tantivy's title boost; default {boost}), top_n 100: nDCG@10")
         try:
             for tw in (2.0, 0.3, 0.0):
-                keywords.TITLE_BOOST = tw  # read by KeywordIndex.search on every query
+                keyword_schema.TITLE_BOOST = tw  # read by keyword_schema.index_hits on every query
                 run = {
                     q: docs_of([c for c, _ in h], p, 100)
                     for q, t in queries.items()
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 figures[f"title weight {tw}"] = value = ndcg(qrels, run)
                 print(f"  title weight {tw:<4} {value:.4f}", flush=True)
         finally:
-            keywords.TITLE_BOOST = boost
+            keyword_schema.TITLE_BOOST = boost
     sys.stdout.flush()
     return figures
 

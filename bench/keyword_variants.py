@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -93,13 +94,13 @@ def expanded_search(
     tenant: Any,
     limit: int,
 ) -> Hits:
-    words = kw._QUERY_WORDS.findall(query)
+    words = kws._QUERY_WORDS.findall(query)
     parsed, _ = index.index.parse_query_lenient(
-        " ".join(words), default_field_names=["text", "title"], field_boosts={"title": kw.TITLE_BOOST}
+        " ".join(words), default_field_names=["text", "title"], field_boosts={"title": kws.TITLE_BOOST}
     )
     should = [(tantivy.Occur.Should, tantivy.Query.boost_query(parsed, 1.0 - lam))]
     for t, p in model:
-        for field, boost in (("text", 1.0), ("title", kw.TITLE_BOOST)):
+        for field, boost in (("text", 1.0), ("title", kws.TITLE_BOOST)):
             term = tantivy.Query.term_query(index.schema, field, t, index_option="freq")
             should.append(
                 (tantivy.Occur.Should, tantivy.Query.boost_query(term, lam * len(set(words)) * p * boost))
@@ -107,7 +108,7 @@ def expanded_search(
     clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
     if ids is not None:
         clauses.append((tantivy.Occur.Must, index._filter_query("index_id", ids)))
-    clauses.append((tantivy.Occur.Must, index._filter_query("tenant", [tenant or kw.NO_TENANT])))
+    clauses.append((tantivy.Occur.Must, kws.filter_query(index.schema, "tenant", [tenant or kws.NO_TENANT])))
     searcher = index.index.searcher()
     hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
     return [(int(searcher.doc(a)["cid"][0]), float(s)) for s, a in hits]
@@ -183,7 +184,7 @@ def one_field(ws: Workspace, only: str | None = None) -> Iterator[None]:
             index.apply(
                 removes=[],
                 adds=[
-                    kw.KeywordDoc(
+                    kws.KeywordDoc(
                         d.cid, d.index_id, d.tenant, "", f"{d.title}\n{d.text}" if d.title else d.text
                     )
                     for d in docs
@@ -209,7 +210,7 @@ def query_terms(query: str, rule: str) -> list[tuple[list[str], float]]:
     """(analysed terms of a word, weight) per query word as ``rule`` counts them; tantivy's parser
     (every rule but ``term-once`` / ``qtf``) counts each distinct word once, a word of several
     terms (a dotted identifier) being a phrase."""
-    words = kw._QUERY_WORDS.findall(query)
+    words = kws._QUERY_WORDS.findall(query)
     if rule == "no-numbers":
         words = [w for w in words if not re.fullmatch(r"[\d.]+", w)] or words
     if rule == "more-stop":
@@ -238,7 +239,7 @@ def manual(ws: Workspace, rule: str) -> Iterator[None]:
         n_ix = count(searcher, ixf) if ixf is not None and rule == "index-idf" else n_all
         should = []
         for toks, weight in query_terms(query, rule):
-            for field, boost in (("text", weight), ("title", weight * kw.TITLE_BOOST)):
+            for field, boost in (("text", weight), ("title", weight * kws.TITLE_BOOST)):
                 if len(toks) > 1:
                     q = tantivy.Query.phrase_query(self.schema, field, toks)
                 else:
@@ -257,7 +258,9 @@ def manual(ws: Workspace, rule: str) -> Iterator[None]:
         clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
         if ixf is not None:
             clauses.append((tantivy.Occur.Must, ixf))
-        clauses.append((tantivy.Occur.Must, self._filter_query("tenant", [tenant or kw.NO_TENANT])))
+        clauses.append(
+            (tantivy.Occur.Must, kws.filter_query(self.schema, "tenant", [tenant or kws.NO_TENANT]))
+        )
         hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=limit, count=False).hits
         return [(int(searcher.doc(a)["cid"][0]), float(s)) for s, a in hits]
 
@@ -273,6 +276,13 @@ def base(ws: Workspace) -> Iterator[None]:
     yield
 
 
+# Variants written against the single keyword index of the home (``KeywordIndex.index``, an index_id
+# filter), as it was when they were measured; ``base``, ``one-field`` and ``own-index`` run on both.
+SINGLE_INDEX = frozenset(
+    {"rm3", "fused-rm3", "parser", "index-idf", "term-once", "qtf", "no-numbers", "more-stop"}
+)
+
+
 def variant(ws: Workspace, spec: str) -> Any:
     name, *args = spec.split(":")
     makers: dict[str, Callable[..., Any]] = {
@@ -281,6 +291,12 @@ def variant(ws: Workspace, spec: str) -> Any:
         "fused-rm3": fused_rm3,
         "one-field": one_field,
     }
+    if name in SINGLE_INDEX and not hasattr(ws.ctx.keywords, "index"):
+        sys.exit(
+            f"variant {name!r} builds its queries on the single keyword index of the home that gitkb had"
+            " before one tantivy index per gitkb index (kwidx20): run it with PYTHONPATH at that tree's"
+            " src (git archive 25e1326), as its README figures were measured"
+        )
     if name in ("parser", "index-idf", "term-once", "qtf", "no-numbers", "more-stop"):
         return manual(ws, name)
     if name == "own-index":
