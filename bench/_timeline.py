@@ -19,8 +19,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# tantivy's own threads (indexing, merging, segment updates, doc store compression), by their names
 TANTIVY_THREADS = ("thrd-tantivy", "thread-tantivy", "merge_thread", "segment_update", "docstore")
 _TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tantivy_thread_cpu() -> dict[str, float]:
+    """thread id -> CPU seconds of this process's tantivy threads now (``/proc/self/task``); a thread
+    that ended is absent, so samplers keep the last figure they saw of each."""
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            raw = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        if name.startswith(TANTIVY_THREADS):
+            f = raw[raw.rindex(")") + 2 :].split()
+            out[tid] = (int(f[11]) + int(f[12])) / _TICK
+    return out
 
 
 def timed_chunk_packed(items: Any) -> tuple[float, float, float, float, Any]:
@@ -59,15 +76,7 @@ class Timeline:
 
     def _sample(self) -> None:
         main = self._cpu(f"/proc/self/task/{os.getpid()}/stat")
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                raw = Path(f"/proc/self/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            name = raw[raw.index("(") + 1 : raw.rindex(")")]
-            if name.startswith(TANTIVY_THREADS):
-                f = raw[raw.rindex(")") + 2 :].split()
-                self._tantivy[tid] = (int(f[11]) + int(f[12])) / _TICK  # they end at commits: keep the last
+        self._tantivy.update(tantivy_thread_cpu())  # they end at commits: keep the last
         tv = sum(self._tantivy.values())
         worker = 0.0
         for child in _children():

@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pct, queries_from_dev  # noqa: E402
+from _timeline import tantivy_thread_cpu  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "awsdocs"
 
@@ -50,8 +51,6 @@ def _children_cpu() -> float:
 
 TAIL: list[float] = []
 FEED: list[float] = []  # writer-thread CPU of each keyword feed of the ingest (``feed_keywords``)
-# tantivy's own threads (indexing, merging, segment updates, doc store compression), by their names
-TANTIVY_THREADS = ("thrd-tantivy", "thread-tantivy", "merge_thread", "segment_update", "docstore")
 
 
 class TantivyCpu:
@@ -64,18 +63,9 @@ class TantivyCpu:
         self.own = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
-        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def _sample(self) -> None:
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                raw = Path(f"/proc/self/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            name = raw[raw.index("(") + 1 : raw.rindex(")")]
-            if name.startswith(TANTIVY_THREADS):
-                f = raw[raw.rindex(")") + 2 :].split()
-                self.seen[tid] = (int(f[11]) + int(f[12])) / self._tick
+        self.seen.update(tantivy_thread_cpu())
 
     def _run(self) -> None:
         while not self._stop.wait(0.01):

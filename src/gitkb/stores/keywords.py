@@ -249,8 +249,15 @@ class KeywordIndex:
         # a u64 field; a query built from the schema has the right type.
         return tantivy.Query.term_set_query(self.schema, "cid", cids)
 
-    def _touched(self) -> list[_Shard]:
-        return [sh for _ix, sh in sorted(list(self._shards.items())) if sh.writer is not None]
+    def _take_writers(self) -> list[Any]:
+        """The writers of every index written since the last commit, in index id order, taken from
+        their indexes (whose next write opens a new one) for a commit."""
+        touched = [sh for _ix, sh in sorted(list(self._shards.items())) if sh.writer is not None]
+        writers = [sh.writer for sh in touched]
+        for sh in touched:
+            sh.writer = None
+            sh.pending.clear()
+        return writers
 
     @staticmethod
     def _commit_writers(writers: list[Any]) -> None:
@@ -265,12 +272,7 @@ class KeywordIndex:
         leaves the caller's watermark where it was: the batch is applied again, idempotent by cid)."""
         with self._lock:
             self._join_commit()
-            touched = self._touched()
-            writers = [sh.writer for sh in touched]
-            for sh in touched:
-                sh.writer = None
-                sh.pending.clear()
-            self._commit_writers(writers)
+            self._commit_writers(self._take_writers())
 
     def start_commit(self, tag: int) -> None:
         """``commit`` on a thread of its own, tagged ``tag``; the caller goes on (tantivy serialises
@@ -278,12 +280,7 @@ class KeywordIndex:
         ``finish_commit`` waits for it first; ``finish_commit`` says it is durable and returns ``tag``."""
         with self._lock:
             self._join_commit()
-            touched = self._touched()
-            writers = [sh.writer for sh in touched]
-            for sh in touched:
-                sh.writer = None
-                sh.pending.clear()
-
+            writers = self._take_writers()
             self._background.start(tag, lambda: self._commit_writers(writers))
 
     def _join_commit(self) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gitkb.stores.catalog.documents.rows import (
     CHUNK_COLUMNS,
@@ -18,37 +18,29 @@ from gitkb.stores.catalog.documents.rows import (
 from gitkb.stores.catalog.engine import Conn
 
 
+def rows_in(conn: Conn, select: str, cids: Sequence[int], size: int = 900) -> Iterator[Any]:
+    """The rows of ``select`` (ending in ``IN ``) for ``cids``, asked ``size`` ids at a time (SQLite
+    takes at most 999 parameters), in the order the catalog returns them."""
+    cids = list(cids)
+    for i in range(0, len(cids), size):
+        part = cids[i : i + size]
+        yield from conn.execute(f"{select}({','.join('?' * len(part))})", part)
+
+
 def keyword_rows(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, str | None, str | None, str, str]]:
     """(cid, index_id, tenant, document title, heading_path JSON, text) of live chunks: the keyword apply's read."""
-    out = []
-    cids = list(cids)
-    for i in range(0, len(cids), 900):
-        part = cids[i : i + 900]
-        marks = ",".join("?" * len(part))
-        out.extend(
-            conn.execute(
-                "SELECT c.rowid, c.index_id, d.tenant, d.title, c.heading_path, c.text FROM chunks c"
-                f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
-                part,
-            ).fetchall()
-        )
-    return [tuple(r) for r in out]
+    select = (
+        "SELECT c.rowid, c.index_id, d.tenant, d.title, c.heading_path, c.text FROM chunks c"
+        " JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN "
+    )
+    return [tuple(r) for r in rows_in(conn, select, cids)]
 
 
 def keyword_keys(conn: Conn, cids: Sequence[int]) -> list[tuple[int, str, int, int]]:
     """(cid, index_id, document rowid, ordinal) of live chunks: ``keyword_rows`` without the text,
     heading path and document, for chunks whose text the writer still holds (``catchup.Written``)."""
-    out = []
-    cids = list(cids)
-    for i in range(0, len(cids), 900):
-        part = cids[i : i + 900]
-        marks = ",".join("?" * len(part))
-        out.extend(
-            conn.execute(
-                f"SELECT rowid, index_id, document_rowid, ordinal FROM chunks WHERE rowid IN ({marks})", part
-            ).fetchall()
-        )
-    return [tuple(r) for r in out]
+    select = "SELECT rowid, index_id, document_rowid, ordinal FROM chunks WHERE rowid IN "
+    return [tuple(r) for r in rows_in(conn, select, cids)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,18 +58,14 @@ class LiveChunk:
 
 def live_chunks(conn: Conn, cids: Sequence[int]) -> dict[int, LiveChunk]:
     """The live chunks among ``cids``: a narrow read (no text, no JSON) for search hits."""
-    out: dict[int, LiveChunk] = {}
-    cids = list(cids)
-    for i in range(0, len(cids), 500):
-        part = cids[i : i + 500]
-        marks = ",".join("?" * len(part))
-        for r in conn.execute(
-            "SELECT c.rowid, c.index_id, c.document_rowid, d.tenant, d.tier, d.expires_at FROM chunks c"
-            f" JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN ({marks})",
-            part,
-        ):
-            out[int(r[0])] = LiveChunk(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5])
-    return out
+    select = (
+        "SELECT c.rowid, c.index_id, c.document_rowid, d.tenant, d.tier, d.expires_at FROM chunks c"
+        " JOIN documents d ON d.rowid = c.document_rowid WHERE c.rowid IN "
+    )
+    return {
+        int(r[0]): LiveChunk(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5])
+        for r in rows_in(conn, select, cids, 500)
+    }
 
 
 _FULL_ROWS = (
@@ -93,13 +81,10 @@ _CHUNK_WIDTH = len(CHUNK_COLUMNS.split(","))
 def chunks_by_cids(conn: Conn, cids: Sequence[int]) -> dict[int, tuple[ChunkRow, DocumentRow]]:
     """Live chunks with their documents, for hits and for derived-index apply (read by position)."""
     out: dict[int, tuple[ChunkRow, DocumentRow]] = {}
-    cids = list(cids)
-    for i in range(0, len(cids), 500):
-        part = cids[i : i + 500]
-        for r in conn.execute(f"{_FULL_ROWS}({','.join('?' * len(part))})", part):
-            v = tuple(r)
-            chunk = chunk_from_values(v[:_CHUNK_WIDTH])
-            out[chunk.cid] = (chunk, doc_from_values(v[_CHUNK_WIDTH:]))
+    for r in rows_in(conn, _FULL_ROWS, cids, 500):
+        v = tuple(r)
+        chunk = chunk_from_values(v[:_CHUNK_WIDTH])
+        out[chunk.cid] = (chunk, doc_from_values(v[_CHUNK_WIDTH:]))
     return out
 
 
@@ -132,14 +117,11 @@ def cited_chunks(conn: Conn, cids: Sequence[int]) -> dict[int, CitedChunk]:
     """The live chunks among ``cids`` with what their citations show (13 columns: a third of what
     ``chunks_by_cids`` reads and builds), for the hits a search cites."""
     out: dict[int, CitedChunk] = {}
-    cids = list(cids)
-    for i in range(0, len(cids), 500):
-        part = cids[i : i + 500]
-        for r in conn.execute(f"{_CITED}({','.join('?' * len(part))})", part):
-            v = tuple(r)
-            path = v[4]
-            heading = tuple(json.loads(path)) if path and path != "[]" else ()
-            out[v[0]] = CitedChunk(v[0], v[1], v[2], v[3], heading, *v[5:])
+    for r in rows_in(conn, _CITED, cids, 500):
+        v = tuple(r)
+        path = v[4]
+        heading = tuple(json.loads(path)) if path and path != "[]" else ()
+        out[v[0]] = CitedChunk(v[0], v[1], v[2], v[3], heading, *v[5:])
     return out
 
 

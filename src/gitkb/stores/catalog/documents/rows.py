@@ -38,33 +38,12 @@ DOC_COLUMNS = (
     "rowid, id, index_id, path, title, kind, origin, origin_path, source_uri, content_hash, size, mtime,"
     " metadata, chunk_strategy, chunk_size, chunk_overlap, tenant, tier, expires_at, created_at, updated_at"
 )
+_DOC_NAMES = tuple(c.strip() for c in DOC_COLUMNS.split(","))
 
 
 def doc_from_row(r: Any) -> DocumentRow:
-    cfg = None
-    if r["chunk_strategy"] is not None:
-        cfg = ChunkConfig(r["chunk_strategy"], r["chunk_size"], r["chunk_overlap"])
-    return DocumentRow(
-        rowid=r["rowid"],
-        id=r["id"],
-        index_id=r["index_id"],
-        path=r["path"],
-        title=r["title"],
-        kind=r["kind"],
-        origin=r["origin"],
-        origin_path=r["origin_path"],
-        source_uri=r["source_uri"],
-        content_hash=r["content_hash"],
-        size=r["size"],
-        mtime=r["mtime"],
-        metadata=json.loads(r["metadata"] or "{}"),
-        chunk_config=cfg,
-        tenant=r["tenant"],
-        tier=r["tier"],
-        expires_at=r["expires_at"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-    )
+    """A document row read by column name (``DOC_COLUMNS``): ``doc_from_values`` of its values."""
+    return doc_from_values([r[c] for c in _DOC_NAMES])
 
 
 def doc_from_values(v: Sequence[Any]) -> DocumentRow:
@@ -159,24 +138,12 @@ CHUNK_COLUMNS = (
     "rowid, id, index_id, document_rowid, ordinal, text, content_hash, char_start, char_end, line_start, line_end,"
     " heading_path, token_count"
 )
+_CHUNK_NAMES = tuple(c.strip() for c in CHUNK_COLUMNS.split(","))
 
 
 def chunk_from_row(r: Any) -> ChunkRow:
-    return ChunkRow(
-        cid=r["rowid"],
-        id=r["id"],
-        index_id=r["index_id"],
-        document_rowid=r["document_rowid"],
-        ordinal=r["ordinal"],
-        text=r["text"],
-        content_hash=r["content_hash"],
-        char_start=r["char_start"],
-        char_end=r["char_end"],
-        line_start=r["line_start"],
-        line_end=r["line_end"],
-        heading_path=tuple(json.loads(r["heading_path"] or "[]")),
-        token_count=r["token_count"],
-    )
+    """A chunk row read by column name (``CHUNK_COLUMNS``): ``chunk_from_values`` of its values."""
+    return chunk_from_values([r[c] for c in _CHUNK_NAMES])
 
 
 def get_by_path(conn: Conn, index_id: str, path: str) -> DocumentRow | None:
