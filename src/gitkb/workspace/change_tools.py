@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gitkb.core.errors import NotFound
 from gitkb.services.changes import audit, checkouts, proposals, review, review_request, webhook_intake
 from gitkb.services.changes.sources import merges, registry, sync
 from gitkb.services.changes.sources.cite import cite_check
@@ -160,11 +159,8 @@ class ChangeTools(WorkspaceBase):
     @tool
     def cite_check(self, chunk_id: str) -> dict[str, Any]:
         """Is the cited text still at the cited commit and lines, and still current at the branch head?"""
-        out = cite_check(self.ctx, chunk_id)
         sc = self._scope()
-        if sc.scoped and not sc.can_read(str(out.get("index_id"))):
-            raise NotFound(f"no citation {chunk_id!r} in the indexes of agent {sc.agent_id!r}")
-        return out
+        return cite_check(self.ctx, chunk_id, may_read=sc.can_read if sc.scoped else None)
 
     @tool
     def open_kb_pull_request(

@@ -121,6 +121,7 @@ def keyword_hits(
     if catch_up:
         catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
+    searched = set(ids)
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
@@ -130,6 +131,7 @@ def keyword_hits(
     live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit]])
     now = time.time()
     out = []
+    seen: set[int] = set()
     for pos, (cid, score) in enumerate(raw):
         if pos == limit:
             live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:]]))
@@ -138,6 +140,9 @@ def keyword_hits(
             continue
         if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
             chunk = replace(chunk, index_id=rebuilt[chunk.index_id])
+        if chunk.index_id not in searched or chunk.cid in seen:  # misfiled in another index's folder
+            continue
+        seen.add(chunk.cid)
         if chunk.expires_at is not None and chunk.expires_at <= now:
             continue
         if not tier_matches(chunk, tiers):

@@ -19,6 +19,7 @@ the remote cannot be reached) and says whether the text is still there:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
@@ -52,17 +53,25 @@ def _read(repo: ManagedRepo, commit: str, path: str) -> str | None:
         return None
 
 
-def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
+def cite_check(
+    ctx: Context, chunk_id: Any, *, may_read: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
+    """``may_read``: whether the caller may read an index (by id); a chunk of one it may not reads
+    as a chunk never indexed, before anything about it is looked at (its source, its remote)."""
     if not isinstance(chunk_id, str) or not chunk_id.strip().startswith("kchk_"):
         raise InvalidArgument("chunk_id must be a chunk id from a search result (kchk_...)")
     conn = ctx.catalog.conn
+    never = NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
     cids = chunk_cids_by_id(conn, chunk_id.strip())
     hits = chunks_by_cids(conn, cids)
     if not hits:
         retired = get_retired(conn, chunk_id.strip())
-        if retired is None:
-            raise NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
+        if retired is None or (may_read is not None and not may_read(retired.index_id)):
+            raise never
         return _stale(ctx, retired)
+    hits = {k: v for k, v in hits.items() if may_read is None or may_read(v[1].index_id)}
+    if not hits:
+        raise never
     chunk, doc = next(iter(hits.values()))
     meta = doc.metadata.get("gitkb_source") if isinstance(doc.metadata, dict) else None
     if doc.origin != "git" or not isinstance(meta, dict):
