@@ -36,6 +36,10 @@ _pool_lock = threading.Lock()
 
 def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -> list[IndexRow]:
     names: list[Any] = []
+    if isinstance(indexes, list | tuple) and not indexes and index_name in (None, ""):
+        raise InvalidArgument(  # an empty list names no index: searching every one is not what was asked
+            "indexes is an empty list: name the indexes to search, or leave indexes out to search every index"
+        )
     if index_name not in (None, ""):
         names.append(index_name)
     if indexes not in (None, ""):
