@@ -36,3 +36,46 @@ def test_an_empty_index_list_is_refused_not_widened_to_every_index(ws: Any, make
     assert r.status_code == 400 and error_code(r.json()) == "invalid_argument", r.text
     r = client.post("/search", json={"query": "failover"})
     assert r.status_code == 200 and r.json()["indexes"] == ["a", "b"], r.text
+
+
+BOT, READER = "b" * 24, "r" * 24
+
+
+def test_server_caps_hold_when_the_caller_leaves_the_parameter_out(make_ws: Any, make_client: Any) -> None:
+    """``[server] max_top_n = 5`` / ``max_count = 3`` refused a bigger value asked for, and let a
+    caller past them by asking nothing: SEARCH answered its default 10, search_index the agent
+    binding's default (40 here), LIST_DOCUMENTS its page of 50, GET_DOCUMENT its 20 chunks. Now a
+    left-out value is the cap whenever its default lies over it, on every route."""
+    ws = make_ws()
+    ok(ws.document_index("CREATE_INDEX", index_name="a", chunk_size=8, chunk_overlap=0))
+    for i in range(12):
+        ok(ws.document_index("ADD_TEXT", index_name="a", text=f"failover note {i}", filepath=f"n{i}.md"))
+    long_text = " ".join(f"failover step {i} of the long runbook." for i in range(40))
+    doc = ok(ws.document_index("ADD_TEXT", index_name="a", text=long_text, filepath="long.md"))
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.agent_assign("alice", ["ka"], default_top_n=40))
+    ws.close()
+    toml = (
+        "[server]\nmax_top_n = 5\nmax_count = 3\n"
+        f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
+        f'[[server.tokens]]\nname = "reader"\ntoken = "{READER}"\nscopes = ["read"]\n'
+    )
+    client = make_client(toml)
+    bot = {"Authorization": f"Bearer {BOT}"}
+    reader = {"Authorization": f"Bearer {READER}"}
+    q = {"query": "failover", "mode": "keyword"}
+    for route, body in (
+        ("/search", q),
+        ("/search_index", q),
+        ("/actions/document_index", {"action": "SEARCH", **q}),
+    ):
+        r = client.post(route, json=body, headers=bot)
+        assert r.status_code == 200 and 0 < r.json()["count"] <= 5, (route, r.text)
+    r = client.post("/search", json=q, headers=reader)  # a token of no agent too
+    assert r.status_code == 200 and r.json()["count"] == 5, r.text
+    r = client.post("/search_index", json={**q, "top_n": 2}, headers=bot)  # asked for: as asked
+    assert r.json()["count"] == 2, r.text
+    r = client.get("/indexes/a/documents", headers=reader)
+    assert r.status_code == 200 and len(r.json()["Documents"]) == 3, r.text
+    r = client.get(f"/indexes/a/documents/{doc['file_id']}", headers=reader)
+    assert r.status_code == 200 and len(r.json()["Chunks"]) == 3, r.text

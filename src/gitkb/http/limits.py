@@ -143,6 +143,13 @@ def cap(name: str, value: Any, limit: int | None) -> None:
         )
 
 
+def fill_to_cap(params: dict[str, Any], name: str, limit: int | None, default: int | None) -> None:
+    """A parameter left out takes the library's ``default`` (None: no bound, e.g. a whole document),
+    which may lie over this server's lower limit: then it is the limit (never over it, asked or not)."""
+    if limit is not None and params.get(name) is None and (default is None or default > limit):
+        params[name] = limit
+
+
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 

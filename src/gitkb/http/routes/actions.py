@@ -16,22 +16,41 @@ from fastapi.responses import JSONResponse
 from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import action
-from gitkb.http.limits import cap, server_path
+from gitkb.http.limits import cap, fill_to_cap, server_path
 from gitkb.http.state import get_state
 from gitkb.services.access import policy
+from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
+from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
 router = APIRouter(tags=["actions"])
 EXAMPLE = {"action": "SEARCH", "query": "rollback checklist", "index_name": "kb", "top_n": 5}
 
 
-def guard_params(request: Request, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """This server's limits on an action's parameters (shared with the dedicated routes)."""
+# top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
+TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
+
+
+def guard_params(
+    request: Request, name: str, params: dict[str, Any], *, top_n_default: int | None = None
+) -> dict[str, Any]:
+    """This server's limits on an action's parameters (shared with the dedicated routes), also on
+    one left out whose default lies over them; ``top_n_default``: the caller's own (search_index)."""
     cfg = get_state(request).cfg
     cap("top_n", params.get("top_n"), cfg.max_top_n)
-    if "count" in policy.document_index_action(name).fields:
+    fields = policy.document_index_action(name).fields
+    if "count" in fields:
         cap("count", params.get("count"), cfg.max_count)
+    params = dict(params)
+    if top_n_default is not None or name in TOP_N_DEFAULTS:  # left out: the default, maybe over the cap
+        fill_to_cap(params, "top_n", cfg.max_top_n, top_n_default or TOP_N_DEFAULTS[name])
+    if name == "LIST_DOCUMENTS":
+        fill_to_cap(params, "count", cfg.max_count, MAX_PAGE)
+    elif name == "GET_DOCUMENT":
+        mode = params.get("pagination_mode")
+        fill_to_cap(
+            params, "count", cfg.max_count, DEFAULT_COUNT.get(mode if isinstance(mode, str) else "chunks")
+        )
     if name == "ADD_DOCUMENTS":
-        params = dict(params)
         params["filepath"] = server_path(cfg, params.get("filepath"))
         if params.get("base_path") is not None:
             params["base_path"] = server_path(cfg, params["base_path"], name="base_path")

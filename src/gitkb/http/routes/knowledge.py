@@ -14,7 +14,10 @@ from pydantic import AliasChoices, Field
 
 from gitkb.http.auth import Principal, authenticated
 from gitkb.http.calls import ActionBody, Body, call
+from gitkb.http.limits import run_blocking
 from gitkb.http.routes.actions import guard_params
+from gitkb.http.state import get_state
+from gitkb.services.dispatch import scope
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["knowledge bases"])
@@ -92,5 +95,12 @@ async def search_index(
     body: SearchIndex,
     who: Principal = Depends(authenticated),  # noqa: B008
 ) -> JSONResponse:
-    params = guard_params(request, "SEARCH", body.params())
+    params = body.params()
+    default = None
+    if params.get("top_n") is None and get_state(request).cfg.max_top_n is not None:
+        agent = who.agent_id if who.is_agent else params.get("agent_id")
+        state = get_state(request)
+        sc = await run_blocking(state, scope.load_scope, state.workspace.ctx, agent)
+        default = sc.default_top_k  # the binding's, which may lie over this server's cap
+    params = guard_params(request, "SEARCH", params, top_n_default=default)
     return await call(request, "search_index", **params)
