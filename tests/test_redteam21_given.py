@@ -79,3 +79,34 @@ def test_server_caps_hold_when_the_caller_leaves_the_parameter_out(make_ws: Any,
     assert r.status_code == 200 and len(r.json()["Documents"]) == 3, r.text
     r = client.get(f"/indexes/a/documents/{doc['file_id']}", headers=reader)
     assert r.status_code == 200 and len(r.json()["Chunks"]) == 3, r.text
+
+
+def test_a_tier_filter_finds_its_documents_past_a_crowd_of_other_tiers(ws: Any, tmp_path: Any) -> None:
+    """``tiers: ["cold"]``, ``top_n: 3``, with 3 cold documents about failover ranked under 300 hot
+    ones (a word longer, farther from the query): tiers are filtered after the fact, from a fetch of limit * 10 + 50
+    keyword hits (limit * 5 + 50 neighbours), so the keyword search answered 0 results and the
+    semantic one 0, with no warning, while 3 existed (hybrid's deeper lists found them). Now a side
+    whose fetched hits run out before top_n count fetches more while the index has more."""
+    hot, cold = tmp_path / "hot", tmp_path / "cold"
+    hot.mkdir()
+    cold.mkdir()
+    for i in range(300):
+        (hot / f"h{i}.md").write_text(f"failover failover failover drill {i}\n")
+    for i in range(3):
+        (cold / f"c{i}.md").write_text(f"failover failover failover drill archived {i}\n")
+    ok(ws.document_index("CREATE_INDEX", index_name="a"))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="a", filepath=str(hot)))
+    ok(ws.document_index("ADD_DOCUMENTS", index_name="a", filepath=str(cold), tier="cold"))
+    ok(ws.build_embeddings())
+    for mode in ("keyword", "semantic", "hybrid"):
+        out = ok(
+            ws.document_index("SEARCH", query="failover", index_name="a", tiers=["cold"], top_n=3, mode=mode)
+        )
+        assert sorted(r["filepath"] for r in out["Results"]) == [f"cold/c{i}.md" for i in range(3)], (
+            mode,
+            out,
+        )
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.agent_assign("alice", ["ka"]))
+    out = ok(ws.as_agent("alice").search_index("failover", tiers=["cold"], top_n=3, mode="keyword"))
+    assert out["count"] == 3, out

@@ -31,6 +31,10 @@ MAX_TOP_N = 100
 MAX_QUERY_CHARS = 4000
 # Keyword sides of concurrent hybrid searches that run at once (each search thread: one SQLite connection).
 SEARCH_THREADS = 4
+# A keyword side whose fetched hits ran out before top_n counted (tiers, expiry) fetches this many
+# times as many again, up to MAX_KEYWORD_FETCH hits of the index.
+FETCH_GROWTH = 4
+MAX_KEYWORD_FETCH = 20_000
 _pool_lock = threading.Lock()
 
 
@@ -121,24 +125,44 @@ def keyword_hits(
     catch_up: bool = True,
 ) -> list[tuple[LiveChunk, float]]:
     """Live, unexpired keyword hits (of the tiers asked for), best first. ``catch_up=False``: the
-    caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock)."""
+    caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock).
+    When the hits fetched are used up before ``limit`` count (other tiers, expired, gone) and the
+    index had more, more are fetched (``FETCH_GROWTH`` times as many, up to ``MAX_KEYWORD_FETCH``)."""
     if catch_up:
         catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
-    searched = set(ids)
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
-    raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-    # The catalog is asked about the first ``limit`` hits, then (when some are gone, expired or of
-    # another tier) about the rest fetched: most often the first read is the only one.
-    live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit]])
+    terms = keyword_query(query)
+    live: dict[int, LiveChunk] = {}
+    while True:
+        raw = ctx.keywords.search(terms, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
+        out = _counting(ctx, raw, live, limit, set(ids), rebuilt, tiers)
+        if len(out) >= limit or len(raw) < fetch or fetch >= MAX_KEYWORD_FETCH:
+            return out
+        fetch = min(fetch * FETCH_GROWTH, MAX_KEYWORD_FETCH)
+
+
+def _counting(
+    ctx: Context,
+    raw: list[tuple[int, float]],
+    live: dict[int, LiveChunk],
+    limit: int,
+    searched: set[str],
+    rebuilt: dict[str, str],
+    tiers: frozenset[str] | None,
+) -> list[tuple[LiveChunk, float]]:
+    """The first ``limit`` hits of ``raw`` that count. The catalog is asked about the first ``limit``
+    hits, then (when some are gone, expired or of another tier) about the rest fetched: most often
+    the first read is the only one (``live`` keeps what was read, for a bigger fetch after)."""
+    live.update(live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit] if cid not in live]))
     now = time.time()
     out = []
     seen: set[int] = set()
     for pos, (cid, score) in enumerate(raw):
         if pos == limit:
-            live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:]]))
+            live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:] if c not in live]))
         chunk = live.get(cid)
         if chunk is None:
             continue

@@ -38,6 +38,10 @@ MODES = ("keyword", "semantic", "hybrid")
 QUERY_CACHE_SIZE = 512
 TEXT_CACHE_SIZE = 4096  # ASK's candidate sentences: 3 KiB a vector of 384 dims (doubles), 12 MiB at most
 FILTER_BELOW_SHARE = 0.25  # the searched indexes' share of a collection under which Chroma filters
+# Neighbours fetched ran out before top_n counted (tiers, expiry): this many times as many again,
+# up to MAX_SEMANTIC_FETCH.
+FETCH_GROWTH = 4
+MAX_SEMANTIC_FETCH = 4000
 _cache_lock = threading.Lock()
 _SPACES = re.compile(r"[ \t\r\n]+")
 
@@ -190,10 +194,18 @@ def semantic_hits(
         n = min(int(fetch / share) + 10, 10 * fetch)
         raw = ctx.vectors.query(identity, vec, n, where=where)
         out = _resolve(ctx, raw, ids, tenant, tiers, limit)
-        if len(out) >= limit or not others or len(raw) < n:  # enough, or the collection has no more
+        if len(out) >= limit or len(raw) < n:  # enough, or the collection has no more
             return out
-    raw = ctx.vectors.query(identity, vec, fetch, index_ids=sorted(ids), where=where)
-    return _resolve(ctx, raw, ids, tenant, tiers, limit)
+        if not others:  # filtering to the searched indexes would change nothing: fetch more at once
+            fetch = min(n * FETCH_GROWTH, MAX_SEMANTIC_FETCH)
+    # Filtered to the searched indexes; when the neighbours fetched run out before ``limit`` count
+    # (other tiers, expired, gone) and there are more, FETCH_GROWTH times as many are fetched.
+    while True:
+        raw = ctx.vectors.query(identity, vec, fetch, index_ids=sorted(ids), where=where)
+        out = _resolve(ctx, raw, ids, tenant, tiers, limit)
+        if len(out) >= limit or len(raw) < fetch or fetch >= MAX_SEMANTIC_FETCH:
+            return out
+        fetch = min(fetch * FETCH_GROWTH, MAX_SEMANTIC_FETCH)
 
 
 def _share(ctx: Context, ids: set[str], others: set[str]) -> float:
