@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+from mcp import Client
+
+from gitkb.mcp import build_server
+from gitkb.mcp.render import parse_block
 from helpers import error_code, fails, ok
 
 
@@ -110,3 +115,48 @@ def test_a_tier_filter_finds_its_documents_past_a_crowd_of_other_tiers(ws: Any, 
     ok(ws.agent_assign("alice", ["ka"]))
     out = ok(ws.as_agent("alice").search_index("failover", tiers=["cold"], top_n=3, mode="keyword"))
     assert out["count"] == 3, out
+
+
+def test_an_agent_gets_its_bindings_top_n_on_every_search_tool(make_ws: Any, make_client: Any) -> None:
+    """An agent bound with ``default_top_n = 3`` got 3 hits from search_index, which refuses
+    top_n over 50, and 10 from ``document_index`` SEARCH left without top_n (up to 100 when asked):
+    the same agent, the same search, another tool, more passages. Now document_index SEARCH and ASK
+    take the binding's default and refuse over 50, as search_index does, on the library, MCP and
+    an agent token over HTTP (with a server cap above the default too)."""
+    ws = make_ws()
+    ok(ws.document_index("CREATE_INDEX", index_name="a"))
+    for i in range(60):
+        ok(ws.document_index("ADD_TEXT", index_name="a", text=f"failover note {i}", filepath=f"n{i}.md"))
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.agent_assign("alice", ["ka"], default_top_n=3))
+    agent = ws.as_agent("alice")
+    assert ok(agent.search_index("failover", mode="keyword"))["count"] == 3
+    assert ok(agent.document_index("SEARCH", query="failover", mode="keyword"))["count"] == 3
+    assert len(ok(agent.document_index("ASK", query="failover note?", mode="keyword"))["Sources"]) <= 3
+    assert ok(agent.document_index("SEARCH", query="failover", mode="keyword", top_n=7))["count"] == 7
+    fails(agent.document_index("SEARCH", query="failover", mode="keyword", top_n=60), "invalid_argument")
+    fails(agent.search_index("failover", mode="keyword", top_n=60), "invalid_argument")
+    assert ok(ws.document_index("SEARCH", query="failover", mode="keyword"))["count"] == 10  # the operator's
+
+    async def mcp_search() -> Any:
+        async with Client(build_server(ws, "alice")) as client:
+            return await client.call_tool(
+                "document_index", {"action": "SEARCH", "query": "failover", "mode": "keyword"}
+            )
+
+    r = anyio.run(mcp_search)
+    assert not r.is_error and len(parse_block(r.content[0].text)["Results"]) == 3, r.content[0].text
+    ws.close()
+    toml = (
+        "[server]\nmax_top_n = 5\n"
+        f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
+    )
+    client = make_client(toml)
+    bot = {"Authorization": f"Bearer {BOT}"}
+    for route, body in (
+        ("/search", {"query": "failover", "mode": "keyword"}),
+        ("/search_index", {"query": "failover", "mode": "keyword"}),
+        ("/actions/document_index", {"action": "SEARCH", "query": "failover", "mode": "keyword"}),
+    ):
+        r = client.post(route, json=body, headers=bot)
+        assert r.status_code == 200 and r.json()["count"] == 3, (route, r.text)

@@ -19,6 +19,8 @@ from gitkb.http.calls import action
 from gitkb.http.limits import cap, fill_to_cap, server_path
 from gitkb.http.state import get_state
 from gitkb.services.access import policy
+from gitkb.services.access.principals import Principal
+from gitkb.services.dispatch import scope
 from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
 from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
@@ -28,6 +30,16 @@ EXAMPLE = {"action": "SEARCH", "query": "rollback checklist", "index_name": "kb"
 
 # top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
 TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
+
+
+def agent_default(request: Request, agent_id: Any) -> int | None:
+    """The binding's default top_n of the agent a SEARCH / ASK / search_index runs as (an agent's
+    token: its own; else ``agent_id``), or None when it runs as no agent (a catalog read)."""
+    who = getattr(request.state, "principal", None) or getattr(request.state, "ui_principal", None)
+    agent = who.agent_id if isinstance(who, Principal) and who.is_agent else agent_id
+    if not isinstance(agent, str) or not agent:
+        return None
+    return scope.load_scope(get_state(request).workspace.ctx, agent).default_top_k
 
 
 def guard_params(
@@ -42,6 +54,8 @@ def guard_params(
         cap("count", params.get("count"), cfg.max_count)
     params = dict(params)
     if top_n_default is not None or name in TOP_N_DEFAULTS:  # left out: the default, maybe over the cap
+        if top_n_default is None and cfg.max_top_n is not None and params.get("top_n") is None:
+            top_n_default = agent_default(request, None)
         fill_to_cap(params, "top_n", cfg.max_top_n, top_n_default or TOP_N_DEFAULTS[name])
     if name == "LIST_DOCUMENTS":
         fill_to_cap(params, "count", cfg.max_count, MAX_PAGE)

@@ -15,9 +15,9 @@ from pydantic import AliasChoices, Field
 from gitkb.http.auth import Principal, authenticated
 from gitkb.http.calls import ActionBody, Body, call
 from gitkb.http.limits import run_blocking
-from gitkb.http.routes.actions import guard_params
+from gitkb.http.routes.actions import agent_default, guard_params
 from gitkb.http.state import get_state
-from gitkb.services.dispatch import scope
+from gitkb.services.access.knowledge import DEFAULT_TOP_K
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["knowledge bases"])
@@ -98,9 +98,8 @@ async def search_index(
     params = body.params()
     default = None
     if params.get("top_n") is None and get_state(request).cfg.max_top_n is not None:
-        agent = who.agent_id if who.is_agent else params.get("agent_id")
-        state = get_state(request)
-        sc = await run_blocking(state, scope.load_scope, state.workspace.ctx, agent)
-        default = sc.default_top_k  # the binding's, which may lie over this server's cap
+        # the binding's default (the operator's, with no agent), which may lie over this server's cap
+        agent = await run_blocking(get_state(request), agent_default, request, params.get("agent_id"))
+        default = agent or DEFAULT_TOP_K
     params = guard_params(request, "SEARCH", params, top_n_default=default)
     return await call(request, "search_index", **params)

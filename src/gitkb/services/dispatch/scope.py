@@ -189,6 +189,8 @@ def plan_action(ctx: Context, scope: AgentScope, action: Any, params: dict[str, 
                 ],
             }
             return ActionPlan(name, params, ignored, answer)
+        if "top_n" in actions.spec(name).fields:  # as search_index: the binding's default, 1 to MAX_TOP_K
+            narrowed["top_n"] = _agent_top_n(scope, narrowed.get("top_n"))
         return ActionPlan(name, narrowed, ignored)
     if name in INVENTORY_ACTIONS:
         pass
@@ -205,6 +207,16 @@ def plan_action(ctx: Context, scope: AgentScope, action: Any, params: dict[str, 
             ],
         )
     return ActionPlan(name, params)
+
+
+def _agent_top_n(scope: AgentScope, top_n: Any) -> Any:
+    """An agent's SEARCH / ASK top_n, as its search_index takes it: left out, its binding's default;
+    over ``MAX_TOP_K``, refused (other values are the action's to check)."""
+    if top_n is None:
+        return scope.default_top_k
+    if isinstance(top_n, int) and not isinstance(top_n, bool) and top_n > MAX_TOP_K:
+        raise InvalidArgument(f"top_n must be from 1 to {MAX_TOP_K} for an agent, got {top_n}")
+    return top_n
 
 
 def finish_action(ctx: Context, scope: AgentScope, plan: ActionPlan, out: dict[str, Any]) -> dict[str, Any]:
