@@ -16,7 +16,7 @@ import anyio
 from mcp import Client
 
 from gitkb.mcp import build_server
-from helpers import fails, ok
+from helpers import fails, git, ok
 
 SECRET = "zebrafishcanary"  # only in index b
 
@@ -98,3 +98,60 @@ def test_cite_check_of_another_kbs_chunk_reads_like_an_unknown_id(make_ws: Any, 
     # and the agent its own index's
     a_chunk = ok(ws.document_index("SEARCH", query="alpha", index_name="a"))["Results"][0]["id"]
     assert fails(agent.cite_check(a_chunk), "invalid_argument")["Error"].startswith(f"chunk {a_chunk}")
+
+
+def _two_sources_one_repo(make_ws: Any, tmp_path: Path) -> Any:
+    """One repository, two sources: ``pub`` feeds index pub with docs/public/**, ``priv`` feeds
+    index priv with docs/private/**; alice may propose to pub's KB only."""
+    work = tmp_path / "work"
+    (work / "docs" / "public").mkdir(parents=True)
+    (work / "docs" / "private").mkdir(parents=True)
+    (work / "docs" / "public" / "a.md").write_text("# Public\n\nThe failover runbook for everyone.\n")
+    (work / "docs" / "private" / "payroll.md").write_text(
+        f"# Payroll\n\nThe {SECRET} salary table: alice 100, bob 200.\n"
+    )
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "docs")
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(tmp_path / "remote.git"))
+    ws = make_ws()
+    ok(ws.source_add("pub", str(tmp_path / "remote.git"), include=["public/**"]))
+    ok(ws.source_add("priv", str(tmp_path / "remote.git"), include=["private/**"]))
+    ok(ws.source_sync("pub"))
+    ok(ws.source_sync("priv"))
+    ok(ws.kb_create("ka", ["pub"]))
+    ok(ws.kb_create("kpriv", ["priv"]))
+    ok(ws.agent_assign("alice", ["ka"], mode="propose"))
+    return ws
+
+
+def test_a_proposal_cannot_read_a_file_its_source_does_not_feed(
+    make_ws: Any, tmp_path: Path, git_env: None
+) -> None:
+    """alice may propose to source pub; the repository also holds docs/private/, which only source
+    priv feeds (KB kpriv). A proposal's path was checked against the documents root alone, not the
+    source's selection: propose_kb_edit('pub', 'private/payroll.md', search=...) staged an edit and
+    answered its diff, priv's text with it ('salary table: alice 100, bob 200'), and the exactly-once
+    rule answered '0 times' / 'does not exist' for any guess. Now an agent's path that the source
+    does not feed is refused before the file is read (edit, create, delete, rename), on the library
+    and MCP; the operator, who reads every index, still proposes anywhere under the root."""
+    ws = _two_sources_one_repo(make_ws, tmp_path)
+    agent = ws.as_agent("alice")
+    attempts: list[tuple[str, dict[str, Any]]] = [
+        ("propose_kb_edit", {"relative_path": "private/payroll.md", "search": SECRET, "replace": "x"}),
+        ("propose_kb_edit", {"relative_path": "private/payroll.md", "search": "bob 300", "replace": "x"}),
+        ("propose_kb_edit", {"relative_path": "private/new.md", "content": "# New\n\nplanted\n"}),
+        ("propose_kb_delete", {"relative_path": "private/payroll.md"}),
+        ("propose_kb_rename", {"relative_path": "private/payroll.md", "new_relative_path": "public/p.md"}),
+        ("propose_kb_rename", {"relative_path": "public/a.md", "new_relative_path": "private/a.md"}),
+    ]
+    for tool, args in attempts:
+        out = fails(getattr(agent, tool)("pub", **args), "invalid_argument")
+        assert "salary" not in json.dumps(out) and "times" not in out["Error"], (tool, out)
+        is_error, text = _mcp(ws, "alice", tool, {"source_id_or_index": "pub", **args})
+        assert is_error and "salary" not in text and "invalid_argument" in text, (tool, text)
+    assert ok(ws.list_proposals("pub", state="all"))["Proposals"] == []  # nothing staged
+    # what pub feeds is still proposable
+    staged = ok(agent.propose_kb_edit("pub", "public/a.md", search="everyone", replace="every team"))
+    assert staged["path"] == "docs/public/a.md"
+    ok(ws.propose_kb_edit("pub", "private/payroll.md", search="bob 200", replace="bob 250"))

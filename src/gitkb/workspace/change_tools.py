@@ -97,7 +97,8 @@ class ChangeTools(WorkspaceBase):
         note: str = "",
     ) -> dict[str, Any]:
         """Stage an edit (whole content, or exact-once search/replace) on the source's proposal branch."""
-        scope.require_source(self.ctx, self._scope(), source_id_or_index)
+        sc = self._scope()
+        scope.require_source(self.ctx, sc, source_id_or_index)
 
         return proposals.propose_kb_edit(
             self.ctx,
@@ -107,21 +108,26 @@ class ChangeTools(WorkspaceBase):
             search,
             replace,
             note,
+            fed_only=sc.scoped,
         )
 
     @tool
     def propose_kb_delete(
         self, source_id_or_index: str, relative_path: str, note: str = ""
     ) -> dict[str, Any]:
-        scope.require_source(self.ctx, self._scope(), source_id_or_index)
+        sc = self._scope()
+        scope.require_source(self.ctx, sc, source_id_or_index)
 
-        return proposals.propose_kb_delete(self.ctx, source_id_or_index, relative_path, note)
+        return proposals.propose_kb_delete(
+            self.ctx, source_id_or_index, relative_path, note, fed_only=sc.scoped
+        )
 
     @tool
     def propose_kb_rename(
         self, source_id_or_index: str, relative_path: str, new_relative_path: str, note: str = ""
     ) -> dict[str, Any]:
-        scope.require_source(self.ctx, self._scope(), source_id_or_index)
+        sc = self._scope()
+        scope.require_source(self.ctx, sc, source_id_or_index)
 
         return proposals.propose_kb_rename(
             self.ctx,
@@ -129,6 +135,7 @@ class ChangeTools(WorkspaceBase):
             relative_path,
             new_relative_path,
             note,
+            fed_only=sc.scoped,
         )
 
     @tool

@@ -25,7 +25,7 @@ from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.paths import normalize_proposal_path
 from gitkb.services.changes import audit
 from gitkb.services.changes.sources.branches import record
-from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
+from gitkb.services.changes.sources.registry import open_repo, proposal_branch, require_fed, resolve_source
 from gitkb.services.changes.sources.sidecars import SCHEMA_FILES, parse_sidecar
 from gitkb.services.changes.sources.staging import author as author
 from gitkb.services.changes.sources.staging import (  # listing, showing, discarding, replaying
@@ -214,6 +214,7 @@ def propose_kb_edit(
     note: Any = "",
     *,
     actor: str = "agent",
+    fed_only: bool = False,
 ) -> dict[str, Any]:
     content, search = _text_arg("content", content), _text_arg("search", search)
     replace, note = _text_arg("replace", replace), _text_arg("note", note)
@@ -229,6 +230,8 @@ def propose_kb_edit(
     path = normalize_proposal_path(relative_path, documents_root=row.documents_root)
     repo = open_repo(ctx, row)
     base = staging_base(ctx, row, repo)
+    if fed_only:  # an agent: only what the source feeds the indexes it may use
+        require_fed(row, repo, base, path)
     current = _current_text(repo, base, path)
     if search:
         if current is None:
@@ -270,13 +273,21 @@ def propose_kb_edit(
 
 
 def propose_kb_delete(
-    ctx: Context, source_id_or_index: Any, relative_path: Any, note: Any = "", *, actor: str = "agent"
+    ctx: Context,
+    source_id_or_index: Any,
+    relative_path: Any,
+    note: Any = "",
+    *,
+    actor: str = "agent",
+    fed_only: bool = False,
 ) -> dict[str, Any]:
     note = _text_arg("note", note)
     row = resolve_source(ctx, source_id_or_index)
     path = normalize_proposal_path(relative_path, documents_root=row.documents_root)
     repo = open_repo(ctx, row)
     base = staging_base(ctx, row, repo)
+    if fed_only:  # an agent: only what the source feeds the indexes it may use
+        require_fed(row, repo, base, path)
     if _current_text_or_none(repo, base, path) is None:
         raise NotFound(
             f"{path!r} does not exist on the proposal branch; nothing to delete", details={"path": path}
@@ -315,6 +326,7 @@ def propose_kb_rename(
     note: Any = "",
     *,
     actor: str = "agent",
+    fed_only: bool = False,
 ) -> dict[str, Any]:
     note = _text_arg("note", note)
     row = resolve_source(ctx, source_id_or_index)
@@ -324,6 +336,8 @@ def propose_kb_rename(
         raise InvalidArgument(f"{old!r} and the new path are the same; nothing to rename")
     repo = open_repo(ctx, row)
     base = staging_base(ctx, row, repo)
+    if fed_only:  # an agent: only what the source feeds the indexes it may use
+        require_fed(row, repo, base, old, new)
     if _current_text_or_none(repo, base, old) is None:
         raise NotFound(
             f"{old!r} does not exist on the proposal branch; nothing to rename", details={"path": old}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFailed
+from gitkb.core.exclusions import is_sidecar
 from gitkb.core.files import private_dirs
 from gitkb.core.hosts import url_authority
 from gitkb.core.names import validate_index_name
@@ -27,7 +28,7 @@ from gitkb.services.changes import audit
 from gitkb.services.changes.sources import credentials as creds_
 from gitkb.services.changes.sources.branches import follow_branch
 from gitkb.services.changes.sources.forge_meter import metered
-from gitkb.services.changes.sources.selection import check_globs
+from gitkb.services.changes.sources.selection import check_globs, effective_config
 from gitkb.services.changes.sources.sidecars import SCHEMA_FILES, Sidecars, read_sidecars
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords
@@ -102,6 +103,25 @@ def read_source_sidecars(repo: ManagedRepo, commit: str, documents_root: str) ->
         except NotFound:
             found[name] = None
     return read_sidecars(found, root)
+
+
+def require_fed(row: SourceRow, repo: ManagedRepo, base: str, *paths: str) -> None:
+    """Each path is a file the source feeds its indexes (its selection at the synced commit: include,
+    exclude, sidecars), or a sidecar: a proposal reads and writes no other file of the repository
+    (another source's, an excluded one), whose text no index of this source holds."""
+    at = row.synced_commit or base
+    cfg = effective_config(
+        row.settings, row.documents_root, read_source_sidecars(repo, at, row.documents_root)
+    )
+    for path in paths:
+        rel = cfg.relative(path)
+        if rel and (rel in SCHEMA_FILES or is_sidecar(rel) or cfg.selects(path)):
+            continue
+        raise InvalidArgument(
+            f"{path!r} is not a file source {row.name!r} feeds its indexes (its include, exclude and"
+            " sidecars decide); nothing was staged",
+            details={"path": path},
+        )
 
 
 def forge_for(ctx: Context, row: SourceRow) -> Forge:
