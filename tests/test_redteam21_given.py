@@ -160,3 +160,28 @@ def test_an_agent_gets_its_bindings_top_n_on_every_search_tool(make_ws: Any, mak
     ):
         r = client.post(route, json=body, headers=bot)
         assert r.status_code == 200 and r.json()["count"] == 3, (route, r.text)
+
+
+def test_upper_case_operator_words_are_searched_as_words(ws: Any, make_client: Any) -> None:
+    """The keyword side promises free text, never query syntax, and kept the query's words as
+    given: tantivy's parser read AND / OR / NOT in upper case as operators. 'failover AND checklist'
+    answered nothing where 'failover and checklist' answered both documents, and 'NOT failover'
+    answered the two documents *without* the word (one of them holding no word of the query at all).
+    Now those words are searched as words, on every mode and interface (the store's query)."""
+    ok(ws.document_index("CREATE_INDEX", index_name="a"))
+    ok(ws.document_index("ADD_TEXT", index_name="a", text="failover runbook steps", filepath="f.md"))
+    ok(ws.document_index("ADD_TEXT", index_name="a", text="release checklist items", filepath="c.md"))
+    ok(ws.document_index("ADD_TEXT", index_name="a", text="the gate of the castle", filepath="g.md"))
+
+    def paths(query: str) -> list[str]:
+        out = ok(ws.document_index("SEARCH", query=query, index_name="a", mode="keyword"))
+        return sorted(r["filepath"] for r in out["Results"])
+
+    assert paths("failover AND checklist") == paths("failover and checklist") == ["c.md", "f.md"]
+    assert paths("failover NOT checklist") == ["c.md", "f.md"]
+    assert paths("NOT failover") == ["f.md"]
+    assert paths("failover OR release") == ["c.md", "f.md"]
+    ws.close()
+    client = make_client()
+    r = client.post("/search", json={"query": "NOT failover", "index_name": "a", "mode": "keyword"})
+    assert [h["filepath"] for h in r.json()["Results"]] == ["f.md"], r.text

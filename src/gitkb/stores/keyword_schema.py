@@ -32,8 +32,17 @@ _QUERY_WORDS = re.compile(r"\w+(?:\.\w+)*", re.UNICODE)
 # (term frequency, field length, average length, idf): exact, but 0.25-1.3 ms per candidate (more
 # for longer queries). Measured on SciFact/awsdocs: no k1/b beat tantivy's (README "Performance").
 TANTIVY_BM25 = (1.2, 0.75)
+# Words tantivy's query parser reads as operators in upper case ("a AND b", "NOT a", "f: IN [...]",
+# "[a TO b]"); a query is free text, so they are searched as the words they are (lower-cased: the
+# analyzer lower-cases every term anyway).
+_OPERATORS = frozenset({"AND", "OR", "NOT", "IN", "TO"})
 RESCORE_POOL = 50
 REPAIR = "gitkb verify --repair"
+
+
+def free_words(query: str) -> list[str]:
+    """The words of ``query`` as the keyword index searches them: never query syntax (``_OPERATORS``)."""
+    return [w.lower() if w in _OPERATORS else w for w in _QUERY_WORDS.findall(query)]
 
 
 def _schema() -> tantivy.Schema:

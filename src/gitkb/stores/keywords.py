@@ -30,7 +30,6 @@ from gitkb.core.errors import Busy, StoreUnavailable
 from gitkb.core.faults import crash_point
 from gitkb.stores.keyword_commit import BackgroundCommit
 from gitkb.stores.keyword_schema import (
-    _QUERY_WORDS,
     LEGACY_MARK,
     NO_TENANT,
     REPAIR,
@@ -40,6 +39,7 @@ from gitkb.stores.keyword_schema import (
     _schema,
     _Shard,
     count_across,
+    free_words,
     index_hits,
     mark_rebuild,
     rebuild_pending,
@@ -373,7 +373,7 @@ class KeywordIndex:
         Each searched index answers from its own statistics; the hits are merged by score, ties in
         index id order, then each index's own order. ``bm25`` = (k1, b) other than tantivy's own
         rescores each index's best ``max(limit, RESCORE_POOL)`` hits with those parameters (``rescore``)."""
-        terms = " ".join(_QUERY_WORDS.findall(query))
+        terms = " ".join(free_words(query))
         if not terms or limit <= 0:
             return []
         params = bm25 if bm25 is not None else TANTIVY_BM25
