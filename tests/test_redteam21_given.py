@@ -185,3 +185,32 @@ def test_upper_case_operator_words_are_searched_as_words(ws: Any, make_client: A
     client = make_client()
     r = client.post("/search", json={"query": "NOT failover", "index_name": "a", "mode": "keyword"})
     assert [h["filepath"] for h in r.json()["Results"]] == ["f.md"], r.text
+
+
+def test_a_tenant_cannot_be_the_keyword_indexs_mark_of_no_tenant(ws: Any) -> None:
+    """Tenants isolate (a search with tenant sees that tenant's documents, one without only the
+    untenanted). The keyword index files an untenanted chunk under the tenant "\\x00none", and a
+    tenant of that very name was taken: its document was found by every keyword search without
+    tenant, and a search with that tenant found every untenanted document (the semantic side,
+    which checks the catalog, did neither). Now a tenant with control characters is refused, when
+    documents are added and when searching; spaces around a searched tenant go, as when adding."""
+    ok(ws.document_index("CREATE_INDEX", index_name="a"))
+    ok(ws.document_index("ADD_TEXT", index_name="a", text="failover plain note", filepath="plain.md"))
+    mark = "\x00none"
+    fails(
+        ws.document_index(
+            "ADD_TEXT", index_name="a", text="failover acme secret", filepath="t.md", tenant=mark
+        ),
+        "invalid_argument",
+    )
+    for action in ("SEARCH", "ASK"):
+        fails(ws.document_index(action, query="failover", index_name="a", tenant=mark), "invalid_argument")
+    got = ok(ws.document_index("SEARCH", query="failover", index_name="a", mode="keyword"))
+    assert [r["filepath"] for r in got["Results"]] == ["plain.md"], got
+    ok(
+        ws.document_index(
+            "ADD_TEXT", index_name="a", text="failover acme note", filepath="acme.md", tenant=" acme "
+        )
+    )
+    got = ok(ws.document_index("SEARCH", query="failover", index_name="a", mode="keyword", tenant=" acme "))
+    assert [r["filepath"] for r in got["Results"]] == ["acme.md"], got

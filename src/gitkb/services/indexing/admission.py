@@ -18,6 +18,7 @@ from gitkb.core.paths import check_stored_path, escape_name
 from gitkb.services.context import Context
 from gitkb.services.indexing.guard import ensure_not_managed
 from gitkb.services.indexing.indexes import get_index
+from gitkb.services.retrieval.tenancy import check_tenant
 from gitkb.stores.catalog.indexes import IndexRow
 
 TIERS = ("hot", "warm", "cold")
@@ -35,6 +36,7 @@ class Placement:
 def placement(tenant: Any = None, tier: Any = None, ttl_seconds: Any = None) -> Placement:
     if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
         raise InvalidArgument("tenant must be a non-empty string when given")
+    tenant = check_tenant(tenant)  # no control characters (tenancy.check_tenant)
     if tier is not None and tier not in TIERS:
         raise InvalidArgument(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
     expires = None
@@ -42,7 +44,7 @@ def placement(tenant: Any = None, tier: Any = None, ttl_seconds: Any = None) -> 
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or ttl_seconds <= 0:
             raise InvalidArgument(f"ttl_seconds must be a positive number of seconds, got {ttl_seconds!r}")
         expires = time.time() + float(ttl_seconds)
-    return Placement(tenant.strip() if isinstance(tenant, str) else None, tier, expires)
+    return Placement(tenant, tier, expires)
 
 
 def chunk_config_for(row: IndexRow, size: Any, overlap: Any, strategy: Any) -> tuple[ChunkConfig, list[str]]:

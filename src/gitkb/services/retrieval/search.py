@@ -21,7 +21,7 @@ from gitkb.services.retrieval import amounts, fusion, search_settings
 from gitkb.services.retrieval.fusion import rrf
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
-from gitkb.services.retrieval.tenancy import tenant_warnings, tier_matches, validate_tiers
+from gitkb.services.retrieval.tenancy import check_tenant, tenant_warnings, tier_matches, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.documents import CitedChunk, LiveChunk, cited_chunks, live_chunks
@@ -209,6 +209,7 @@ def search(
     q = validate_query(query)
     n = validate_top_n(top_n)
     tier_set = validate_tiers(tiers)
+    tenant = check_tenant(tenant)
     if mode is not None and mode not in MODES:
         raise InvalidArgument(
             f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}"

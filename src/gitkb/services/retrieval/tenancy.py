@@ -24,6 +24,19 @@ TIERS = ("hot", "warm", "cold")
 DEFAULT_TIER = "hot"
 
 
+def check_tenant(tenant: Any) -> str | None:
+    """A tenant as documents store it and searches match it: surrounding spaces off, None for none
+    (``""``); control characters refused (the keyword index marks "no tenant" with one, so such a
+    tenant's documents were found by searches without tenant, and its searches found those)."""
+    if tenant is None:
+        return None
+    if not isinstance(tenant, str):
+        raise InvalidArgument(f"tenant must be a string, got {tenant!r}")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in tenant):
+        raise InvalidArgument(f"tenant {tenant!r} holds control characters; a tenant is a plain name")
+    return tenant.strip() or None
+
+
 def validate_tiers(tiers: Any) -> frozenset[str] | None:
     if tiers is None or tiers == []:
         return None
