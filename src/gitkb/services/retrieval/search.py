@@ -31,10 +31,7 @@ MAX_TOP_N = 100
 MAX_QUERY_CHARS = 4000
 # Keyword sides of concurrent hybrid searches that run at once (each search thread: one SQLite connection).
 SEARCH_THREADS = 4
-# A keyword side whose fetched hits ran out before top_n counted (tiers, expiry) fetches this many
-# times as many again, up to MAX_KEYWORD_FETCH hits of the index.
-FETCH_GROWTH = 4
-MAX_KEYWORD_FETCH = 20_000
+FETCH_GROWTH, MAX_KEYWORD_FETCH = 4, 20_000  # hits ran out before top_n counted: fetch 4x more
 _pool_lock = threading.Lock()
 
 
@@ -138,7 +135,7 @@ def keyword_hits(
     live: dict[int, LiveChunk] = {}
     while True:
         raw = ctx.keywords.search(terms, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-        out = _counting(ctx, raw, live, limit, set(ids), rebuilt, tiers)
+        out = _counting(ctx, raw, live, limit, set(ids), rebuilt, tenant, tiers)
         if len(out) >= limit or len(raw) < fetch or fetch >= MAX_KEYWORD_FETCH:
             return out
         fetch = min(fetch * FETCH_GROWTH, MAX_KEYWORD_FETCH)
@@ -151,11 +148,12 @@ def _counting(
     limit: int,
     searched: set[str],
     rebuilt: dict[str, str],
+    tenant: str | None,
     tiers: frozenset[str] | None,
 ) -> list[tuple[LiveChunk, float]]:
     """The first ``limit`` hits of ``raw`` that count. The catalog is asked about the first ``limit``
-    hits, then (when some are gone, expired or of another tier) about the rest fetched: most often
-    the first read is the only one (``live`` keeps what was read, for a bigger fetch after)."""
+    hits, then (some gone, expired, of another tier) about the rest: most often the first read is
+    the only one (``live`` keeps what was read, for a bigger fetch after)."""
     live.update(live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit] if cid not in live]))
     now = time.time()
     out = []
@@ -169,6 +167,8 @@ def _counting(
         if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
             chunk = replace(chunk, index_id=rebuilt[chunk.index_id])
         if chunk.index_id not in searched or chunk.cid in seen:  # misfiled in another index's folder
+            continue
+        if chunk.tenant != (tenant or None):  # the catalog's tenant, as the semantic side checks it
             continue
         seen.add(chunk.cid)
         if chunk.expires_at is not None and chunk.expires_at <= now:
