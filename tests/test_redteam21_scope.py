@@ -54,7 +54,7 @@ def test_keyword_folder_of_a_linked_to_b_answers_nothing_of_b(make_ws: Any, tmp_
     failed with an internal error naming b's index id (``KeyError: 'kidx_…'``), to the agent too;
     now the catalog's index of each hit is checked, as the semantic side does, and b's are dropped."""
     ws, ids = _world(make_ws, tmp_path)
-    home = Path(ws.ctx.home) if hasattr(ws.ctx, "home") else tmp_path / "ws"
+    home = tmp_path / "ws"  # make_ws's home
     ws.close()
     kw = home / "keywords"
     assert (kw / ids["a"]).is_dir() and (kw / ids["b"]).is_dir()
@@ -155,3 +155,28 @@ def test_a_proposal_cannot_read_a_file_its_source_does_not_feed(
     staged = ok(agent.propose_kb_edit("pub", "public/a.md", search="everyone", replace="every team"))
     assert staged["path"] == "docs/public/a.md"
     ok(ws.propose_kb_edit("pub", "private/payroll.md", search="bob 200", replace="bob 250"))
+
+
+def test_crafted_index_refs_never_reach_another_index(make_ws: Any, tmp_path: Path) -> None:
+    """Held: refs that look like b (case, spaces, full-width letters, a zero-width space, a path,
+    b's kidx_ id in upper case or with a folder part) are each ignored by search_index and refused
+    or narrowed away by document_index SEARCH / ASK / LIST_DOCUMENTS; the keyword folders are
+    named by catalog index id only, so no ref names a folder."""
+    ws, ids = _world(make_ws, tmp_path)
+    ok(ws.document_index("CREATE_INDEX", index_name="B"))  # a real index whose name differs by case
+    refs = ["b ", " b", "ｂ", "b\u200b", "../b", "a/../b", ids["b"].upper(), ids["b"] + "/", f"./{ids['b']}"]
+    agent = ws.as_agent("alice")
+    for ref in refs:
+
+        def leaked(answer: dict[str, Any], ref: str = ref) -> list[str]:
+            return _leaks(json.dumps(answer).replace(json.dumps(ref)[1:-1], "REF"), ids)
+
+        out = ok(agent.search_index("failover credentials", indexes=[ref], mode="keyword"))
+        assert out["Results"] == [] and out["ignored"] == [ref], (ref, out)
+        for action, extra in (("SEARCH", {"query": "failover"}), ("ASK", {"query": "failover?"})):
+            got = agent.document_index(action, index_name=ref, **extra)
+            assert not leaked(got) and got.get("Results", []) == [] and not got.get("Sources"), (ref, got)
+        got = agent.document_index("LIST_DOCUMENTS", index_name=ref)
+        assert got["Success"] is False and not leaked(got), (ref, got)
+    catalog_ids = {d["index_id"] for d in ws.document_index("LIST_INDICES")["IndexDetails"].values()}
+    assert {p.name for p in (tmp_path / "ws" / "keywords").iterdir() if p.is_dir()} <= catalog_ids
