@@ -214,3 +214,30 @@ def test_a_tenant_cannot_be_the_keyword_indexs_mark_of_no_tenant(ws: Any) -> Non
     )
     got = ok(ws.document_index("SEARCH", query="failover", index_name="a", mode="keyword", tenant=" acme "))
     assert [r["filepath"] for r in got["Results"]] == ["acme.md"], got
+
+
+def test_an_index_keeps_its_own_bm25_when_searched_with_another(ws: Any) -> None:
+    """Each index has its own keyword index now, and its own search settings: index a sets
+    bm25_k1 0.3 / bm25_b 0.2. Searched alone its hits scored with them; searched with b (default
+    settings), the two differed, so both were scored with the workspace's default and a's scores
+    (and with them the merge, the fusion and the order) changed for no reason a's caller gave. Now
+    each index's hits are scored with its own (k1, b), searched alone or with others."""
+    ok(
+        ws.document_index(
+            "CREATE_INDEX", index_name="a", settings={"search": {"bm25_k1": 0.3, "bm25_b": 0.2}}
+        )
+    )
+    ok(ws.document_index("CREATE_INDEX", index_name="b"))
+    for i in range(5):
+        text = "failover " * (i + 1) + f"words padding here {i} " * (5 - i)
+        ok(ws.document_index("ADD_TEXT", index_name="a", text=text, filepath=f"a{i}.md"))
+        ok(ws.document_index("ADD_TEXT", index_name="b", text=f"failover other {i}", filepath=f"b{i}.md"))
+
+    def scores(**where: Any) -> dict[str, float]:
+        res = ok(ws.document_index("SEARCH", query="failover", mode="keyword", top_n=20, **where))
+        return {r["filepath"]: r["score"] for r in res["Results"] if r["index_name"] == "a"}
+
+    alone = scores(index_name="a")
+    assert len(alone) == 5
+    assert scores(indexes=["a", "b"]) == alone
+    assert scores() == alone  # every index

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -366,17 +366,17 @@ class KeywordIndex:
         index_ids: Sequence[str] | None,
         limit: int,
         tenant: str | None = None,
-        bm25: tuple[float, float] | None = None,
+        bm25: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
     ) -> list[tuple[int, float]]:
         """(cid, bm25 score) best first. Query text is free text, never query syntax.
 
         Each searched index answers from its own statistics; the hits are merged by score, ties in
         index id order, then each index's own order. ``bm25`` = (k1, b) other than tantivy's own
-        rescores each index's best ``max(limit, RESCORE_POOL)`` hits with those parameters (``rescore``)."""
+        rescores each index's best ``max(limit, RESCORE_POOL)`` hits with those parameters (``rescore``);
+        a mapping gives each index (by id) its own, tantivy's for one it leaves out."""
         terms = " ".join(free_words(query))
         if not terms or limit <= 0:
             return []
-        params = bm25 if bm25 is not None else TANTIVY_BM25
         merged: list[tuple[float, int, int, int]] = []  # (-score, index order, position, cid)
         searchers = [(ix, self._searcher(ix)) for ix in self._read_ids(index_ids)]
         for order, (ix, searcher) in enumerate(searchers):
@@ -385,6 +385,7 @@ class KeywordIndex:
             shard = self._shards.get(ix)
             if shard is None or shard.index is None:
                 continue
+            params = bm25.get(ix, TANTIVY_BM25) if isinstance(bm25, Mapping) else bm25 or TANTIVY_BM25
             hits = index_hits(
                 shard.index, searcher, self.schema, terms, tenant=tenant, limit=limit, bm25=params
             )

@@ -129,7 +129,7 @@ def keyword_hits(
         catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
-    bm25 = search_settings.bm25_of(ctx, rows)
+    bm25 = {r.id: search_settings.bm25_of(ctx, [r]) for r in rows}  # each index its own (k1, b)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
     terms = keyword_query(query)
     live: dict[int, LiveChunk] = {}
