@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gitkb.core.embedders.minilm_query import DEFAULT_QUERY_GRAPH, QUERY_GRAPHS
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import split_authority
 
@@ -41,6 +42,17 @@ CONFIG_FILE = "gitkb.toml"
 DEFAULT_EF_SEARCH = 200
 
 MAX_EF_SEARCH = 10_000
+
+
+def check_query_graph(value: object, where: str = "query_graph") -> str:
+    """``value`` as the graph queries are embedded with (``minilm_query.QUERY_GRAPHS``); InvalidArgument
+    naming ``where`` otherwise."""
+    if value not in QUERY_GRAPHS:
+        raise InvalidArgument(
+            f"{where} must be one of {', '.join(QUERY_GRAPHS)} (int8: the default model's query graph "
+            f"multiplying in int8; exact: the documents' graph), got {value!r}"
+        )
+    return str(value)
 
 
 def check_ef_search(value: object, where: str = "ef_search") -> int:
@@ -134,6 +146,8 @@ class Settings:
     embedding_model: str | None = None  # None: the provider's default model
     embedding_options: dict[str, Any] = field(default_factory=dict)
     embed_batch_size: int = 2  # the default model's texts per run (fastembed_minilm.DEFAULT_BATCH_SIZE)
+    # [embedding] query_graph: how the default model embeds a search query (core/embedders/minilm_query)
+    embed_query_graph: str = DEFAULT_QUERY_GRAPH
     max_file_bytes: int = 10 * 1024 * 1024
     chroma_host: str | None = None
     chroma_port: int | None = None
@@ -206,6 +220,10 @@ def load_settings(
         values["embedding_options"] = dict(emb["options"])
     if "batch_size" in emb:
         values["embed_batch_size"] = int(emb["batch_size"])
+    if "query_graph" in emb:
+        values["embed_query_graph"] = check_query_graph(
+            emb["query_graph"], f"{cfg_file}: [embedding] query_graph"
+        )
     if "host" in chroma:
         values["chroma_host"] = str(chroma["host"])
     if "port" in chroma:
@@ -222,6 +240,10 @@ def load_settings(
         values["embedding_provider"] = env["GITKB_EMBEDDING_PROVIDER"]
     if env.get("GITKB_EMBEDDING_MODEL"):
         values["embedding_model"] = env["GITKB_EMBEDDING_MODEL"]
+    if env.get("GITKB_EMBEDDING_QUERY_GRAPH"):
+        values["embed_query_graph"] = check_query_graph(
+            env["GITKB_EMBEDDING_QUERY_GRAPH"].strip(), "GITKB_EMBEDDING_QUERY_GRAPH"
+        )
     if env.get("GITKB_CHROMA_HOST"):
         values["chroma_host"] = env["GITKB_CHROMA_HOST"]
     if env.get("GITKB_CHROMA_PORT"):
@@ -239,6 +261,8 @@ def load_settings(
     values.update({k: v for k, v in overrides.items() if v is not None})
     if overrides.get("chroma_ef_search") is not None:
         check_ef_search(overrides["chroma_ef_search"], "chroma_ef_search")
+    if overrides.get("embed_query_graph") is not None:
+        check_query_graph(overrides["embed_query_graph"], "embed_query_graph")
     if "credentials" in overrides and overrides["credentials"] is not None:
         values["credentials"] = parse_credentials(overrides["credentials"])
     return replace(s, **values)

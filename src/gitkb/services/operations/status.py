@@ -108,6 +108,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
             "vectors": {"ef_search": ctx.settings.chroma_ef_search},  # [chroma] ef_search: HNSW search depth
+            "query_embedding": query_embedding_view(ctx),
         }
     )
     job = out["in_flight_job"]
@@ -122,6 +123,18 @@ def index_status(ctx: Context) -> dict[str, Any]:
         f"dirty embeddings {dirty_emb}"
     )
     return out
+
+
+def query_embedding_view(ctx: Context) -> dict[str, Any]:
+    """How queries are embedded: the configured graph (``[embedding] query_graph``) and, for each
+    embedder this process has loaded, the graph it really uses (``exact`` with the reason when the
+    int8 query graph could not be built)."""
+    loaded: dict[str, dict[str, str | None]] = {}
+    for identity, emb in sorted(ctx.caches.embedders.items()):
+        graph = getattr(emb, "query_graph", None)  # the default model's embedders only
+        if graph is not None:
+            loaded[identity] = {"graph": str(graph), "error": getattr(emb, "query_graph_error", None)}
+    return {"configured": ctx.settings.embed_query_graph, "loaded": loaded}
 
 
 def vector_build_view(ctx: Context) -> dict[str, Any] | None:
