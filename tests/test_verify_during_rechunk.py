@@ -1,0 +1,129 @@
+"""``gitkb verify`` while a RECHUNK runs in another process tells the truth.
+
+RECHUNK switches the keyword index to the new chunks (one commit) before it swaps the catalog
+rows. The writer here is a child process paused at ``rechunk.after_keywords`` (or
+``rechunk.before_swap``, ``core/faults.pause_point``); verify runs meanwhile from this process
+through the library, the CLI and HTTP (verify is not offered on MCP). It used to report the
+index's old chunks as ``keyword_missing``; now it says the index is being re-chunked and leaves
+its keyword entries out of the comparison. ``verify --repair`` is a job on the writer, which runs
+one job at a time: it waits for the RECHUNK and then finds nothing to repair.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gitkb import Workspace
+from gitkb.cli.main import cli
+from helpers import ok, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+TOML = '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
+
+CHILD = textwrap.dedent(
+    """
+    import json, pathlib, sys, time
+    from gitkb import Workspace
+    ws = Workspace(sys.argv[1], embedding_provider="hashing", embedding_model="hashing-384")
+    r = ws.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10)
+    print(json.dumps(r), flush=True)
+    close = pathlib.Path(sys.argv[2]) / "child.close"
+    deadline = time.monotonic() + 90
+    while not close.exists() and time.monotonic() < deadline:  # still the writer: queued jobs run
+        time.sleep(0.05)
+    ws.close()
+    """
+)
+
+
+def kinds(d: dict[str, Any]) -> dict[str, int]:
+    return {x["kind"]: x["count"] for x in d["differences"]}
+
+
+def rechunking(d: dict[str, Any]) -> None:
+    """A clean answer that says kb is being re-chunked."""
+    assert d["clean"] is True and kinds(d) == {}, d
+    assert [r["index_name"] for r in d["rebuilding"]] == ["kb"], d
+    assert "RECHUNK" in d["Message"] or "rechunk" in d["Message"], d  # the CLI names its command
+
+
+@pytest.fixture
+def filled(make_ws: Callable[..., Workspace], home: Path, kb_copy: Path) -> Path:
+    w = make_ws()
+    ok(w.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    assert ok(w.verify())["clean"] is True
+    w.close()
+    (home / "gitkb.toml").write_text(TOML)
+    return home
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("point", ["rechunk.after_keywords", "rechunk.before_swap"])
+def test_verify_while_a_rechunk_runs_in_another_process(
+    filled: Path, tmp_path: Path, make_client: Callable[..., Any], point: str
+) -> None:
+    home = filled
+    where = tmp_path / "pause"
+    where.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    env.update(GITKB_PAUSE_AT=point, GITKB_PAUSE_DIR=str(where))
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), str(where)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        wait_until(lambda: (where / f"{point}.reached").exists() or child.poll() is not None, timeout=90)
+        assert child.poll() is None, child.communicate()
+        with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
+            assert not w.ctx.is_writer  # the child is
+            rechunking(ok(w.verify()))
+            rechunking(ok(w.verify(index_name="kb")))
+            res = CliRunner().invoke(cli, ["--home", str(home), "--json", "verify"], catch_exceptions=False)
+            assert res.exit_code == 0, res.output
+            rechunking(json.loads(res.stdout))
+            res = CliRunner().invoke(cli, ["--home", str(home), "verify"], catch_exceptions=False)
+            assert res.exit_code == 0 and "is rebuilding it" in res.output, res.output
+            resp = make_client(at=home).post("/verify", json={})
+            assert resp.status_code == 200, resp.text
+            rechunking(resp.json())
+
+            # --repair is a job for the writer, busy with the RECHUNK: it waits, then finds it done
+            repaired: dict[str, Any] = {}
+            t = threading.Thread(target=lambda: repaired.update(w.verify(repair=True)))
+            t.start()
+            time.sleep(1.5)
+            assert t.is_alive() and not repaired  # not in the window
+            (where / f"{point}.go").write_text("")
+            t.join(120)
+            assert ok(repaired)["clean"] is True and repaired["repaired"] == [], repaired
+            assert "rebuilding" not in repaired or repaired["rebuilding"] == [], repaired
+            jobs = {j["kind"]: j for j in ok(w.list_jobs())["Jobs"]}
+            assert jobs["verify_repair"]["status"] == "completed", jobs
+            after = ok(w.verify())
+            assert after["clean"] is True and kinds(after) == {} and not after.get("rebuilding"), after
+            hit = ok(w.document_index("SEARCH", query="promote the replica", mode="keyword"))["Results"]
+            assert hit
+    finally:
+        (where / f"{point}.go").write_text("")
+        (where / "child.close").write_text("")
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert json.loads(out.splitlines()[0])["Success"] is True, out
