@@ -28,6 +28,8 @@ from click.testing import CliRunner
 from gitkb import Workspace
 from gitkb.cli.main import cli
 from helpers import ok, wait_until
+from helpers.catalog import execute as catalog_execute
+from helpers.catalog import rows as catalog_rows
 
 REPO = Path(__file__).resolve().parents[1]
 TOML = '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
@@ -96,6 +98,8 @@ def test_verify_while_a_rechunk_runs_in_another_process(
             assert not w.ctx.is_writer  # the child is
             rechunking(ok(w.verify()))
             rechunking(ok(w.verify(index_name="kb")))
+            # status counts the index's documents, not also the temporary index's copies of them
+            assert ok(w.get_index_status())["documents_indexed"] == 6
             res = CliRunner().invoke(cli, ["--home", str(home), "--json", "verify"], catch_exceptions=False)
             assert res.exit_code == 0, res.output
             rechunking(json.loads(res.stdout))
@@ -127,3 +131,77 @@ def test_verify_while_a_rechunk_runs_in_another_process(
         out, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     assert json.loads(out.splitlines()[0])["Success"] is True, out
+
+
+KILLED = textwrap.dedent(
+    """
+    import sys
+    from gitkb import Workspace
+    from gitkb.services.indexing import rechunk
+    rechunk.BATCH = 2
+    ws = Workspace(sys.argv[1], embedding_provider="hashing", embedding_model="hashing-384")
+    ws.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10)
+    print("finished", flush=True)
+    """
+)
+
+
+def agree_with_catalog(w: Workspace, home: Path, *, keywords: bool = True) -> None:
+    """status, the index's stats and (``keywords``) the keyword index count what the catalog holds."""
+    [(docs,)] = catalog_rows(
+        home, "SELECT COUNT(*) FROM documents d JOIN indexes i ON i.id = d.index_id WHERE i.hidden = 0"
+    )
+    [(ix, chunks)] = catalog_rows(
+        home,
+        "SELECT i.id, COUNT(c.rowid) FROM indexes i JOIN chunks c ON c.index_id = i.id WHERE i.name = 'kb' GROUP BY i.id",
+    )
+    status = ok(w.get_index_status())
+    assert status["documents_indexed"] == docs, status
+    details = ok(w.document_index("LIST_INDICES"))["IndexDetails"]
+    assert list(details) == ["kb"] and details["kb"]["chunk_count"] == chunks, details
+    assert not keywords or w.ctx.keywords.count([ix]) == chunks
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("rerun", [True, False], ids=["rerun", "not-rerun"])
+@pytest.mark.parametrize("point", ["rechunk.batch:2", "rechunk.before_swap", "rechunk.after_keywords"])
+def test_status_and_verify_after_a_killed_rechunk(filled: Path, point: str, rerun: bool) -> None:
+    """SIGKILL at each crash point, reopen. ``rerun``: the new writer requeues the RECHUNK job and
+    runs it; ``not-rerun``: the job row says failed (nothing reruns it), the rebuild is left over
+    until verify --repair (or the next write to the index) cleans it up."""
+    home = filled
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    env["GITKB_CRASH_AT"] = point
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED, str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == -9 and "finished" not in proc.stdout, proc.stderr
+    assert catalog_rows(home, "SELECT COUNT(*) FROM index_rebuilds") == [(1,)]
+    if not rerun:
+        catalog_execute(home, "UPDATE jobs SET state = 'failed', error = 'killed' WHERE state = 'running'")
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
+        wait_until(
+            lambda: not any(j["status"] in ("queued", "running") for j in ok(w.list_jobs())["Jobs"]),
+            timeout=90,
+            what="no job queued or running",
+        )
+        found = ok(w.verify())
+        if rerun:
+            assert found["clean"] is True and found["rebuilding"] == [], found
+        else:
+            assert kinds(found) == {"rechunk_interrupted": 1}, found  # not keyword_missing
+            assert found["rebuilding"][0]["state"] == "interrupted", found
+            # the keyword index holds the rebuilt chunks in kb's place after rechunk.after_keywords
+            agree_with_catalog(w, home, keywords=point != "rechunk.after_keywords")
+            fixed = ok(w.verify(repair=True))
+            assert fixed["clean"] is True and fixed["rebuilding"] == [], fixed
+            assert any("interrupted RECHUNK of 'kb'" in line for line in fixed["repaired"]), fixed
+        agree_with_catalog(w, home)
+        assert ok(w.verify())["clean"] is True
+        hit = ok(w.document_index("SEARCH", query="promote the replica", mode="keyword"))["Results"]
+        assert hit
