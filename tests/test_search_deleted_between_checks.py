@@ -52,7 +52,11 @@ def paused(
     both sides), delete ``victim`` through the writer, let the search go on; its answer."""
     where = tmp_path / "pause"
     where.mkdir()
-    points = ["search.full_rows"] + (["search.semantic_checked"] if mode == "hybrid" else [])
+    points = {
+        "keyword": ["search.full_rows"],
+        "hybrid": ["search.full_rows", "search.semantic_checked"],  # the keyword side's thread, this one's
+        "semantic": ["search.semantic_checked"],
+    }[mode]
     monkeypatch.setenv("GITKB_PAUSE_AT", ",".join(points))
     monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
     out: dict[str, Any] = {}
@@ -82,7 +86,7 @@ def check(answer: dict[str, Any], before: list[str], victim: str) -> None:
     assert set(before[1:]) <= set(got), (before, got)
 
 
-@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+@pytest.mark.parametrize("mode", ["keyword", "hybrid", "semantic"])
 def test_library(
     make_ws: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
