@@ -30,6 +30,7 @@ from gitkb.cli.main import cli
 from helpers import ok, wait_until
 from helpers.catalog import execute as catalog_execute
 from helpers.catalog import rows as catalog_rows
+from helpers.catalog import url_for as catalog_url_for
 
 REPO = Path(__file__).resolve().parents[1]
 TOML = '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
@@ -83,6 +84,8 @@ def test_verify_while_a_rechunk_runs_in_another_process(
     where.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     env.update(GITKB_PAUSE_AT=point, GITKB_PAUSE_DIR=str(where))
+    if url := catalog_url_for(home):  # the child opens the same catalog (PostgreSQL in the both-backend run)
+        env["GITKB_CATALOG_URL"] = url
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(home), str(where)],
         env=env,
@@ -172,6 +175,8 @@ def test_status_and_verify_after_a_killed_rechunk(filled: Path, point: str, reru
     home = filled
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
     env["GITKB_CRASH_AT"] = point
+    if url := catalog_url_for(home):
+        env["GITKB_CATALOG_URL"] = url
     proc = subprocess.run(
         [sys.executable, "-c", KILLED, str(home)],
         env=env,
