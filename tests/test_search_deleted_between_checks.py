@@ -159,3 +159,58 @@ def test_mcp_search_index(
         return anyio.run(main)
 
     check(paused(w, tmp_path, monkeypatch, call, before[0], "hybrid"), before, before[0])
+
+
+def test_the_next_candidates_are_read_only_when_a_hit_went_missing(
+    make_ws: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common path reads the cited rows once (TOP_N of them); after a deletion between the
+    checks, once more, for just the one missing (SQLite's statement trace)."""
+    import re
+    import sqlite3
+
+    w = make_ws()
+    fill(w)
+    conn = w.ctx.catalog.conn  # this thread's: the keyword-only search runs on it
+    if not isinstance(conn, sqlite3.Connection):
+        pytest.skip("the statement trace is SQLite's")
+
+    def cited_reads(victim: str | None) -> tuple[list[int], dict[str, Any]]:
+        statements: list[str] = []
+        where = tmp_path / f"pause-{victim}"
+        where.mkdir()
+        deleter = None
+        if victim:
+            monkeypatch.setenv("GITKB_PAUSE_AT", "search.full_rows")
+            monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+
+            def delete() -> None:
+                wait_until(lambda: (where / "search.full_rows.reached").exists(), timeout=60)
+                ok(w.document_index("DELETE_DOCUMENT", index_name="kb", filepath=victim))
+                (where / "search.full_rows.go").write_text("")
+
+            deleter = threading.Thread(target=delete)
+            deleter.start()
+        conn.set_trace_callback(statements.append)
+        try:
+            answer = search(w, "keyword")
+        finally:
+            conn.set_trace_callback(None)
+            monkeypatch.delenv("GITKB_PAUSE_AT", raising=False)
+            if deleter is not None:
+                deleter.join(60)
+        sizes = [
+            len(m.group(1).split(","))
+            for x in statements
+            if "c.line_end, d.id, d.path" in x
+            for m in [re.search(r"IN \(([^)]*)\)", x)]
+            if m
+        ]
+        return sizes, answer
+
+    sizes, before = cited_reads(None)
+    assert sizes == [TOP_N] and before["count"] == TOP_N
+    victim = before["Results"][0]["filepath"]
+    sizes, after = cited_reads(victim)
+    assert sizes == [TOP_N, 1], sizes
+    check(after, [r["filepath"] for r in before["Results"]], victim)
