@@ -210,3 +210,76 @@ def test_status_and_verify_after_a_killed_rechunk(filled: Path, point: str, reru
         assert ok(w.verify())["clean"] is True
         hit = ok(w.document_index("SEARCH", query="promote the replica", mode="keyword"))["Results"]
         assert hit
+
+
+NODE_CHILD = textwrap.dedent(
+    """
+    import json, pathlib, sys, time
+    from gitkb import Workspace
+    from helpers.nodes import node_settings
+    ws = Workspace(settings=node_settings(pathlib.Path(sys.argv[1]), sys.argv[2]))
+    assert ws.ctx.is_writer
+    r = ws.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10)
+    print(json.dumps(r), flush=True)
+    close = pathlib.Path(sys.argv[3]) / "child.close"
+    deadline = time.monotonic() + 90
+    while not close.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ws.close()
+    """
+)
+
+
+@pytest.mark.timeout(240)
+def test_verify_on_another_node_while_the_writer_node_rechunks(tmp_path: Path, kb_copy: Path) -> None:
+    """Nodes with their own homes on one catalog: node a (a child, the writer) re-chunks, paused
+    after its keyword switch; node b's own keyword index never saw the switch. b's verify says kb is
+    being re-chunked and finds nothing else; its --repair waits for a's RECHUNK."""
+    from helpers.nodes import node_settings, sqlite_url
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    url = sqlite_url(shared / "catalog.sqlite3")
+    with Workspace(settings=node_settings(tmp_path / "a", url)) as a:
+        ok(
+            a.document_index(
+                "CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40, embeddings=False
+            )
+        )
+        ok(a.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    where = tmp_path / "pause"
+    where.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    env.update(GITKB_PAUSE_AT="rechunk.after_keywords", GITKB_PAUSE_DIR=str(where))
+    env["PYTHONPATH"] = str(REPO / "tests") + os.pathsep + env.get("PYTHONPATH", "")
+    child = subprocess.Popen(
+        [sys.executable, "-c", NODE_CHILD, str(tmp_path / "a"), url, str(where)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        reached = where / "rechunk.after_keywords.reached"
+        wait_until(lambda: reached.exists() or child.poll() is not None, timeout=90)
+        assert child.poll() is None, child.communicate()
+        with Workspace(settings=node_settings(tmp_path / "b", url)) as b:
+            assert not b.ctx.is_writer
+            wait_until(lambda: b.ctx.keywords.count() > 0, timeout=30, what="b's own keyword index")
+            rechunking(ok(b.verify()))
+            repaired: dict[str, Any] = {}
+            t = threading.Thread(target=lambda: repaired.update(b.verify(repair=True)))
+            t.start()
+            time.sleep(1.5)
+            assert t.is_alive() and not repaired
+            (where / "rechunk.after_keywords.go").write_text("")
+            t.join(120)
+            assert ok(repaired)["clean"] is True and repaired["repaired"] == [], repaired
+            wait_until(lambda: ok(b.verify())["clean"] and not ok(b.verify())["rebuilding"], timeout=30)
+    finally:
+        (where / "rechunk.after_keywords.go").write_text("")
+        (where / "child.close").write_text("")
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert json.loads(out.splitlines()[0])["Success"] is True, out
