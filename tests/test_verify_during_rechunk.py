@@ -160,6 +160,8 @@ def agree_with_catalog(w: Workspace, home: Path, *, keywords: bool = True) -> No
     )
     status = ok(w.get_index_status())
     assert status["documents_indexed"] == docs, status
+    res = CliRunner().invoke(cli, ["--home", str(home), "--json", "status"], catch_exceptions=False)
+    assert res.exit_code == 0 and json.loads(res.stdout)["documents_indexed"] == docs, res.output
     details = ok(w.document_index("LIST_INDICES"))["IndexDetails"]
     assert list(details) == ["kb"] and details["kb"]["chunk_count"] == chunks, details
     assert not keywords or w.ctx.keywords.count([ix]) == chunks
