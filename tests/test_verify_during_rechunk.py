@@ -170,7 +170,9 @@ def agree_with_catalog(w: Workspace, home: Path, *, keywords: bool = True) -> No
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("rerun", [True, False], ids=["rerun", "not-rerun"])
 @pytest.mark.parametrize("point", ["rechunk.batch:2", "rechunk.before_swap", "rechunk.after_keywords"])
-def test_status_and_verify_after_a_killed_rechunk(filled: Path, point: str, rerun: bool) -> None:
+def test_status_and_verify_after_a_killed_rechunk(
+    filled: Path, point: str, rerun: bool, make_client: Callable[..., Any]
+) -> None:
     """SIGKILL at each crash point, reopen. ``rerun``: the new writer requeues the RECHUNK job and
     runs it; ``not-rerun``: the job row says failed (nothing reruns it), the rebuild is left over
     until verify --repair (or the next write to the index) cleans it up."""
@@ -203,6 +205,9 @@ def test_status_and_verify_after_a_killed_rechunk(filled: Path, point: str, reru
         else:
             assert kinds(found) == {"rechunk_interrupted": 1}, found  # not keyword_missing
             assert found["rebuilding"][0]["state"] == "interrupted", found
+            metrics = make_client(at=home).get("/metrics")
+            assert metrics.status_code == 200 and 'index="kb"' in metrics.text, metrics.text
+            assert ".rechunk." not in metrics.text  # the temporary copies: no series of their own
             # the keyword index holds the rebuilt chunks in kb's place after rechunk.after_keywords
             agree_with_catalog(w, home, keywords=point != "rechunk.after_keywords")
             fixed = ok(w.verify(repair=True))
