@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core.errors import GitkbError, NotFound
+from gitkb.core.faults import pause_point
 from gitkb.services.context import Context
 from gitkb.services.derived import catchup
 from gitkb.services.derived.vector_wants import live_bindings, watermark_name
@@ -230,6 +231,7 @@ def checked(ctx: Context, index_name: str | None = None) -> tuple[list[Differenc
     only = _scope(ctx, index_name)
     seen = Seen(changes.watermarks(ctx.catalog.conn), verify_rechunk.rebuilds(ctx))
     chunks = doc_rows.chunk_index_ids(ctx.catalog.conn)
+    pause_point("verify.chunks_read")  # tests: a write between this read and the stores'
     found = _check_keywords(ctx, only, chunks, seen) + _check_vectors(ctx, only, chunks, seen)
     mine = {ix: rb for ix, rb in seen.rebuilds.items() if only is None or ix in only}
     rebuilding, interrupted = verify_rechunk.report(ctx, mine, verify_rechunk.interrupted(ctx, mine))
