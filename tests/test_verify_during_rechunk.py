@@ -330,3 +330,41 @@ def test_a_write_while_verify_reads_is_pending_not_a_difference(
     assert ok(out)["clean"] is True and kinds(out) == {}, out
     monkeypatch.delenv("GITKB_PAUSE_AT")
     assert ok(w.verify())["clean"] is True
+
+
+def test_http_verify_on_the_writer_while_its_rechunk_job_runs(
+    make_client: Callable[..., Any], kb_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server is the writer: its RECHUNK job (paused after the keyword switch) holds the write
+    lock; POST /verify on another thread says kb is being re-chunked (running, not interrupted: the
+    rebuild's lock is held), and finds nothing else."""
+    client = make_client()
+    w = client.app.state.gitkb.workspace
+    ok(w.document_index("CREATE_INDEX", index_name="kb", chunk_size=400, chunk_overlap=40))
+    ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
+    ok(w.build_embeddings())
+    where = tmp_path / "pause"
+    where.mkdir()
+    monkeypatch.setenv("GITKB_PAUSE_AT", "rechunk.after_keywords")
+    monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+    out: dict[str, Any] = {}
+    t = threading.Thread(
+        target=lambda: out.update(
+            w.document_index("RECHUNK", index_name="kb", chunk_size=60, chunk_overlap=10)
+        )
+    )
+    t.start()
+    try:
+        wait_until(lambda: (where / "rechunk.after_keywords.reached").exists(), timeout=60)
+        assert w.ctx.is_writer
+        resp = client.post("/verify", json={})
+        assert resp.status_code == 200, resp.text
+        rechunking(resp.json())
+        assert resp.json()["rebuilding"][0]["state"] == "running"
+    finally:
+        (where / "rechunk.after_keywords.go").write_text("")
+        t.join(60)
+    ok(out)
+    monkeypatch.delenv("GITKB_PAUSE_AT")
+    after = client.post("/verify", json={}).json()
+    assert after["clean"] is True and after["rebuilding"] == [], after
