@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument
+from gitkb.core.faults import pause_point
 from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
@@ -106,7 +109,7 @@ def catch_up_if_pending(ctx: Context) -> None:
             ctx.write_lock.release()
 
 
-def keyword_hits(
+def keyword_candidates(
     ctx: Context,
     query: str,
     rows: list[IndexRow],
@@ -115,9 +118,11 @@ def keyword_hits(
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
     catch_up: bool = True,
-) -> list[tuple[LiveChunk, float]]:
-    """Live, unexpired keyword hits (of the tiers asked for), best first. ``catch_up=False``: the
-    caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock)."""
+) -> Iterator[tuple[LiveChunk, float]]:
+    """Live, unexpired keyword hits (of the tiers asked for), best first, one by one: the first
+    ``limit`` checked in one read, the rest fetched only when the caller takes more (some were gone,
+    expired or of another tier). ``catch_up=False``: the caller already ran ``catch_up_if_pending``
+    (on its own thread, which may hold the write lock)."""
     if catch_up:
         catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
@@ -125,11 +130,26 @@ def keyword_hits(
     bm25 = search_settings.bm25_of(ctx, rows)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
     raw = ctx.keywords.search(keyword_query(query), index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-    # The catalog is asked about the first ``limit`` hits, then (when some are gone, expired or of
-    # another tier) about the rest fetched: most often the first read is the only one.
+    return _live_keyword_hits(ctx, raw, limit, rebuilt, tiers)
+
+
+def keyword_hits(
+    ctx: Context, query: str, rows: list[IndexRow], limit: int, **kw: Any
+) -> list[tuple[LiveChunk, float]]:
+    """The first ``limit`` of ``keyword_candidates`` (the benches' keyword list)."""
+    return list(islice(keyword_candidates(ctx, query, rows, limit, **kw), limit))
+
+
+def _live_keyword_hits(
+    ctx: Context,
+    raw: list[tuple[int, float]],
+    limit: int,
+    rebuilt: dict[str, str],
+    tiers: frozenset[str] | None,
+) -> Iterator[tuple[LiveChunk, float]]:
+    # The first ``limit`` hits in one read; the rest fetched only when those fall short (gone, expired...).
     live = live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit]])
     now = time.time()
-    out = []
     for pos, (cid, score) in enumerate(raw):
         if pos == limit:
             live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:]]))
@@ -142,16 +162,14 @@ def keyword_hits(
             continue
         if not tier_matches(chunk, tiers):
             continue
-        out.append((chunk, score))
-        if len(out) >= limit:
-            break
-    return out
+        yield chunk, score
 
 
 def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[CitedChunk]:
     """What the citations of the hits to cite show, in their order (one catalog read), under the
     index id the hit was ranked under (a RECHUNK rebuild's own); a hit deleted since it was ranked is
     left out."""
+    pause_point("search.full_rows")  # tests: a chunk deleted between its checks
     full = cited_chunks(ctx.catalog.conn, [h.cid for h in hits])
     out = []
     for h in hits:
@@ -159,6 +177,21 @@ def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[CitedChunk]:
         if chunk is None:
             continue
         out.append(chunk if chunk.index_id == h.index_id else chunk._replace(index_id=h.index_id))
+    return out
+
+
+def filled_rows(
+    ctx: Context, candidates: Iterator[tuple[LiveChunk, float]], n: int
+) -> list[tuple[CitedChunk, float]]:
+    """``full_rows`` of the first ``n`` candidates, with their scores; for each one deleted since it
+    was ranked, the next candidates in order (read only then), until ``n`` rows or none left."""
+    out: list[tuple[CitedChunk, float]] = []
+    while len(out) < n:
+        batch = list(islice(candidates, n - len(out)))
+        if not batch:
+            break
+        score_of = {h.cid: s for h, s in batch}
+        out.extend((c, score_of[c.cid]) for c in full_rows(ctx, [h for h, _ in batch]))
     return out
 
 
@@ -197,11 +230,10 @@ def search(
                 f"semantic search is unavailable ({exc.code}: {exc.message}); searched by keyword only"
             )
     if results is None:
-        hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
-        score_of = {h.cid: s for h, s in hits}
+        found = keyword_candidates(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
         results = []
-        for chunk in full_rows(ctx, [h for h, _ in hits]):
-            c = citation(chunk, names[chunk.index_id], q, score_of[chunk.cid])
+        for chunk, score in filled_rows(ctx, found, n):
+            c = citation(chunk, names[chunk.index_id], q, score)
             c["retrievers"] = ["keyword"]
             results.append(c)
     took = time.perf_counter() - t0
@@ -271,6 +303,7 @@ def fused_results(
         if kw_side is not None:  # done when this call is done; the semantic error is the one raised
             wait([kw_side])
         raise
+    pause_point("search.semantic_checked")  # tests: the semantic hits are checked live, not yet cited
     kw, ready = kw_side.result() if kw_side is not None else (None, {})
     if kw is not None:
         lists["keyword"] = [c.cid for c, _ in kw]
@@ -304,7 +337,11 @@ def fused_results(
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
-    return _cite(ctx, q, fused[:n], hits, scores, ready, names, single=single)
+    out: list[dict[str, Any]] = []
+    while len(out) < n and fused:  # more than once only when a hit was deleted since it was ranked
+        top, fused = fused[: n - len(out)], fused[n - len(out) :]
+        out += _cite(ctx, q, top, hits, scores, ready, names, single=single)
+    return out
 
 
 def keyword_side(
