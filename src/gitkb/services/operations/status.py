@@ -14,6 +14,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_locks import running_builds
 from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
+from gitkb.services.runtime.retention import retired_view
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
@@ -108,6 +109,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
             "vectors": {"ef_search": ctx.settings.chroma_ef_search},  # [chroma] ef_search: HNSW search depth
+            "retired_chunks": retired_view(ctx),  # kept [catalog] retired_days for old citations
         }
     )
     job = out["in_flight_job"]

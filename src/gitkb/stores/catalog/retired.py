@@ -1,7 +1,10 @@
 """Retired chunks: chunk ids that left the index, with their last document, ``source_uri`` and lines.
 
-Rows are written by triggers (migration ``m021_retired_chunks``); this module only reads them, and
-finds the chunk that now covers a line range of a document.
+Rows are written by triggers (migration ``m021_retired_chunks``); this module reads them, finds the
+chunk that now covers a line range of a document, and prunes them (:func:`prune`, the writer's:
+rows older than the retention). What the prunes
+removed is recorded (``writer_state``: ``retired_pruned_before``, ``retired_pruned``) so a citation
+whose row is gone can say it is no longer known rather than "never indexed".
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ from typing import Any
 
 from gitkb.stores.catalog.documents import ChunkRow, chunks_of, get_by_path
 from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.catalog.jobs import get_state, set_state
+
+_BEFORE = "retired_pruned_before"  # rows retired before this were pruned (absent: none ever was)
+_PRUNED = "retired_pruned"  # rows the age prunes removed, in all
 
 
 @dataclass(frozen=True)
@@ -70,3 +77,31 @@ def chunk_covering(conn: Conn, index_id: str, path: str, start: int, end: int) -
         if overlap > most:
             best, most = c, overlap
     return best
+
+
+@dataclass(frozen=True)
+class RetiredStats:
+    rows: int
+    pruned_before: float | None  # rows retired before this time were pruned (None: none ever was)
+    pruned: int  # rows removed for their age, in all
+
+
+def prune(conn: Conn, *, before: float) -> int:
+    """Remove the retirements older than ``before`` (call inside a write transaction; one DELETE on
+    ``retired_chunks_at``) and record it; returns the rows removed. A chunk id has one row at most: it
+    names one document of one index (``core.ids.chunk_id``) and a later retirement replaces the row
+    (m021's triggers), so what is kept is each id's latest retirement."""
+    cur = conn.execute("DELETE FROM retired_chunks WHERE retired_at < ?", (before,))
+    removed = max(int(cur.rowcount), 0)
+    if removed:
+        old = get_state(conn, _BEFORE)
+        set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
+        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + removed))
+    return removed
+
+
+def stats(conn: Conn) -> RetiredStats:
+    """How many retired rows there are, and what the prunes removed."""
+    rows = int(conn.execute("SELECT COUNT(*) FROM retired_chunks").fetchone()[0])
+    before = get_state(conn, _BEFORE)
+    return RetiredStats(rows, float(before) if before else None, int(get_state(conn, _PRUNED, "0") or 0))
