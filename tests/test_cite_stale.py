@@ -168,3 +168,18 @@ def test_a_bad_retired_days_is_refused_at_load(tmp_path: Path, bad: str) -> None
     with pytest.raises(InvalidArgument, match="GITKB_CATALOG_RETIRED_DAYS must be"):
         load_settings(tmp_path, env={"GITKB_CATALOG_RETIRED_DAYS": bad.strip('"')})
     assert load_settings(tmp_path, env={"GITKB_CATALOG_RETIRED_DAYS": "7"}).catalog_retired_days == 7.0
+
+
+def test_the_cli_prints_a_stale_citation_of_a_text_document(ws: Any, home: Path) -> None:
+    """A chunk of an ADD_TEXT document (no git source) that left the index: ``gitkb cite check`` prints
+    the stale answer (it has no branch nor head commit) instead of crashing."""
+    assert ws.document_index("CREATE_INDEX", index_name="notes")["Success"]
+    add = {"index_name": "notes", "filepath": "n.md"}
+    assert ws.document_index("ADD_TEXT", text="# Notes\n\nThe aurora runbook.\n", **add)["Success"]
+    hits = ws.document_index("SEARCH", query="aurora", index_name="notes", mode="keyword")["Results"]
+    assert ws.document_index("ADD_TEXT", text="# Notes\n\nThe borealis runbook.\n", **add)["Success"]
+    assert ws.cite_check(hits[0]["id"])["status"] == "stale"
+    (home / "gitkb.toml").write_text('[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n')
+    res = CliRunner().invoke(cli, ["--home", str(home), "cite", "check", hits[0]["id"]])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("stale: ") and "n.md" in res.output
