@@ -114,6 +114,7 @@ def become_writer(ctx: Context) -> bool:
 def open_node(ctx: Context) -> None:
     """Register this process's node, take the lease if it is free, start the heartbeat (``services.nodes``)."""
     nodes.register(ctx)
+    ctx.join_ef_search()  # before any vector call: a new node sets no collection's ef_search
     become_writer(ctx)
     ctx.heartbeat = beats = nodes.NodeHeartbeat(ctx, ctx.take_lease)
     beats.start()
