@@ -4,8 +4,10 @@
 Every chunk that leaves an index is kept, text included, so an old citation can say what its lines
 say now (``cite_check`` answers ``stale``). A KB synced many times a day would keep every old chunk
 forever: the writer removes the rows older than the retention (a chunk id keeps one row, its latest
-retirement: ``stores.catalog.retired.prune``) when it takes the lease and with its idle maintenance (``jobs.schedule_maintenance``,
-at most once a minute, next to the change-log compaction). One indexed DELETE: cheap.
+retirement), and the rows of chunks still live (a changed document retires all its chunks, also the
+unchanged ones: ``stores.catalog.retired.prune``), when it takes the lease and in its idle
+maintenance (``jobs.schedule_maintenance``, at most once a minute, next to the change-log
+compaction). Indexed DELETEs: cheap (``bench/retired_prune.py``).
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ DAY_SECONDS = 86_400.0
 def prune_retired(ctx: Context) -> dict[str, Any]:
     """Prune the retired chunks past ``ctx.settings.catalog_retired_days`` (the writer only)."""
     if not ctx.is_writer:
-        return {"pruned": False, "removed": 0}
+        return {"pruned": False, "removed": 0, "live": 0}
     before = time.time() - ctx.settings.catalog_retired_days * DAY_SECONDS
     with ctx.catalog.write() as conn:
-        removed = retired.prune(conn, before=before)
-    if removed:
-        log.info("pruned %d retired chunks past the retention", removed)
-    return {"pruned": True, "removed": removed}
+        aged, live = retired.prune(conn, before=before)
+    if aged or live:
+        log.info("pruned retired chunks: %d past the retention, %d still live", aged, live)
+    return {"pruned": True, "removed": aged, "live": live}
 
 
 def retired_view(ctx: Context) -> dict[str, Any]:

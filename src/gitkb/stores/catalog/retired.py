@@ -2,7 +2,7 @@
 
 Rows are written by triggers (migration ``m021_retired_chunks``); this module reads them, finds the
 chunk that now covers a line range of a document, and prunes them (:func:`prune`, the writer's:
-rows older than the retention). What the prunes
+rows older than the retention, and rows of chunks still live). What the prunes
 removed is recorded (``writer_state``: ``retired_pruned_before``, ``retired_pruned``) so a citation
 whose row is gone can say it is no longer known rather than "never indexed".
 """
@@ -17,6 +17,7 @@ from gitkb.stores.catalog.documents import ChunkRow, chunks_of, get_by_path
 from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.jobs import get_state, set_state
 
+_CHECKED = "retired_checked_upto"  # the latest retired_at the last prune looked at
 _BEFORE = "retired_pruned_before"  # rows retired before this were pruned (absent: none ever was)
 _PRUNED = "retired_pruned"  # rows the age prunes removed, in all
 
@@ -86,18 +87,33 @@ class RetiredStats:
     pruned: int  # rows removed for their age, in all
 
 
-def prune(conn: Conn, *, before: float) -> int:
-    """Remove the retirements older than ``before`` (call inside a write transaction; one DELETE on
-    ``retired_chunks_at``) and record it; returns the rows removed. A chunk id has one row at most: it
-    names one document of one index (``core.ids.chunk_id``) and a later retirement replaces the row
-    (m021's triggers), so what is kept is each id's latest retirement."""
+def prune(conn: Conn, *, before: float) -> tuple[int, int]:
+    """Remove the retirements older than ``before``, and those recorded since the last prune whose
+    chunk is live (a document's change retires all its chunks, the unchanged ones stay: a citation of
+    a live chunk is checked against it, never its retired row; one that leaves later is recorded
+    again then); call inside a write transaction. Both DELETEs are indexed (``retired_chunks_at``,
+    then ``chunks``' ``UNIQUE (index_id, id)``). Returns (rows removed for their age, rows of live
+    chunks removed).
+
+    A chunk id has one row at most: it names one document of one index (``core.ids.chunk_id``) and
+    a later retirement replaces the row (m021's triggers), so what is kept is each id's latest."""
+    since = float(get_state(conn, _CHECKED, "0") or 0)
     cur = conn.execute("DELETE FROM retired_chunks WHERE retired_at < ?", (before,))
-    removed = max(int(cur.rowcount), 0)
-    if removed:
+    aged = max(int(cur.rowcount), 0)
+    cur = conn.execute(
+        "DELETE FROM retired_chunks WHERE retired_at >= ? AND EXISTS (SELECT 1 FROM chunks c"
+        " WHERE c.index_id = retired_chunks.index_id AND c.id = retired_chunks.chunk_id)",
+        (since,),
+    )
+    live = max(int(cur.rowcount), 0)
+    latest = conn.execute("SELECT MAX(retired_at) FROM retired_chunks").fetchone()[0]
+    if latest is not None and float(latest) > since:
+        set_state(conn, _CHECKED, repr(float(latest)))
+    if aged:
         old = get_state(conn, _BEFORE)
         set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
-        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + removed))
-    return removed
+        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + aged))
+    return aged, live
 
 
 def stats(conn: Conn) -> RetiredStats:
