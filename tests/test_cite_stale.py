@@ -99,11 +99,11 @@ def _agent_cite(ws: Any, chunk_id: str) -> Any:
 
 
 def test_retired_chunks_are_pruned_past_the_retention_and_a_pruned_citation_says_so(
-    source_ws: Any, upstream: Upstream, make_ws: Any, home: Path
+    source_ws: Any, upstream: Upstream, make_ws: Any, make_client: Any, home: Path
 ) -> None:
     """ops21: ``retired_chunks`` is bounded by ``[catalog] retired_days``: the writer prunes older rows
     when it takes the lease; ``status`` shows the rows and the retention; a citation whose row went
-    answers ``not_found`` "no longer known" (library, CLI, MCP), never "never indexed" nor a crash."""
+    answers ``not_found`` "no longer known" (library, CLI, MCP; status also over HTTP), never "never indexed" nor a crash."""
     ws = source_ws
     assert ws.kb_create("handbook-kb", [SOURCE])["Success"]
     assert ws.agent_assign("docs-bot", ["handbook-kb"])["Success"]
@@ -145,6 +145,9 @@ def test_retired_chunks_are_pruned_past_the_retention_and_a_pruned_citation_says
     assert res.exit_code == 0, res.output
     shown = json.loads(res.output)["retired_chunks"]
     assert shown["rows"] == 0 and shown["retention_days"] == 0.5 and shown["pruned"] == status["pruned"]
+    http = make_client()  # the HTTP app over the same home (its gitkb.toml): GET /status
+    body = http.get("/status").json()
+    assert body["retired_chunks"] == shown, body.get("retired_chunks")
 
 
 def test_the_prune_keeps_what_is_younger_and_drops_rows_of_live_chunks(ws: Any) -> None:
