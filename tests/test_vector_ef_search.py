@@ -335,3 +335,23 @@ def test_a_refused_ef_search_change_reaches_status_as_a_warning(tmp_path: Path) 
             w.ctx.vectors.drop_collection(IDENTITY)
     finally:
         proxy.close()
+
+
+def test_status_with_the_chroma_server_away_warns_instead_of_failing(tmp_path: Path) -> None:
+    """``gitkb status`` reads the collections' ef_search from a shared server: when the server cannot
+    be reached it still answers, with a warning saying so."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path / "away"
+    home.mkdir()
+    (home / "gitkb.toml").write_text(
+        f'[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n[chroma]\nhost = "127.0.0.1"\nport = {port}\n'
+    )
+    with Workspace(home) as w:
+        ok(w.document_index("CREATE_INDEX", index_name="notes"))
+        st = ok(w.get_index_status())
+        assert st["vectors"] == {"ef_search": DEFAULT_EF_SEARCH}
+        assert any("could not read the vector collections' ef_search" in x for x in st["Warnings"]), st

@@ -27,8 +27,8 @@ def ef_search_view(ctx: Context) -> tuple[dict[str, Any], list[str]]:
     identities = wanted_identities(ctx)
     if not identities:
         return out, []
-    store = ctx.vectors
     try:
+        store = ctx.vectors
         found = [f for f in (store.recorded_ef_search(i) for i in identities) if f is not None]
     except GitkbError as exc:
         return out, [f"could not read the vector collections' ef_search: {exc.message}"]
