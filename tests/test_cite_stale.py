@@ -145,6 +145,8 @@ def test_retired_chunks_are_pruned_past_the_retention_and_a_pruned_citation_says
     assert res.exit_code == 0, res.output
     shown = json.loads(res.output)["retired_chunks"]
     assert shown["rows"] == 0 and shown["retention_days"] == 0.5 and shown["pruned"] == status["pruned"]
+    res = CliRunner().invoke(cli, ["--home", str(home), "status"])
+    assert res.exit_code == 0 and "retired chunks:    0 (kept 0.5 days)" in res.stdout, res.output
     http = make_client()  # the HTTP app over the same home (its gitkb.toml): GET /status
     body = http.get("/status").json()
     assert body["retired_chunks"] == shown, body.get("retired_chunks")
