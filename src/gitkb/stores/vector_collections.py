@@ -6,10 +6,10 @@ and records the identity, the fingerprint it holds and the workspace id; its HNS
 created and when a process first opens it (:meth:`Collections.get`), unless the store is told not to
 (``tune=False``: a node of a shared server whose value is not new, ``gitkb.services.context``: the
 collection's recorded value wins there); a refused change is kept in ``refused`` for ``gitkb status``.
-A handle whose collection was
-dropped meanwhile is fetched again once. Two workspaces on one Chroma server never share a collection;
-the nodes of one workspace (one catalog, one id) do. An identity a workspace used before it had an id
-keeps its collection's old name (``{provider}_{model}_index``), so nothing built is lost or re-embedded.
+A handle whose collection was dropped meanwhile is fetched again once. Two workspaces on one Chroma
+server never share a collection; the nodes of one workspace (one catalog, one id) do. An identity a
+workspace used before it had an id keeps its collection's old name (``{provider}_{model}_index``), so
+nothing built is lost or re-embedded.
 Chroma and transport failures are mapped onto the gitkb error tree (:func:`chroma_guard`).
 """
 
