@@ -2,7 +2,9 @@
 
 Every collection gets ``[chroma] ef_search`` (default ``DEFAULT_EF_SEARCH``) when it is created and
 when a process opens it; ``gitkb status`` reports it; a bad value is refused at the entry point before
-anything is written. Embedded Chroma always; a Chroma server when GITKB_TEST_CHROMA_HOST /
+anything is written. On a shared Chroma server (part ops21) a node sets it only when its value is new
+for it, so nodes never overwrite each other's; a node whose value differs, or whose change Chroma
+refused, says so in its status. Embedded Chroma always; a Chroma server when GITKB_TEST_CHROMA_HOST /
 GITKB_TEST_CHROMA_PORT are set (``bash scripts/test`` starts one).
 """
 
