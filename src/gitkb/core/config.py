@@ -66,6 +66,29 @@ def check_ef_search(value: object, where: str = "ef_search") -> int:
     return value
 
 
+# How long a chunk that left its index is remembered (``retired_chunks``, ``[catalog] retired_days``) so
+# an old citation can still say what its lines say now; the writer prunes older rows (and every
+# retirement of a chunk id but its latest). A citation older than that answers "no longer known".
+DEFAULT_RETIRED_DAYS = 90.0
+MAX_RETIRED_DAYS = 36_500.0
+
+
+def check_retired_days(value: object, where: str = "retired_days") -> float:
+    """``value`` as a retention in days (a number above 0, at most :data:`MAX_RETIRED_DAYS`);
+    InvalidArgument naming ``where`` otherwise."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_RETIRED_DAYS
+        or value != value  # NaN
+    ):
+        raise InvalidArgument(
+            f"{where} must be a number of days above 0 and at most {MAX_RETIRED_DAYS:g} (how long a "
+            f"retired chunk stays citable; default {DEFAULT_RETIRED_DAYS:g}), got {value!r}"
+        )
+    return float(value)
+
+
 CREDENTIAL_REFS = ("token_env", "secrets_file", "secrets_key", "username", "ssh_key", "app_id", "app_key_env")
 
 
@@ -158,6 +181,7 @@ class Settings:
     credentials: tuple[Credential, ...] = ()  # [[credentials]]: the only secrets a source may use
     # [catalog] url / GITKB_CATALOG_URL: postgresql://... or sqlite:////abs/path (None: catalog_path)
     catalog_url: str | None = None
+    catalog_retired_days: float = DEFAULT_RETIRED_DAYS  # [catalog] retired_days: retired chunks kept
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
     @property
@@ -234,6 +258,10 @@ def load_settings(
         values["chroma_ef_search"] = check_ef_search(chroma["ef_search"], f"{cfg_file}: [chroma] ef_search")
     if catalog.get("url"):
         values["catalog_url"] = str(catalog["url"])
+    if "retired_days" in catalog:
+        values["catalog_retired_days"] = check_retired_days(
+            catalog["retired_days"], f"{cfg_file}: [catalog] retired_days"
+        )
     if "credentials" in raw:
         values["credentials"] = parse_credentials(raw["credentials"])
     if env.get("GITKB_EMBEDDING_PROVIDER"):
@@ -256,6 +284,13 @@ def load_settings(
         values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
     if env.get("GITKB_CATALOG_URL"):
         values["catalog_url"] = env["GITKB_CATALOG_URL"]
+    if env.get("GITKB_CATALOG_RETIRED_DAYS"):
+        raw_days = env["GITKB_CATALOG_RETIRED_DAYS"].strip()
+        try:
+            days: object = float(raw_days)
+        except ValueError:
+            days = raw_days
+        values["catalog_retired_days"] = check_retired_days(days, "GITKB_CATALOG_RETIRED_DAYS")
     if env.get("GITKB_NODE"):
         values["node"] = env["GITKB_NODE"]
     values.update({k: v for k, v in overrides.items() if v is not None})
@@ -263,6 +298,10 @@ def load_settings(
         check_ef_search(overrides["chroma_ef_search"], "chroma_ef_search")
     if overrides.get("embed_query_graph") is not None:
         check_query_graph(overrides["embed_query_graph"], "embed_query_graph")
+    if overrides.get("catalog_retired_days") is not None:
+        values["catalog_retired_days"] = check_retired_days(
+            overrides["catalog_retired_days"], "catalog_retired_days"
+        )
     if "credentials" in overrides and overrides["credentials"] is not None:
         values["credentials"] = parse_credentials(overrides["credentials"])
     return replace(s, **values)

@@ -14,6 +14,8 @@ from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_locks import running_builds
 from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
+from gitkb.services.operations.ef_search import ef_search_view
+from gitkb.services.runtime.retention import retired_view
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
@@ -82,6 +84,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
         status = "failed"
         error = f"the keyword index is damaged ({ctx.keywords.damage}); run `{REPAIR}` to rebuild it"
     skipped = skipped_files.in_categories(conn, STATUS_SKIP_CATEGORIES)
+    vectors, warnings = ef_search_view(ctx)
+    if warnings:
+        out["Warnings"] = warnings
     out.update(
         {
             "status": status,
@@ -107,7 +112,8 @@ def index_status(ctx: Context) -> dict[str, Any]:
             if ctx.is_writer
             else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
-            "vectors": {"ef_search": ctx.settings.chroma_ef_search},  # [chroma] ef_search: HNSW search depth
+            "vectors": vectors,  # [chroma] ef_search, and the depth collections search at where it differs
+            "retired_chunks": retired_view(ctx),  # kept [catalog] retired_days for old citations
             "query_embedding": query_embedding_view(ctx),
         }
     )

@@ -14,16 +14,20 @@ the remote cannot be reached) and says whether the text is still there:
 * ``stale`` -- the chunk id left the index (its text changed and was indexed again): its last
   ``source_uri`` and lines are kept (``retired_chunks``); the answer says what those lines say at
   the branch head now (``head_text``; ``passage``: ``changed``, ``moved``, ``passage_gone`` or
-  ``file_gone``) and ``current_chunk_id``, the chunk that holds them now, if any.
+  ``file_gone``) and ``current_chunk_id``, the chunk that holds them now, if any. Retired chunks are
+  kept ``[catalog] retired_days``: an id whose record the writer pruned answers ``not_found``
+  saying it is no longer known (``retired_pruned_before``, ``retired_days``), never "never indexed".
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
 from gitkb.services.changes.sources.registry import open_repo
 from gitkb.services.context import Context
+from gitkb.stores.catalog import retired as retired_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.catalog.retired import RetiredChunk, chunk_covering, get_retired
@@ -61,7 +65,7 @@ def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
     if not hits:
         retired = get_retired(conn, chunk_id.strip())
         if retired is None:
-            raise NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
+            raise _unknown(ctx, chunk_id.strip())
         return _stale(ctx, retired)
     chunk, doc = next(iter(hits.values()))
     meta = doc.metadata.get("gitkb_source") if isinstance(doc.metadata, dict) else None
@@ -120,6 +124,22 @@ def cite_check(ctx: Context, chunk_id: Any) -> dict[str, Any]:
     if warnings:
         out["Warnings"] = warnings
     return out
+
+
+def _unknown(ctx: Context, chunk_id: str) -> NotFound:
+    """A chunk id neither in an index nor retired: never indexed, or (once the writer pruned retired
+    rows) retired before the retention and no longer known."""
+    pruned = retired_rows.stats(ctx.catalog.conn).pruned_before
+    if pruned is None:
+        return NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
+    days = ctx.settings.catalog_retired_days
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(pruned))
+    return NotFound(
+        f"chunk {chunk_id!r} is no longer known here: it was never indexed here, or it left the index"
+        f" before {when} and its record was pruned (retired chunks are kept {days:g} days,"
+        " [catalog] retired_days); search_index again for the passage",
+        details={"retired_pruned_before": pruned, "retired_days": days},
+    )
 
 
 def _head(repo: ManagedRepo, branch: str, fallback: str) -> tuple[str, list[str]]:
