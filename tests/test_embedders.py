@@ -523,8 +523,12 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit_on_one_intra_op_thread(minilm
             assert minilm.embed_batch(MIXED_TEXTS) == reference
     finally:
         minilm.batch_size, minilm.threads = kept
+    exact = create_embedder(  # queries on the documents' graph: embed_query is embed_batch, bit for bit
+        "fastembed", "all-minilm-l6-v2", cache_dir=minilm.model_dir.parent, options={"query_graph": "exact"}
+    )
+    assert exact.query_graph == "exact" and exact._query_session is None
     for t in MIXED_TEXTS:
-        assert minilm.embed_query(t) == minilm.embed_batch([t])[0], t
+        assert exact.embed_query(t) == minilm.embed_batch([t])[0], t
     assert minilm._session.get_session_options().intra_op_num_threads == 1
     assert len(minilm._tok.encode(MIXED_TEXTS[5]).ids) == 256
     with pytest.raises(InvalidArgument):

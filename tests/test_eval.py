@@ -19,6 +19,7 @@ from gitkb.services.evaluation.answers import lead_recall
 from gitkb.services.evaluation.datasets import doc_id_from_path, doc_path, load_beir, load_qa
 from gitkb.services.evaluation.metrics import evaluate, per_query
 from gitkb.services.evaluation.runners import misses
+from helpers import ok
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -363,3 +364,92 @@ def test_misses_lists_what_to_look_at() -> None:
         {"id": "b", "gold_rank": 1, "first": "g", "ask_cites_gold": False},
         {"id": "c", "gold_rank": None, "first": "y"},
     ]
+
+
+# -- --top-n: what a caller gets, where the HNSW depth shows (part ops21) ---------------------
+
+
+def _random_beir(root: Path, n_docs: int, n_queries: int) -> tuple[dict[str, str], dict[str, str]]:
+    """A BEIR folder of random 12-word documents and 6-word queries (no structure for HNSW to follow),
+    judged with a placeholder until the exact neighbours are known."""
+    import random
+
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(3000)]
+    docs = {f"d{i}": " ".join(rng.choice(vocab) for _ in range(12)) for i in range(n_docs)}
+    queries = {f"q{i}": " ".join(rng.choice(vocab) for _ in range(6)) for i in range(n_queries)}
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+    )
+    (root / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td0\t1\n" for q in queries)
+    )
+    return docs, queries
+
+
+def _judge_exact_top_10(w: Workspace, root: Path, queries: dict[str, str], n_docs: int) -> None:
+    """Judge each query's exact 10 nearest documents relevant (a query asking for every vector: exact)."""
+    from gitkb.services.retrieval.semantic import query_vector
+    from gitkb.stores.catalog.documents import chunks_by_cids
+
+    identity = "hashing/hashing-384"
+    lines = ["query-id\tcorpus-id\tscore"]
+    for qid, text in queries.items():
+        hits = w.ctx.vectors.query(identity, query_vector(w.ctx, identity, text), n_docs)
+        found = chunks_by_cids(w.ctx.catalog.conn, [int(cid) for cid, _ in hits[:10]])
+        lines += [f"{qid}\t{doc_id_from_path(doc.path)}\t1" for _, doc in found.values()]
+    (root / "qrels" / "train.tsv").write_text("\n".join(lines) + "\n")
+
+
+def test_top_n_10_shows_a_shallow_ef_search_the_deep_default_does_not(make_ws: Any, tmp_path: Path) -> None:
+    """1,000 random documents, 40 queries judged by their exact 10 nearest. The default depth (100
+    hits, so Chroma searches 120 deep whatever ef_search says) scores 1.0 at ef_search 10 and 200
+    alike; ``top_n=10`` (30 deep) scores below 1.0 at ef_search 10 and 1.0 at 200."""
+    root = tmp_path / "random"
+    _docs, queries = _random_beir(root, 1000, 40)
+    w = make_ws(chroma_ef_search=200)
+    first = ok(w.eval_beir(str(root), mode="semantic"))
+    assert first["documents"] == 1000 and first["top_n"] is None and first["search_depth"] == 100
+    _judge_exact_top_10(w, root, queries, 1000)
+    w.close()
+    got: dict[tuple[int, int | None], float] = {}
+    for ef in (10, 200):
+        with_ef = make_ws(chroma_ef_search=ef)
+        for top_n in (None, 10):
+            r = ok(with_ef.eval_beir(str(root), mode="semantic", top_n=top_n))
+            assert r["index_reused"] and r["top_n"] == top_n and r["search_depth"] == (top_n or 100)
+            got[ef, top_n] = r["recall@10"]
+        with_ef.close()
+    assert got[10, None] == got[200, None] == 1.0, got  # the deep default cannot see the depth
+    assert got[200, 10] == 1.0 and got[10, 10] < 0.99, got  # top_n 10 does
+    w = make_ws(chroma_ef_search=10)
+    r = ok(w.eval_beir(str(root), mode="semantic", top_n=10))
+    assert "at top_n 10" in r["Message"]
+    for bad in (0, 101, "10", True):
+        refused = w.eval_beir(str(root), mode="semantic", top_n=bad)
+        assert refused["code"] == "invalid_argument" and "top_n" in refused["Error"], refused
+    qa = ok(w.eval_qa(str(qa_folder(tmp_path / "qa")), top_n=10, ask=False))
+    assert qa["top_n"] == 10 and qa["search_depth"] == 10 and "at top_n 10" in qa["Message"]
+    w.close()
+
+
+def test_cli_eval_top_n(home: Path, tmp_path: Path) -> None:
+    from gitkb.cli.main import cli
+
+    root = beir_folder(tmp_path / "tiny")
+    runner = CliRunner()
+    res = runner.invoke(
+        cli, ["--home", str(home), "eval", "beir", str(root), "--split", "test", "--top-n", "10"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "search depth 10 (--top-n 10)" in res.stdout
+    res = runner.invoke(cli, ["--home", str(home), "--json", "eval", "beir", str(root), "--split", "test"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["search_depth"] == 100
+    res = runner.invoke(
+        cli, ["--home", str(home), "eval", "beir", str(root), "--split", "test", "--top-n", "0"]
+    )
+    assert res.exit_code == 2 and "--top-n" in res.output

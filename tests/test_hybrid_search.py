@@ -69,12 +69,15 @@ def test_real_model_finds_paraphrase_that_keyword_search_misses(
 def test_real_model_query_path_gives_the_batch_path_results(
     make_ws: Callable[..., Workspace], kb_copy: Path
 ) -> None:
-    """SEARCH embeds a query on the query path (``embed_query``, the caller's thread); semantic and
-    hybrid results (ids, order, scores) are those of the batch path's vector (``embed_batch``)."""
+    """SEARCH embeds a query on the query path (``embed_query``, the caller's thread); with the
+    documents' graph for queries (``query_graph = "exact"``) semantic and hybrid results (ids, order,
+    scores) are those of the batch path's vector (``embed_batch``). The default int8 query graph:
+    tests/test_embedder_query_graph.py."""
     from gitkb.services.derived.identity import embedder_for
     from gitkb.services.retrieval.semantic import query_key
 
-    w = make_ws(embedding_provider=None, embedding_model=None)  # the default: fastembed MiniLM
+    # the default model: fastembed MiniLM
+    w = make_ws(embedding_provider=None, embedding_model=None, embed_query_graph="exact")
     ok(w.document_index("CREATE_INDEX", index_name="kb"))
     ok(w.document_index("ADD_DOCUMENTS", index_name="kb", filepath=str(kb_copy / "docs")))
     ok(w.build_embeddings())

@@ -2,7 +2,9 @@
 
 Every collection gets ``[chroma] ef_search`` (default ``DEFAULT_EF_SEARCH``) when it is created and
 when a process opens it; ``gitkb status`` reports it; a bad value is refused at the entry point before
-anything is written. Embedded Chroma always; a Chroma server when GITKB_TEST_CHROMA_HOST /
+anything is written. On a shared Chroma server (part ops21) a node sets it only when its value is new
+for it, so nodes never overwrite each other's; a node whose value differs, or whose change Chroma
+refused, says so in its status. Embedded Chroma always; a Chroma server when GITKB_TEST_CHROMA_HOST /
 GITKB_TEST_CHROMA_PORT are set (``bash scripts/test`` starts one).
 """
 
@@ -174,3 +176,184 @@ def test_a_bad_ef_search_in_the_environment_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgument, match="GITKB_CHROMA_EF_SEARCH must be an integer"):
             load_settings(tmp_path, env={"GITKB_CHROMA_EF_SEARCH": bad})
     assert load_settings(tmp_path, env={"GITKB_CHROMA_EF_SEARCH": "64"}).chroma_ef_search == 64
+
+
+# -- two nodes of one workspace on one Chroma server (part ops21) ---------------------------------
+
+
+def _node_toml(home: Path, catalog: str, ef: int, port: str | None = None) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "gitkb.toml").write_text(
+        '[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n'
+        f'[catalog]\nurl = "{catalog}"\n[chroma]\nhost = "{HOST}"\nport = {port or PORT}\nef_search = {ef}\n'
+    )
+
+
+def _status(home: Path) -> dict[str, Any]:
+    res = CliRunner().invoke(cli, ["--home", str(home), "--json", "status"])
+    assert res.exit_code == 0, res.output
+    return dict(json.loads(res.stdout))
+
+
+needs_server = pytest.mark.skipif(
+    not (HOST and PORT), reason="set GITKB_TEST_CHROMA_HOST and GITKB_TEST_CHROMA_PORT (a Chroma server)"
+)
+
+
+@needs_server
+def test_two_nodes_on_one_chroma_server_do_not_overwrite_each_others_ef_search(tmp_path: Path) -> None:
+    """Node a (ef 150) builds the collection; node b (ef 250) opening it keeps 150 (it no longer
+    overwrites a's value) and says so in its status; a's status is clean. A node whose value changes
+    (b: 250 -> 300) sets it, and then a says so. Restarts with an unchanged value flip nothing."""
+    catalog = f"sqlite:///{tmp_path / 'shared' / 'catalog.sqlite3'}"
+    (tmp_path / "shared").mkdir()
+    a_home, b_home = tmp_path / "a", tmp_path / "b"
+    _node_toml(a_home, catalog, 150)
+    _node_toml(b_home, catalog, 250)
+    a = Workspace(a_home)
+    try:
+        _fill(a)
+        name = a.ctx.vectors.collection_name(IDENTITY)
+        assert _configured(a.ctx.vectors, IDENTITY) == 150
+        with Workspace(b_home) as b:
+            assert ok(b.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(b.ctx.vectors, IDENTITY) == 150  # b did not overwrite a's value
+            st = ok(b.get_index_status())
+            assert st["vectors"] == {"ef_search": 250, "ef_search_in_use": {name: 150}}, st["vectors"]
+            assert any(
+                f"{name} searches at ef_search 150" in w and "ef_search 250" in w for w in st["Warnings"]
+            )
+        assert _status(b_home)["vectors"]["ef_search_in_use"] == {name: 150}  # the CLI, a fresh process
+        assert "Warnings" not in ok(a.get_index_status()) and ok(a.get_index_status())["vectors"] == {
+            "ef_search": 150
+        }
+        _node_toml(b_home, catalog, 300)  # b's operator changes b's value: b sets it
+        with Workspace(b_home) as b:
+            assert ok(b.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(b.ctx.vectors, IDENTITY) == 300
+            assert "Warnings" not in ok(b.get_index_status())
+        st = ok(a.get_index_status())  # a, still running, sees it
+        assert st["vectors"]["ef_search_in_use"] == {name: 300} and "ef_search 150" in st["Warnings"][0]
+        a.close()
+        with Workspace(a_home) as a2:  # a restarts with its value unchanged: nothing flips back
+            assert ok(a2.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(a2.ctx.vectors, IDENTITY) == 300
+        with Workspace(b_home) as b:  # nor does b's restart
+            assert ok(b.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(b.ctx.vectors, IDENTITY) == 300
+            b.ctx.vectors.drop_collection(IDENTITY)
+    finally:
+        a.close()
+
+
+class _ReadOnlyChroma:
+    """The network edge of a read-only token: a proxy to the test's Chroma server that forwards every
+    request but refuses a collection's modification (PUT) with 403, as an authorising server would."""
+
+    def __init__(self) -> None:
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.command == "PUT":
+                    out = json.dumps({"error": "AuthorizationError", "message": "read-only token"}).encode()
+                    self.send_response(403)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
+                up = http.client.HTTPConnection(str(HOST), int(str(PORT)), timeout=30)
+                skip = {"host", "connection", "content-length", "transfer-encoding"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+                up.request(self.command, self.path, body=body or None, headers=headers)
+                resp = up.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in skip:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                up.close()
+
+            do_GET = do_POST = do_PUT = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = str(self.server.server_address[1])
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@needs_server
+def test_a_refused_ef_search_change_reaches_status_as_a_warning(tmp_path: Path) -> None:
+    """A node's new ef_search that Chroma refuses to set (a read-only token) is not only logged: its
+    status says which collection keeps which depth and why; the next start tries again."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+    home = tmp_path / "node"
+    proxy = _ReadOnlyChroma()
+    try:
+        _node_toml(home, catalog, 150)
+        with Workspace(home) as w:
+            _fill(w)  # created through the proxy (a POST): 150
+            name = w.ctx.vectors.collection_name(IDENTITY)
+        _node_toml(home, catalog, 250, port=proxy.port)
+        with Workspace(home) as w:
+            assert ok(w.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(w.ctx.vectors, IDENTITY) == 150
+            st = ok(w.get_index_status())
+            assert st["vectors"] == {"ef_search": 250, "ef_search_in_use": {name: 150}}, st["vectors"]
+            assert len(st["Warnings"]) == 1 and "setting ef_search 250 was refused" in st["Warnings"][0], st
+        res = CliRunner().invoke(cli, ["--home", str(home), "status"])  # the CLI prints it (stderr)
+        assert res.exit_code == 0 and "ef_search 250" in res.stderr and "refused" in res.stderr, res.output
+        _node_toml(home, catalog, 250)  # the next start, with a token that may: it applies it
+        with Workspace(home) as w:
+            assert ok(w.document_index("SEARCH", index_name="notes", query="aurora", mode="semantic"))[
+                "Results"
+            ]
+            assert _configured(w.ctx.vectors, IDENTITY) == 250
+            assert "Warnings" not in ok(w.get_index_status())
+            w.ctx.vectors.drop_collection(IDENTITY)
+    finally:
+        proxy.close()
+
+
+def test_status_with_the_chroma_server_away_warns_instead_of_failing(tmp_path: Path) -> None:
+    """``gitkb status`` reads the collections' ef_search from a shared server: when the server cannot
+    be reached it still answers, with a warning saying so."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path / "away"
+    home.mkdir()
+    (home / "gitkb.toml").write_text(
+        f'[embedding]\nprovider = "hashing"\nmodel = "hashing-384"\n[chroma]\nhost = "127.0.0.1"\nport = {port}\n'
+    )
+    with Workspace(home) as w:
+        ok(w.document_index("CREATE_INDEX", index_name="notes"))
+        st = ok(w.get_index_status())
+        assert st["vectors"] == {"ef_search": DEFAULT_EF_SEARCH}
+        assert any("could not read the vector collections' ef_search" in x for x in st["Warnings"]), st

@@ -139,6 +139,8 @@ PLACE = (
     P("tier", {"enum": TIERS}, "hot, warm or cold"),
     P("ttl_seconds", {"type": "number", "exclusiveMinimum": 0}, "expire after this many seconds"),
 )
+# gitkb eval --top-n: search as a caller does (10), not as deep as the measures want (100 / 50 hits)
+EVAL_TOP_N = P("top_n", _int(1, MAX_TOP_N), f"hits each query asks for, 1-{MAX_TOP_N} (default 100 / 50)")
 SEARCHING = (
     P("query", QUERY, "what to look for", required=True),
     P("index_name", NAME, "one index"),
@@ -781,6 +783,7 @@ METHODS: tuple[Action, ...] = (
             P("mode", MODE),
             P("index_name", NAME),
             *CHUNK,
+            EVAL_TOP_N,
             PROGRESS,
         ),
         "retrieval quality on a BEIR folder",
@@ -789,7 +792,14 @@ METHODS: tuple[Action, ...] = (
     _m(
         "eval_qa",
         "admin",
-        (P("path", PATH, required=True), P("mode", MODE), P("index_name", NAME), P("ask", BOOL), PROGRESS),
+        (
+            P("path", PATH, required=True),
+            P("mode", MODE),
+            P("index_name", NAME),
+            P("ask", BOOL),
+            EVAL_TOP_N,
+            PROGRESS,
+        ),
         "retrieval quality on a QA folder",
         "gitkb eval qa",
     ),

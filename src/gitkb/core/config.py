@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gitkb.core.embedders.minilm_query import DEFAULT_QUERY_GRAPH, QUERY_GRAPHS
 from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import split_authority
 
@@ -43,6 +44,17 @@ DEFAULT_EF_SEARCH = 200
 MAX_EF_SEARCH = 10_000
 
 
+def check_query_graph(value: object, where: str = "query_graph") -> str:
+    """``value`` as the graph queries are embedded with (``minilm_query.QUERY_GRAPHS``); InvalidArgument
+    naming ``where`` otherwise."""
+    if value not in QUERY_GRAPHS:
+        raise InvalidArgument(
+            f"{where} must be one of {', '.join(QUERY_GRAPHS)} (int8: the default model's query graph "
+            f"multiplying in int8; exact: the documents' graph), got {value!r}"
+        )
+    return str(value)
+
+
 def check_ef_search(value: object, where: str = "ef_search") -> int:
     """``value`` as an HNSW search depth (an integer from 1 to :data:`MAX_EF_SEARCH`); InvalidArgument
     naming ``where`` otherwise."""
@@ -52,6 +64,29 @@ def check_ef_search(value: object, where: str = "ef_search") -> int:
             f"default {DEFAULT_EF_SEARCH}), got {value!r}"
         )
     return value
+
+
+# How long a chunk that left its index is remembered (``retired_chunks``, ``[catalog] retired_days``) so
+# an old citation can still say what its lines say now; the writer prunes older rows (and every
+# retirement of a chunk id but its latest). A citation older than that answers "no longer known".
+DEFAULT_RETIRED_DAYS = 90.0
+MAX_RETIRED_DAYS = 36_500.0
+
+
+def check_retired_days(value: object, where: str = "retired_days") -> float:
+    """``value`` as a retention in days (a number above 0, at most :data:`MAX_RETIRED_DAYS`);
+    InvalidArgument naming ``where`` otherwise."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_RETIRED_DAYS
+        or value != value  # NaN
+    ):
+        raise InvalidArgument(
+            f"{where} must be a number of days above 0 and at most {MAX_RETIRED_DAYS:g} (how long a "
+            f"retired chunk stays citable; default {DEFAULT_RETIRED_DAYS:g}), got {value!r}"
+        )
+    return float(value)
 
 
 CREDENTIAL_REFS = ("token_env", "secrets_file", "secrets_key", "username", "ssh_key", "app_id", "app_key_env")
@@ -134,6 +169,8 @@ class Settings:
     embedding_model: str | None = None  # None: the provider's default model
     embedding_options: dict[str, Any] = field(default_factory=dict)
     embed_batch_size: int = 2  # the default model's texts per run (fastembed_minilm.DEFAULT_BATCH_SIZE)
+    # [embedding] query_graph: how the default model embeds a search query (core/embedders/minilm_query)
+    embed_query_graph: str = DEFAULT_QUERY_GRAPH
     max_file_bytes: int = 10 * 1024 * 1024
     chroma_host: str | None = None
     chroma_port: int | None = None
@@ -144,6 +181,7 @@ class Settings:
     credentials: tuple[Credential, ...] = ()  # [[credentials]]: the only secrets a source may use
     # [catalog] url / GITKB_CATALOG_URL: postgresql://... or sqlite:////abs/path (None: catalog_path)
     catalog_url: str | None = None
+    catalog_retired_days: float = DEFAULT_RETIRED_DAYS  # [catalog] retired_days: retired chunks kept
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
     @property
@@ -206,6 +244,10 @@ def load_settings(
         values["embedding_options"] = dict(emb["options"])
     if "batch_size" in emb:
         values["embed_batch_size"] = int(emb["batch_size"])
+    if "query_graph" in emb:
+        values["embed_query_graph"] = check_query_graph(
+            emb["query_graph"], f"{cfg_file}: [embedding] query_graph"
+        )
     if "host" in chroma:
         values["chroma_host"] = str(chroma["host"])
     if "port" in chroma:
@@ -216,12 +258,20 @@ def load_settings(
         values["chroma_ef_search"] = check_ef_search(chroma["ef_search"], f"{cfg_file}: [chroma] ef_search")
     if catalog.get("url"):
         values["catalog_url"] = str(catalog["url"])
+    if "retired_days" in catalog:
+        values["catalog_retired_days"] = check_retired_days(
+            catalog["retired_days"], f"{cfg_file}: [catalog] retired_days"
+        )
     if "credentials" in raw:
         values["credentials"] = parse_credentials(raw["credentials"])
     if env.get("GITKB_EMBEDDING_PROVIDER"):
         values["embedding_provider"] = env["GITKB_EMBEDDING_PROVIDER"]
     if env.get("GITKB_EMBEDDING_MODEL"):
         values["embedding_model"] = env["GITKB_EMBEDDING_MODEL"]
+    if env.get("GITKB_EMBEDDING_QUERY_GRAPH"):
+        values["embed_query_graph"] = check_query_graph(
+            env["GITKB_EMBEDDING_QUERY_GRAPH"].strip(), "GITKB_EMBEDDING_QUERY_GRAPH"
+        )
     if env.get("GITKB_CHROMA_HOST"):
         values["chroma_host"] = env["GITKB_CHROMA_HOST"]
     if env.get("GITKB_CHROMA_PORT"):
@@ -234,11 +284,24 @@ def load_settings(
         values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
     if env.get("GITKB_CATALOG_URL"):
         values["catalog_url"] = env["GITKB_CATALOG_URL"]
+    if env.get("GITKB_CATALOG_RETIRED_DAYS"):
+        raw_days = env["GITKB_CATALOG_RETIRED_DAYS"].strip()
+        try:
+            days: object = float(raw_days)
+        except ValueError:
+            days = raw_days
+        values["catalog_retired_days"] = check_retired_days(days, "GITKB_CATALOG_RETIRED_DAYS")
     if env.get("GITKB_NODE"):
         values["node"] = env["GITKB_NODE"]
     values.update({k: v for k, v in overrides.items() if v is not None})
     if overrides.get("chroma_ef_search") is not None:
         check_ef_search(overrides["chroma_ef_search"], "chroma_ef_search")
+    if overrides.get("embed_query_graph") is not None:
+        check_query_graph(overrides["embed_query_graph"], "embed_query_graph")
+    if overrides.get("catalog_retired_days") is not None:
+        values["catalog_retired_days"] = check_retired_days(
+            overrides["catalog_retired_days"], "catalog_retired_days"
+        )
     if "credentials" in overrides and overrides["credentials"] is not None:
         values["credentials"] = parse_credentials(overrides["credentials"])
     return replace(s, **values)

@@ -7,6 +7,7 @@ keep between calls lives in ``Context.caches`` (``Caches``, one typed field each
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from array import array
 from collections import OrderedDict
@@ -19,6 +20,7 @@ from gitkb.core.config import Settings
 from gitkb.core.files import private_dirs
 from gitkb.core.meters import Meters
 from gitkb.stores.catalog import CatalogStore, open_catalog
+from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.keywords import KeywordIndex
 from gitkb.stores.lease import LocalGuard
 from gitkb.stores.node_lease import WriterLease
@@ -145,6 +147,7 @@ class Context:
         # Big ingests keep their chunking worker (and its word cache) for the next one
         # (``chunk_pipeline.KeptWorker``); the composition root sets it for long-running processes.
         self.keep_chunk_worker = False
+        self.ef_applied_pending: int | None = None  # the ef_search this node's store applied, to record
 
     @property
     def is_writer(self) -> bool:
@@ -170,13 +173,15 @@ class Context:
 
                 s = self.settings
                 naming = vector_naming(self.catalog.conn)
-                if s.chroma_host:
+                if s.chroma_host:  # shared by nodes: their ef_search must not flip back and forth
                     store = VectorStore.open_http(
                         s.chroma_host,
                         s.chroma_port or 8000,
                         s.chroma_headers,
                         naming=naming,
                         ef_search=s.chroma_ef_search,
+                        tune=self.ef_search_is_new(),
+                        on_ef_applied=self._ef_applied,
                     )
                 else:
                     store = VectorStore.open_persistent(
@@ -184,6 +189,35 @@ class Context:
                     )
                 self.caches.vectors = store
             return store
+
+    # A shared Chroma server's collections have one ef_search each (a query takes none): a node sets
+    # it only when its [chroma] ef_search is new for it, i.e. differs from the value it last applied
+    # or joined with (``writer_state`` ``ef_search_applied@<node>``); otherwise a collection keeps the
+    # depth it records (the node that changed its value last set it) and ``gitkb status`` warns where
+    # it differs from this node's (``services.operations.ef_search``). Embedded Chroma: always set.
+
+    def _ef_key(self) -> str:
+        return f"ef_search_applied@{self.node_id}"
+
+    def ef_search_is_new(self) -> bool:
+        return job_rows.get_state(self.catalog.conn, self._ef_key()) != str(self.settings.chroma_ef_search)
+
+    def join_ef_search(self) -> None:
+        """At a node's start (``runtime.writer.open_node``): a node with no record joins with its value,
+        setting nothing (a new node never overwrites the others')."""
+        if self.settings.chroma_host and job_rows.get_state(self.catalog.conn, self._ef_key()) is None:
+            self.ef_applied_pending = self.settings.chroma_ef_search
+            self.record_ef_search()
+
+    def _ef_applied(self, ef: int) -> None:  # from a vector call: recorded later, off its transactions
+        self.ef_applied_pending = ef
+
+    def record_ef_search(self) -> None:
+        """Record the value this node's store applied (the heartbeat and ``close`` call it)."""
+        ef, self.ef_applied_pending = self.ef_applied_pending, None
+        if ef is not None and job_rows.get_state(self.catalog.conn, self._ef_key()) != str(ef):
+            with self.catalog.write() as conn:
+                job_rows.set_state(conn, self._ef_key(), str(ef))
 
     @property
     def embedding_worker(self) -> EmbeddingWorkerLike:
@@ -204,6 +238,8 @@ class Context:
         beats, self.heartbeat = self.heartbeat, None
         if beats is not None:  # first: it may take the lease or catch keywords up while we close
             beats.stop()
+        with contextlib.suppress(Exception):  # closing never fails on it: the next start applies it again
+            self.record_ef_search()
         if self.writer is not None:  # first: a job it runs may hold the catch-up lock the embedder waits for
             self.writer.request_stop()
         worker, self.caches.embedding_worker = self.caches.embedding_worker, None

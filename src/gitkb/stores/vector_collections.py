@@ -3,10 +3,13 @@
 A collection is named from its identity and the workspace's id (:class:`Naming`, :func:`collection_name`)
 and records the identity, the fingerprint it holds and the workspace id; its HNSW search depth
 (``ef_search``, :data:`DEFAULT_EF_SEARCH` unless ``[chroma] ef_search`` says otherwise) is set when it is
-created and when a process first opens it (:meth:`Collections.get`); a handle whose collection was
-dropped meanwhile is fetched again once. Two workspaces on one Chroma server never share a collection;
-the nodes of one workspace (one catalog, one id) do. An identity a workspace used before it had an id
-keeps its collection's old name (``{provider}_{model}_index``), so nothing built is lost or re-embedded.
+created and when a process first opens it (:meth:`Collections.get`), unless the store is told not to
+(``tune=False``: a node of a shared server whose value is not new, ``gitkb.services.context``: the
+collection's recorded value wins there); a refused change is kept in ``refused`` for ``gitkb status``.
+A handle whose collection was dropped meanwhile is fetched again once. Two workspaces on one Chroma
+server never share a collection; the nodes of one workspace (one catalog, one id) do. An identity a
+workspace used before it had an id keeps its collection's old name (``{provider}_{model}_index``), so
+nothing built is lost or re-embedded.
 Chroma and transport failures are mapped onto the gitkb error tree (:func:`chroma_guard`).
 """
 
@@ -16,7 +19,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -118,14 +121,28 @@ def _ef_of(col: Any) -> int | None:
 
 class Collections:
     """The collections of one Chroma client, one per embedding identity; handles cached, thread-safe.
-    ``ef_search``: the HNSW search depth each collection is given (None: :data:`DEFAULT_EF_SEARCH`)."""
+    ``ef_search``: the HNSW search depth each collection is given (None: :data:`DEFAULT_EF_SEARCH`);
+    ``tune``: whether an existing collection recording another depth is given it (else it keeps its
+    own); ``on_applied(ef)``: called once a collection searches at ``ef_search`` because of this store."""
 
-    def __init__(self, client: Any, naming: Naming | None = None, ef_search: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        naming: Naming | None = None,
+        ef_search: int | None = None,
+        *,
+        tune: bool = True,
+        on_applied: Callable[[int], object] | None = None,
+    ) -> None:
         self._client = client
         self.naming = naming or Naming()
         self.ef_search = DEFAULT_EF_SEARCH if ef_search is None else check_ef_search(ef_search)
+        self.tune = tune
+        self._on_applied = on_applied
+        self.refused: dict[str, str] = {}  # collection name -> why its ef_search could not be set
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
+        self._tuned: set[str] = set()  # collections whose depth this store settled (once each)
 
     def forget(self, name: str | None = None) -> None:
         """Drop the cached handle of collection ``name`` (all of them when None)."""
@@ -172,19 +189,43 @@ class Collections:
         """Give ``col`` this store's ``ef_search`` when its configuration says another. Chroma keeps it
         and reads it when it loads the collection's index: in this process when nothing here searched it
         yet (a gitkb process opens a collection before its first query), a Chroma server when it next
-        loads it (after a restart). A refusal (a read-only token) leaves the old depth, logged."""
+        loads it (after a restart). Once per collection and store, and only when ``tune``. A refusal (a
+        read-only token) leaves the old depth: logged and kept in ``refused``."""
         from chromadb.errors import NotFoundError  # heavy: chromadb
 
+        if not self.tune or col.name in self._tuned:
+            return
+        self._tuned.add(col.name)
         hnsw = (getattr(col, "configuration_json", None) or {}).get("hnsw")
-        if not isinstance(hnsw, dict) or hnsw.get("ef_search") == self.ef_search:
-            return  # not an HNSW collection (distributed Chroma's SPANN), or already set
+        if not isinstance(hnsw, dict):
+            return  # not an HNSW collection (distributed Chroma's SPANN)
+        if hnsw.get("ef_search") != self.ef_search:
+            try:
+                with chroma_guard(f"set ef_search of {col.name}"):
+                    col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
+            except NotFoundError:
+                return  # dropped meanwhile: the caller finds it gone on its next call
+            except GitkbError as exc:
+                kept = hnsw.get("ef_search")
+                _log.warning("vector collection %s keeps ef_search %s: %s", col.name, kept, exc)
+                self.refused[col.name] = f"setting ef_search {self.ef_search} was refused ({exc.message})"
+                return
+        self.refused.pop(col.name, None)
+        if self._on_applied is not None:
+            self._on_applied(self.ef_search)
+
+    def recorded_ef(self, identity: str) -> tuple[str, int | None] | None:
+        """(name, the ``ef_search`` it records now: read afresh, never changed) of ``identity``'s
+        collection; None when it does not exist."""
+        from chromadb.errors import NotFoundError  # heavy: chromadb
+
+        _, name = _named(self.naming, identity)
         try:
-            with chroma_guard(f"set ef_search of {col.name}"):
-                col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
+            with chroma_guard(f"open collection {name}"):
+                col = self._client.get_collection(name, embedding_function=None)
         except NotFoundError:
-            return  # dropped meanwhile: the caller finds it gone on its next call
-        except GitkbError as exc:
-            _log.warning("vector collection %s keeps ef_search %s: %s", col.name, hnsw.get("ef_search"), exc)
+            return None
+        return name, _ef_of(col)
 
     def get_or_create(self, fingerprint: str) -> Any:
         identity, dims = parse_fingerprint(fingerprint)
@@ -213,7 +254,8 @@ class Collections:
                 embedding_function=None,
             )
         self._checked(col, identity)
-        self._tune(col)  # one that existed already (made meanwhile by another process)
+        self._tuned.discard(col.name)  # made now, or meanwhile by another process: settle it once more
+        self._tune(col)
         with self._lock:
             self._handles[name] = col
         return col

@@ -15,7 +15,7 @@ collections, so two workspaces on one server never touch each other's vectors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +63,18 @@ class VectorStore:
     """Chroma collections, one per embedding identity. Use ``open_persistent`` or ``open_http``."""
 
     def __init__(
-        self, client: Any, *, location: str, naming: Naming | None = None, ef_search: int | None = None
+        self,
+        client: Any,
+        *,
+        location: str,
+        naming: Naming | None = None,
+        ef_search: int | None = None,
+        tune: bool = True,
+        on_ef_applied: Callable[[int], object] | None = None,
     ) -> None:
         self._client = client
         self.location = location
-        self._collections = Collections(client, naming, ef_search)
+        self._collections = Collections(client, naming, ef_search, tune=tune, on_applied=on_ef_applied)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -99,8 +106,12 @@ class VectorStore:
         ssl: bool = False,
         naming: Naming | None = None,
         ef_search: int | None = None,
+        tune: bool = True,
+        on_ef_applied: Callable[[int], object] | None = None,
     ) -> VectorStore:
-        """A Chroma server (``chroma run``, or distributed Chroma); ``ef_search`` as for ``open_persistent``."""
+        """A Chroma server (``chroma run``, or distributed Chroma); ``ef_search`` as for ``open_persistent``.
+        ``tune=False``: an existing collection keeps the ``ef_search`` it records (other nodes share it);
+        ``on_ef_applied(ef)`` is called when one is given (or found at) ``ef_search`` by this store."""
         ef_search = None if ef_search is None else check_ef_search(ef_search)
         import chromadb  # heavy: chromadb
         from chromadb.config import Settings  # heavy: chromadb
@@ -115,7 +126,14 @@ class VectorStore:
             )
             client.heartbeat()
         location = f"{'https' if ssl else 'http'}://{host}:{port}"
-        return cls(client, location=location, naming=naming, ef_search=ef_search)
+        return cls(
+            client,
+            location=location,
+            naming=naming,
+            ef_search=ef_search,
+            tune=tune,
+            on_ef_applied=on_ef_applied,
+        )
 
     def close(self) -> None:
         """Release the client (for an embedded store: its files). Idempotent."""
@@ -146,6 +164,19 @@ class VectorStore:
     def ef_search(self) -> int:
         """The HNSW search depth this store gives its collections."""
         return self._collections.ef_search
+
+    def recorded_ef_search(self, identity: str) -> tuple[str, int | None] | None:
+        """(collection name, the ``ef_search`` it records now, read afresh) of ``identity``'s collection,
+        None when it does not exist. The collection is opened as by any call (a store that tunes sets
+        its value then, once; a refusal lands in :attr:`ef_search_refused`)."""
+        if self._collections.get(identity) is None:
+            return None
+        return self._collections.recorded_ef(identity)
+
+    @property
+    def ef_search_refused(self) -> dict[str, str]:
+        """Collections whose ``ef_search`` this store was refused setting: name -> why."""
+        return dict(self._collections.refused)
 
     def collection_name(self, identity: str) -> str:
         """The name of ``identity``'s collection in this store's naming (it may not exist yet)."""

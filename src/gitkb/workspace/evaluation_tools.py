@@ -26,9 +26,11 @@ class EvaluationTools(WorkspaceBase):
         chunk_strategy: str | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
+        top_n: int | None = None,
         progress: Any = None,
     ) -> dict[str, Any]:
-        """nDCG@10, Recall@10/100, MRR@10 of SEARCH on a BEIR folder; ``progress(stage, done, total)``."""
+        """nDCG@10, Recall@10/100, MRR@10 of SEARCH on a BEIR folder; ``progress(stage, done, total)``;
+        ``top_n``: hits each query asks for (default 100)."""
         return evaluation.eval_beir(
             self.ctx,
             path,
@@ -38,6 +40,7 @@ class EvaluationTools(WorkspaceBase):
             chunk_strategy=chunk_strategy,
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
+            top_n=top_n,
             progress=progress,
         )
 
@@ -48,9 +51,11 @@ class EvaluationTools(WorkspaceBase):
         mode: str | None = None,
         index_name: str | None = None,
         ask: bool = True,
+        top_n: int | None = None,
         progress: Any = None,
     ) -> dict[str, Any]:
-        """Recall@1/5/10 and MRR@10 of the gold document, and ASK's gold-citation rate, on a QA folder."""
+        """Recall@1/5/10 and MRR@10 of the gold document, and ASK's gold-citation rate, on a QA folder;
+        ``top_n``: hits each query asks for (default 50)."""
         return evaluation.eval_qa(
-            self.ctx, path, mode=mode, index_name=index_name, ask=ask, progress=progress
+            self.ctx, path, mode=mode, index_name=index_name, ask=ask, top_n=top_n, progress=progress
         )

@@ -16,8 +16,10 @@ def cite_group() -> None:
 
 def _render(data: dict[str, Any]) -> None:
     click.echo(f"{data['status']}: {data['Message']}")
-    click.echo(f"  cited: {data['source_uri']} lines {data['line_start']}-{data['line_end']}")
-    click.echo(f"  head:  {data['head_commit']} ({data['branch']})")
+    cited = data.get("source_uri") or data.get("path")  # a text document's stale chunk: no source_uri
+    click.echo(f"  cited: {cited} lines {data['line_start']}-{data['line_end']}")
+    if data.get("head_commit"):  # a git source's citation (a text document has no branch)
+        click.echo(f"  head:  {data['head_commit']} ({data.get('branch')})")
 
 
 @cite_group.command("check")

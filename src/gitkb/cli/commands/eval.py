@@ -52,12 +52,22 @@ def _render(measures: list[str]) -> Callable[[dict[str, Any]], None]:
         extra = [
             f"{data.get('queries')} queries, mode {data.get('mode')}, index {data.get('index_name')}"
             + (" (reused)" if data.get("index_reused") else ""),
-            f"search p50 {data.get('search_p50_ms')} ms, p95 {data.get('search_p95_ms')} ms;"
+            f"search depth {data.get('search_depth')}"
+            + (f" (--top-n {data['top_n']})" if data.get("top_n") else "")
+            + f"; search p50 {data.get('search_p50_ms')} ms, p95 {data.get('search_p95_ms')} ms;"
             f" ingest {data.get('ingest_seconds')} s",
         ]
         click.echo("\n".join(extra))
 
     return render
+
+
+TOP_N = click.option(
+    "--top-n",
+    type=click.IntRange(1, 100),
+    help="Hits each query asks for, as a caller asks (e.g. 10); default 100 (beir) / 50 (qa), deeper than "
+    "[chroma] ef_search, so a change of depth shows only with this.",
+)
 
 
 @click.group("eval")
@@ -77,12 +87,21 @@ def eval_group() -> None:
 )
 @click.option("--chunk-size", type=int)
 @click.option("--chunk-overlap", type=int)
-def beir(directory: str, split: str, mode: str, index_name: str | None, **chunking: Any) -> None:
+@TOP_N
+def beir(
+    directory: str, split: str, mode: str, index_name: str | None, top_n: int | None, **chunking: Any
+) -> None:
     """nDCG@10, Recall@10, Recall@100, MRR@10 on a BEIR folder (corpus.jsonl, queries, qrels/)."""
     run(
         _with_bars(
             lambda ws, bars: ws.eval_beir(
-                directory, split=split, mode=mode, index_name=index_name, progress=bars, **chunking
+                directory,
+                split=split,
+                mode=mode,
+                index_name=index_name,
+                top_n=top_n,
+                progress=bars,
+                **chunking,
             )
         ),
         _render(["ndcg@10", "recall@10", "recall@100", "mrr@10"]),
@@ -94,7 +113,8 @@ def beir(directory: str, split: str, mode: str, index_name: str | None, **chunki
 @click.option("--mode", type=click.Choice(MODES), default="keyword", show_default=True)
 @click.option("--index", "index_name", help="Index to build or reuse (default eval-qa-<folder>[-keyword]).")
 @click.option("--no-ask", is_flag=True, help="Skip the ASK citation check.")
-def qa(directory: str, mode: str, index_name: str | None, no_ask: bool) -> None:
+@TOP_N
+def qa(directory: str, mode: str, index_name: str | None, no_ask: bool, top_n: int | None) -> None:
     """Recall@1/5/10 and MRR@10 of the gold document, and whether ASK cites it (docs/ + questions*.jsonl)."""
     measures = ["recall@1", "recall@5", "recall@10", "mrr@10"] + (
         [] if no_ask else ["ask_cites_gold", "ask_answered", "ask_lead_recall"]
@@ -102,7 +122,7 @@ def qa(directory: str, mode: str, index_name: str | None, no_ask: bool) -> None:
     run(
         _with_bars(
             lambda ws, bars: ws.eval_qa(
-                directory, mode=mode, index_name=index_name, ask=not no_ask, progress=bars
+                directory, mode=mode, index_name=index_name, ask=not no_ask, top_n=top_n, progress=bars
             )
         ),
         _render(measures),

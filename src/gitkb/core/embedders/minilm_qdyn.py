@@ -149,6 +149,7 @@ class QuantizedMiniLM(base.FastEmbedMiniLM):
 
     identity = IDENTITY
     built: bool = False  # whether this instance's construction built the graph
+    query_graph_supported = False  # its graph already multiplies in int8: queries run on it too
 
     def _assemble(self, cache_dir: Path) -> Path:
         model_dir, self.built = ensure_model_dir(cache_dir)
@@ -159,7 +160,7 @@ def create(model: str, cache_dir: Path, options: Mapping[str, Any]) -> Quantized
     """Factory for the registry (same options as the default model's)."""
     if model != MODEL:
         raise EmbeddingNotConfigured(f"unknown quantized model {model!r} (known: {MODEL!r})")
-    unknown = set(options) - {"batch_size", "threads", "providers"}
+    unknown = set(options) - {"batch_size", "threads", "providers", "query_graph"}
     if unknown:
         raise InvalidArgument(f"unknown fastembed options: {sorted(unknown)}")
     try:

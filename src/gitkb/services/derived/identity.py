@@ -136,6 +136,7 @@ def embedder_options(settings: Settings, provider: str) -> dict[str, Any]:
         opts.update(settings.embedding_options)
     if provider == "fastembed":
         opts.setdefault("batch_size", settings.embed_batch_size)
+        opts.setdefault("query_graph", settings.embed_query_graph)
     return opts
 
 

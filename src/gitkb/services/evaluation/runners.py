@@ -22,6 +22,12 @@ needs 100 distinct documents while SEARCH returns at most ``MAX_TOP_N`` hits
 (with the ``auto`` chunking, SciFact's 5,183 abstracts become ~9,500 chunks
 and 100 hits hold ~70 documents). Pass ``chunk_strategy="auto"`` (CLI
 ``--chunk-strategy auto``) to measure the product's default chunking instead.
+
+Queries ask for 100 hits (BEIR) or 50 (QA) by default: deeper than the HNSW search depth
+(``[chroma] ef_search``; Chroma searches at least as deep as the hits asked for), so a change of
+depth never shows. ``top_n`` (CLI ``--top-n 10``) asks for what a caller asks for instead and
+measures what it gets (``top_n`` and ``search_depth`` in the output; Recall@100 of a 10-deep list
+counts only those 10).
 """
 
 from __future__ import annotations
@@ -159,9 +165,11 @@ def eval_beir(
     chunk_strategy: Any = None,
     chunk_size: Any = None,
     chunk_overlap: Any = None,
+    top_n: Any = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     m = _mode(mode)
+    depth = _depth(top_n, min(search_service.MAX_TOP_N, BEIR_DEPTH))
     data = load_beir(path, split)
     if chunk_strategy is None and chunk_size is None and chunk_overlap is None:
         chunk_strategy = BEIR_CHUNKING
@@ -182,7 +190,6 @@ def eval_beir(
     )
     ingest_s = time.perf_counter() - t0
     embed_s = wait_for_vectors(ctx, m, progress)
-    depth = min(search_service.MAX_TOP_N, BEIR_DEPTH)
     run, took = _run_queries(ctx, data.queries, row.name, m, depth, doc_id_from_path, progress)
     for qid, docs in run.items():  # BEIR: a document never answers its own query
         run[qid] = [d for d in docs if d != qid]
@@ -199,6 +206,7 @@ def eval_beir(
         index_reused=not created,
         chunk_strategy=added["chunk_config"]["chunk_strategy"],
         chunk_size=added["chunk_config"]["chunk_size"],
+        top_n=top_n,
         search_depth=depth,
         mean_docs_retrieved=round(statistics.fmean(len(v) for v in run.values()), 1) if run else 0.0,
         ingest_seconds=round(ingest_s, 2),
@@ -209,9 +217,18 @@ def eval_beir(
     )
     out["Message"] = (
         f"{data.name} ({split}, {m}, {out['queries']} queries): nDCG@10 {out['ndcg@10']:.4f}, "
-        f"R@10 {out['recall@10']:.4f}, R@100 {out['recall@100']:.4f}, MRR@10 {out['mrr@10']:.4f}"
+        f"R@10 {out['recall@10']:.4f}, R@100 {out['recall@100']:.4f}, MRR@10 {out['mrr@10']:.4f}" + _at(top_n)
     )
     return out
+
+
+def _depth(top_n: Any, default: int) -> int:
+    """The hits each query asks for: ``top_n`` (checked as SEARCH checks it) or the deep default."""
+    return default if top_n is None else search_service.validate_top_n(top_n)
+
+
+def _at(top_n: Any) -> str:
+    return "" if top_n is None else f" (at top_n {top_n}, as a caller searches)"
 
 
 def eval_qa(
@@ -221,9 +238,11 @@ def eval_qa(
     mode: Any = None,
     index_name: Any = None,
     ask: bool = True,
+    top_n: Any = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     m = _mode(mode)
+    depth = _depth(top_n, QA_DEPTH)
     data = load_qa(path)
     name = index_name or default_index_name("qa", data.name, m)
     row, created = ensure_index(ctx, name, m)
@@ -235,7 +254,7 @@ def eval_qa(
     embed_s = wait_for_vectors(ctx, m, progress)
     queries = {q.id: q.question for q in data.questions}
     qrels = {q.id: {q.doc: 1} for q in data.questions}
-    run, took = _run_queries(ctx, queries, row.name, m, QA_DEPTH, lambda p: p, progress)
+    run, took = _run_queries(ctx, queries, row.name, m, depth, lambda p: p, progress)
     scores = evaluate(qrels, run, QA_MEASURES)
     out: dict[str, Any] = {k: round(v, 4) for k, v in scores.items() if k != "queries"}
     out.update(
@@ -246,6 +265,8 @@ def eval_qa(
         index_name=row.name,
         documents_written=added["counts"]["added"] + added["counts"]["modified"],
         index_reused=not created,
+        top_n=top_n,
+        search_depth=depth,
         ingest_seconds=round(ingest_s, 2),
         embed_seconds=round(embed_s, 2),
         search_p50_ms=_p(took, 0.5),
@@ -257,7 +278,7 @@ def eval_qa(
     out["misses"] = misses(run, qrels, cited)
     msg = (
         f"{data.name} ({m}, {out['questions']} questions): R@1 {out['recall@1']:.4f}, R@5 {out['recall@5']:.4f}, "
-        f"R@10 {out['recall@10']:.4f}, MRR@10 {out['mrr@10']:.4f}"
+        f"R@10 {out['recall@10']:.4f}, MRR@10 {out['mrr@10']:.4f}" + _at(top_n)
     )
     if ask:
         msg += (

@@ -14,6 +14,8 @@ from gitkb.core.action_table import DOCUMENT_INDEX, METHODS
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_locks import running_builds
 from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
+from gitkb.services.operations.ef_search import ef_search_view
+from gitkb.services.runtime.retention import retired_view
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
@@ -82,6 +84,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
         status = "failed"
         error = f"the keyword index is damaged ({ctx.keywords.damage}); run `{REPAIR}` to rebuild it"
     skipped = skipped_files.in_categories(conn, STATUS_SKIP_CATEGORIES)
+    vectors, warnings = ef_search_view(ctx)
+    if warnings:
+        out["Warnings"] = warnings
     out.update(
         {
             "status": status,
@@ -107,7 +112,9 @@ def index_status(ctx: Context) -> dict[str, Any]:
             if ctx.is_writer
             else ctx.lease.holder(),
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
-            "vectors": {"ef_search": ctx.settings.chroma_ef_search},  # [chroma] ef_search: HNSW search depth
+            "vectors": vectors,  # [chroma] ef_search, and the depth collections search at where it differs
+            "retired_chunks": retired_view(ctx),  # kept [catalog] retired_days for old citations
+            "query_embedding": query_embedding_view(ctx),
         }
     )
     job = out["in_flight_job"]
@@ -122,6 +129,18 @@ def index_status(ctx: Context) -> dict[str, Any]:
         f"dirty embeddings {dirty_emb}"
     )
     return out
+
+
+def query_embedding_view(ctx: Context) -> dict[str, Any]:
+    """How queries are embedded: the configured graph (``[embedding] query_graph``) and, for each
+    embedder this process has loaded, the graph it really uses (``exact`` with the reason when the
+    int8 query graph could not be built)."""
+    loaded: dict[str, dict[str, str | None]] = {}
+    for identity, emb in sorted(ctx.caches.embedders.items()):
+        graph = getattr(emb, "query_graph", None)  # the default model's embedders only
+        if graph is not None:
+            loaded[identity] = {"graph": str(graph), "error": getattr(emb, "query_graph_error", None)}
+    return {"configured": ctx.settings.embed_query_graph, "loaded": loaded}
 
 
 def vector_build_view(ctx: Context) -> dict[str, Any] | None:

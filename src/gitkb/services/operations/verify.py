@@ -29,13 +29,15 @@ behind. An orphan clone is only reported: it may hold work nobody else has.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gitkb.core.errors import GitkbError, NotFound
+from gitkb.core.faults import pause_point
 from gitkb.services.context import Context
 from gitkb.services.derived import catchup
 from gitkb.services.derived.vector_wants import live_bindings, watermark_name
-from gitkb.services.operations import verify_clones
+from gitkb.services.operations import verify_clones, verify_rechunk
 from gitkb.services.operations.verify_report import Difference, difference
 from gitkb.services.runtime import jobs
 from gitkb.stores.catalog import changes
@@ -54,18 +56,9 @@ def _scope(ctx: Context, index_name: str | None) -> set[str] | None:
     return {row.id}
 
 
-def _rebuild_temps(ctx: Context) -> set[str]:
-    """Temporary indexes of a RECHUNK going on: their chunks are not the derived stores' yet."""
-    conn = ctx.catalog.conn
-    out = set()
-    for row in index_rows.list_all(conn, include_hidden=True):
-        rb = vs.get_rebuild(conn, row.id)
-        if rb is not None:
-            out.add(rb.temp_index_id)
-    return out
-
-
-def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
+def _check_keywords(
+    ctx: Context, only: set[str] | None, chunks: dict[int, str], seen: Seen
+) -> list[Difference]:
     conn = ctx.catalog.conn
     try:
         by_folder = ctx.keywords.cids_by_index()
@@ -73,10 +66,12 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
         return [Difference("keyword_index_unreadable", "keywords", 1, exc.message)]
     stored = {cid: n for held in by_folder.values() for cid, n in held.items()}
     head = changes.head(conn)
-    wm = changes.watermark(conn, ctx.keywords_mark)
+    wm = seen.marks.get(ctx.keywords_mark, 0)  # read before the stores: what changed since is pending
     pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
-    temps = _rebuild_temps(ctx)
-    skip_ix = pending_ix | temps
+    seen.rebuilds.update(verify_rechunk.rebuilds(ctx))  # and after: one that began meanwhile counts
+    temps = {rb.temp_index_id for rb in seen.rebuilds.values()}
+    # An index RECHUNK rebuilds: the keyword index holds one generation of it or the other.
+    skip_ix = pending_ix | temps | set(seen.rebuilds)
     want = {c for c, ix in chunks.items() if (only is None or ix in only) and ix not in skip_ix}
     want -= pending_cids
     out = [
@@ -113,7 +108,7 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
                 "keyword index folders of indexes the catalog no longer has",
             )
         )
-        in_rebuild = {c for c, ix in chunks.items() if ix in temps}
+        in_rebuild = {c for c, ix in chunks.items() if ix in temps or ix in seen.rebuilds}
         out.append(
             difference(
                 "keyword_orphan",
@@ -125,10 +120,12 @@ def _check_keywords(ctx: Context, only: set[str] | None, chunks: dict[int, str])
     return [d for d in out if d is not None]
 
 
-def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) -> list[Difference]:
+def _check_vectors(
+    ctx: Context, only: set[str] | None, chunks: dict[int, str], seen: Seen
+) -> list[Difference]:
     conn = ctx.catalog.conn
     head = changes.head(conn)
-    temps = _rebuild_temps(ctx)
+    temps = {rb.temp_index_id for rb in seen.rebuilds.values()}
     live = live_bindings(ctx)
     bound = vs.bindings(conn)  # stranded ones too: their vectors stay until the re-embed
     store = ctx.vectors
@@ -155,7 +152,7 @@ def _check_vectors(ctx: Context, only: set[str] | None, chunks: dict[int, str]) 
                     )
                 )
             continue
-        wm = changes.watermark(conn, watermark_name(identity))
+        wm = seen.marks.get(watermark_name(identity), 0)
         pending_cids, pending_ix = changes.touched_since(conn, min(wm, head))
         if only is not None:
             live_ixs &= only
@@ -215,16 +212,35 @@ def _check_watermarks(ctx: Context) -> list[Difference]:
     return [] if d is None else [d]
 
 
+@dataclass
+class Seen:
+    """Read before the catalog's chunks and the derived stores: the watermarks (a change after them
+    is pending, left out, whenever the stores are read) and RECHUNK's rebuilds (read again after)."""
+
+    marks: dict[str, int]
+    rebuilds: dict[str, vs.Rebuild]
+
+
 def check(ctx: Context, index_name: str | None = None) -> list[Difference]:
     """Every difference between the catalog and the derived stores (no writes)."""
+    return checked(ctx, index_name)[0]
+
+
+def checked(ctx: Context, index_name: str | None = None) -> tuple[list[Difference], list[dict[str, Any]]]:
+    """``check``, and the indexes RECHUNK is rebuilding (``verify_rechunk.report``)."""
     only = _scope(ctx, index_name)
+    seen = Seen(changes.watermarks(ctx.catalog.conn), verify_rechunk.rebuilds(ctx))
     chunks = doc_rows.chunk_index_ids(ctx.catalog.conn)
-    found = _check_keywords(ctx, only, chunks) + _check_vectors(ctx, only, chunks)
+    pause_point("verify.chunks_read")  # tests: a write between this read and the stores'
+    found = _check_keywords(ctx, only, chunks, seen) + _check_vectors(ctx, only, chunks, seen)
+    mine = {ix: rb for ix, rb in seen.rebuilds.items() if only is None or ix in only}
+    rebuilding, interrupted = verify_rechunk.report(ctx, mine, verify_rechunk.interrupted(ctx, mine))
+    found = interrupted + found
     if only is None:
         found += (
             verify_clones.check_clones(ctx) if verify_clones.clones_here(ctx) else []
         ) + _check_watermarks(ctx)
-    return found
+    return found, rebuilding
 
 
 def _repair(ctx: Context, found: list[Difference]) -> list[str]:
@@ -233,6 +249,7 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
     by_kind: dict[str, list[Difference]] = {}
     for d in found:
         by_kind.setdefault(d.kind, []).append(d)
+    done += verify_rechunk.repair(ctx, by_kind)  # first: it gives the keyword index its chunks back
     conn = ctx.catalog.conn
     head = changes.head(conn)
     for d in by_kind.get("watermark_ahead", []):
@@ -298,14 +315,14 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
 def verify(ctx: Context, index_name: str | None = None, repair: bool = False) -> dict[str, Any]:
     """``{clean, differences, repaired, remaining, Message}``; ``clean``: nothing differs (after the
     repair, with ``repair``)."""
-    found = check(ctx, index_name)
+    found, rebuilding = checked(ctx, index_name)
     out: dict[str, Any] = {"differences": [d.as_dict() for d in found], "repaired": [], "remaining": []}
     remaining = found
     if repair and any(d.repairable for d in found):
         with ctx.write_lock:
             verify_clones.broken_clone(ctx, found)
             out["repaired"] = _repair(ctx, [d for d in found if d.repairable])
-        remaining = check(ctx, index_name)
+        remaining, rebuilding = checked(ctx, index_name)
         out["remaining"] = [d.as_dict() for d in remaining]
     elif repair:
         out["remaining"] = out["differences"]
@@ -322,4 +339,6 @@ def verify(ctx: Context, index_name: str | None = None, repair: bool = False) ->
         out["Message"] = f"repaired what could be; {len(remaining)} difference(s) remain: {kinds}"
     else:
         out["Message"] = f"repaired {len(found)} difference(s); the stores agree now"
+    out["rebuilding"] = rebuilding
+    out["Message"] += verify_rechunk.note(rebuilding)
     return out

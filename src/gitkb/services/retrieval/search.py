@@ -8,39 +8,38 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import replace
+from functools import partial
+from itertools import islice
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument
+from gitkb.core.faults import pause_point
 from gitkb.core.snippets import make_snippet
 from gitkb.services.context import Context
 from gitkb.services.derived.catchup import catch_up_keywords, rebuild_aliases
 from gitkb.services.derived.index_lookup import get_index
 from gitkb.services.retrieval import amounts, fusion, search_settings
 from gitkb.services.retrieval.fusion import rrf
+from gitkb.services.retrieval.keyword_rounds import live_keyword_hits, rounds
 from gitkb.services.retrieval.query_words import keyword_query
 from gitkb.services.retrieval.semantic import MODES, Plan, plan_modes, semantic_hits
-from gitkb.services.retrieval.tenancy import check_tenant, tenant_warnings, tier_matches, validate_tiers
+from gitkb.services.retrieval.tenancy import check_tenant, tenant_warnings, validate_tiers
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog.documents import CitedChunk, LiveChunk, cited_chunks, live_chunks
+from gitkb.stores.catalog.documents import CitedChunk, LiveChunk, cited_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
 MAX_TOP_N = 100
 MAX_QUERY_CHARS = 4000
 # Keyword sides of concurrent hybrid searches that run at once (each search thread: one SQLite connection).
 SEARCH_THREADS = 4
-FETCH_GROWTH, MAX_KEYWORD_FETCH = 4, 20_000  # hits ran out before top_n counted: fetch 4x more
 _pool_lock = threading.Lock()
 
 
 def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -> list[IndexRow]:
     names: list[Any] = []
-    if isinstance(indexes, list | tuple) and not indexes and index_name in (None, ""):
-        raise InvalidArgument(  # an empty list names no index: searching every one is not what was asked
-            "indexes is an empty list: name the indexes to search, or leave indexes out to search every index"
-        )
     if index_name not in (None, ""):
         names.append(index_name)
     if indexes not in (None, ""):
@@ -51,6 +50,10 @@ def resolve_indexes(ctx: Context, index_name: Any = None, indexes: Any = None) -
         else:
             raise InvalidArgument("indexes must be a list of index names")
     if not names:
+        if isinstance(indexes, list | tuple):  # an empty list names no index: not "every index"
+            raise InvalidArgument(
+                "indexes is an empty list: name the indexes to search, or leave indexes out"
+            )
         return index_rows.list_all(ctx.catalog.conn)
     seen: dict[str, IndexRow] = {}
     for n in names:
@@ -111,7 +114,7 @@ def catch_up_if_pending(ctx: Context) -> None:
             ctx.write_lock.release()
 
 
-def keyword_hits(
+def keyword_candidates(
     ctx: Context,
     query: str,
     rows: list[IndexRow],
@@ -120,71 +123,37 @@ def keyword_hits(
     tenant: str | None = None,
     tiers: frozenset[str] | None = None,
     catch_up: bool = True,
-) -> list[tuple[LiveChunk, float]]:
-    """Live, unexpired keyword hits (of the tiers asked for), best first. ``catch_up=False``: the
-    caller already ran ``catch_up_if_pending`` (on its own thread, which may hold the write lock).
-    When the hits fetched are used up before ``limit`` count (other tiers, expired, gone) and the
-    index had more, more are fetched (``FETCH_GROWTH`` times as many, up to ``MAX_KEYWORD_FETCH``)."""
+) -> Iterator[tuple[LiveChunk, float]]:
+    """Live, unexpired keyword hits (of the tiers asked for), best first, one by one: the first
+    ``limit`` checked in one read, the rest fetched only when the caller takes more (some were gone,
+    expired or of another tier). ``catch_up=False``: the caller already ran ``catch_up_if_pending``
+    (on its own thread, which may hold the write lock)."""
     if catch_up:
         catch_up_if_pending(ctx)
     ids = [r.id for r in rows]
     fetch = limit * 2 + 10 if tiers is None else limit * 10 + 50  # tiers filter after the fact
     bm25 = {r.id: search_settings.bm25_of(ctx, [r]) for r in rows}  # each index its own (k1, b)
     rebuilt = rebuild_aliases(ctx.catalog.conn, ids)  # before the search: RECHUNK may swap meanwhile
-    terms = keyword_query(query)
-    live: dict[int, LiveChunk] = {}
-    while True:
-        raw = ctx.keywords.search(terms, index_ids=ids, limit=fetch, tenant=tenant, bm25=bm25)
-        out = _counting(ctx, raw, live, limit, set(ids), rebuilt, tenant, tiers)
-        if len(out) >= limit or len(raw) < fetch or fetch >= MAX_KEYWORD_FETCH:
-            return out
-        fetch = min(fetch * FETCH_GROWTH, MAX_KEYWORD_FETCH)
+    kw = partial(ctx.keywords.search, keyword_query(query), index_ids=ids, tenant=tenant, bm25=bm25)
+    raw = kw(limit=fetch)  # now, not when the first hit is taken
+    checks = (limit, rebuilt, set(ids), tenant, tiers)
+    return rounds(
+        lambda n: raw if n == fetch else kw(limit=n), fetch, lambda r: live_keyword_hits(ctx, r, *checks)
+    )
 
 
-def _counting(
-    ctx: Context,
-    raw: list[tuple[int, float]],
-    live: dict[int, LiveChunk],
-    limit: int,
-    searched: set[str],
-    rebuilt: dict[str, str],
-    tenant: str | None,
-    tiers: frozenset[str] | None,
+def keyword_hits(
+    ctx: Context, query: str, rows: list[IndexRow], limit: int, **kw: Any
 ) -> list[tuple[LiveChunk, float]]:
-    """The first ``limit`` hits of ``raw`` that count. The catalog is asked about the first ``limit``
-    hits, then (some gone, expired, of another tier) about the rest: most often the first read is
-    the only one (``live`` keeps what was read, for a bigger fetch after)."""
-    live.update(live_chunks(ctx.catalog.conn, [cid for cid, _ in raw[:limit] if cid not in live]))
-    now = time.time()
-    out = []
-    seen: set[int] = set()
-    for pos, (cid, score) in enumerate(raw):
-        if pos == limit:
-            live.update(live_chunks(ctx.catalog.conn, [c for c, _ in raw[limit:] if c not in live]))
-        chunk = live.get(cid)
-        if chunk is None:
-            continue
-        if chunk.index_id in rebuilt:  # rebuilt by RECHUNK, not swapped in yet
-            chunk = replace(chunk, index_id=rebuilt[chunk.index_id])
-        if chunk.index_id not in searched or chunk.cid in seen:  # misfiled in another index's folder
-            continue
-        if chunk.tenant != (tenant or None):  # the catalog's tenant, as the semantic side checks it
-            continue
-        seen.add(chunk.cid)
-        if chunk.expires_at is not None and chunk.expires_at <= now:
-            continue
-        if not tier_matches(chunk, tiers):
-            continue
-        out.append((chunk, score))
-        if len(out) >= limit:
-            break
-    return out
+    """The first ``limit`` of ``keyword_candidates`` (the benches' keyword list)."""
+    return list(islice(keyword_candidates(ctx, query, rows, limit, **kw), limit))
 
 
 def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[CitedChunk]:
     """What the citations of the hits to cite show, in their order (one catalog read), under the
     index id the hit was ranked under (a RECHUNK rebuild's own); a hit deleted since it was ranked is
     left out."""
+    pause_point("search.full_rows")  # tests: a chunk deleted between its checks
     full = cited_chunks(ctx.catalog.conn, [h.cid for h in hits])
     out = []
     for h in hits:
@@ -192,6 +161,21 @@ def full_rows(ctx: Context, hits: list[LiveChunk]) -> list[CitedChunk]:
         if chunk is None:
             continue
         out.append(chunk if chunk.index_id == h.index_id else chunk._replace(index_id=h.index_id))
+    return out
+
+
+def filled_rows(
+    ctx: Context, candidates: Iterator[tuple[LiveChunk, float]], n: int
+) -> list[tuple[CitedChunk, float]]:
+    """``full_rows`` of the first ``n`` candidates, with their scores; for each one deleted since it
+    was ranked, the next candidates in order (read only then), until ``n`` rows or none left."""
+    out: list[tuple[CitedChunk, float]] = []
+    while len(out) < n:
+        batch = list(islice(candidates, n - len(out)))
+        if not batch:
+            break
+        score_of = {h.cid: s for h, s in batch}
+        out.extend((c, score_of[c.cid]) for c in full_rows(ctx, [h for h, _ in batch]))
     return out
 
 
@@ -208,8 +192,7 @@ def search(
 ) -> dict[str, Any]:
     q = validate_query(query)
     n = validate_top_n(top_n)
-    tier_set = validate_tiers(tiers)
-    tenant = check_tenant(tenant)
+    tier_set, tenant = validate_tiers(tiers), check_tenant(tenant)
     if mode is not None and mode not in MODES:
         raise InvalidArgument(
             f"mode must be one of {', '.join(MODES)} (default: hybrid when vectors exist), got {mode!r}"
@@ -231,11 +214,10 @@ def search(
                 f"semantic search is unavailable ({exc.code}: {exc.message}); searched by keyword only"
             )
     if results is None:
-        hits = keyword_hits(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
-        score_of = {h.cid: s for h, s in hits}
+        found = keyword_candidates(ctx, q, rows, n, tenant=tenant, tiers=tier_set)
         results = []
-        for chunk in full_rows(ctx, [h for h, _ in hits]):
-            c = citation(chunk, names[chunk.index_id], q, score_of[chunk.cid])
+        for chunk, score in filled_rows(ctx, found, n):
+            c = citation(chunk, names[chunk.index_id], q, score)
             c["retrievers"] = ["keyword"]
             results.append(c)
     took = time.perf_counter() - t0
@@ -305,6 +287,7 @@ def fused_results(
         if kw_side is not None:  # done when this call is done; the semantic error is the one raised
             wait([kw_side])
         raise
+    pause_point("search.semantic_checked")  # tests: the semantic hits are checked live, not yet cited
     kw, ready = kw_side.result() if kw_side is not None else (None, {})
     if kw is not None:
         lists["keyword"] = [c.cid for c, _ in kw]
@@ -338,7 +321,11 @@ def fused_results(
         )
     else:
         fused = rrf(lists, k=float(search_settings.setting(ctx, rows, "rrf_k")))
-    return _cite(ctx, q, fused[:n], hits, scores, ready, names, single=single)
+    out: list[dict[str, Any]] = []
+    while len(out) < n and fused:  # more than once only when a hit was deleted since it was ranked
+        top, fused = fused[: n - len(out)], fused[n - len(out) :]
+        out += _cite(ctx, q, top, hits, scores, ready, names, single=single)
+    return out
 
 
 def keyword_side(

@@ -46,6 +46,7 @@ from gitkb.services.runtime.job_registry import preflight as preflight
 from gitkb.services.runtime.job_registry import remove_kind as remove_kind
 from gitkb.services.runtime.job_registry import split_staged
 from gitkb.services.runtime.nodes import compact, lost_lease
+from gitkb.services.runtime.retention import prune_retired
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
@@ -311,13 +312,15 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 
 
 def schedule_maintenance(ctx: Context) -> None:
-    """When idle, at most once a minute: compact the change log (``services.nodes.compact``) and queue a
+    """When idle, at most once a minute: compact the change log (``services.nodes.compact``), prune the
+    retired chunks (``services.runtime.retention``) and queue a
     purge of expired documents if any are due."""
     now = time.monotonic()
     if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
         return
     ctx.caches.maintenance_at = now
     compact(ctx)
+    prune_retired(ctx)  # retired chunks past [catalog] retired_days
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 

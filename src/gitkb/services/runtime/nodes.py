@@ -67,6 +67,7 @@ def lost_lease(ctx: Context) -> None:
 
 def beat_once(ctx: Context, take_lease: Callable[[], bool]) -> None:
     register(ctx)
+    ctx.record_ef_search()  # the ef_search this node's vector store applied (Context.ef_search_is_new)
     if ctx.lease.held:
         if not ctx.lease.renew():
             lost_lease(ctx)

@@ -29,6 +29,7 @@ from gitkb.services.derived.catchup import catch_up_keywords
 from gitkb.services.derived.embeddings import resume_if_pending
 from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
 from gitkb.services.runtime import jobs, nodes
+from gitkb.services.runtime.retention import prune_retired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.engine import Conn
@@ -113,6 +114,7 @@ def become_writer(ctx: Context) -> bool:
 def open_node(ctx: Context) -> None:
     """Register this process's node, take the lease if it is free, start the heartbeat (``services.nodes``)."""
     nodes.register(ctx)
+    ctx.join_ef_search()  # before any vector call: a new node sets no collection's ef_search
     become_writer(ctx)
     ctx.heartbeat = beats = nodes.NodeHeartbeat(ctx, ctx.take_lease)
     beats.start()
@@ -136,6 +138,10 @@ def _start_writing(ctx: Context) -> None:
         lambda stop: jobs.run_next(ctx, stop), first=None if small else catch_up, recovered=outcome
     )
     ctx.writer.start()
+    try:  # retired chunks past [catalog] retired_days: a one-shot CLI writer never idles into maintenance
+        prune_retired(ctx)
+    except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the retention
+        log.warning("could not prune retired chunks: %s", exc)
     try:  # vectors a dead writer left behind catch up now, not at the next write (a lease taken later)
         resume_if_pending(ctx)
     except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the derived vectors

@@ -18,10 +18,14 @@ def jobs_by_kind_state(conn: Conn) -> dict[tuple[str, str], int]:
     return _pairs(conn, "SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state")
 
 
+# Not a RECHUNK's hidden temporary index: its copies are not documents of their own.
+_VISIBLE = " WHERE i.hidden = 0 GROUP BY i.id"
+
+
 def documents_by_index(conn: Conn) -> dict[str, int]:
     """index name -> documents (indexes without documents give 0)."""
     rows = conn.execute(
-        "SELECT i.name, COUNT(d.rowid) FROM indexes i LEFT JOIN documents d ON d.index_id = i.id GROUP BY i.id"
+        f"SELECT i.name, COUNT(d.rowid) FROM indexes i LEFT JOIN documents d ON d.index_id = i.id{_VISIBLE}"
     ).fetchall()
     return {str(name): int(n) for name, n in rows}
 
@@ -29,7 +33,7 @@ def documents_by_index(conn: Conn) -> dict[str, int]:
 def chunks_by_index(conn: Conn) -> dict[str, int]:
     """index name -> chunks (indexes without chunks give 0)."""
     rows = conn.execute(
-        "SELECT i.name, COUNT(c.rowid) FROM indexes i LEFT JOIN chunks c ON c.index_id = i.id GROUP BY i.id"
+        f"SELECT i.name, COUNT(c.rowid) FROM indexes i LEFT JOIN chunks c ON c.index_id = i.id{_VISIBLE}"
     ).fetchall()
     return {str(name): int(n) for name, n in rows}
 

@@ -701,6 +701,13 @@ def m026_ingest20c_drop_chunks_hash(conn: Conn) -> None:
     run_script(conn, "DROP INDEX IF EXISTS chunks_hash")
 
 
+def m027_ops21_retired_retention(conn: Conn) -> None:
+    """Retired chunks are kept ``[catalog] retired_days`` (part ops21): an index on ``retired_at`` for
+    the writer's prune (``stores.catalog.retired.prune``: rows older than the retention, and the rows
+    retired since the last prune that a later retirement of the same chunk id supersedes)."""
+    run_script(conn, "CREATE INDEX retired_chunks_at ON retired_chunks(retired_at)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -722,6 +729,7 @@ MIGRATIONS: list[Migration] = [
     m024_ingest20_drop_chunks_index,
     m025_chroma18_workspace_id,
     m026_ingest20c_drop_chunks_hash,
+    m027_ops21_retired_retention,
 ]
 
 

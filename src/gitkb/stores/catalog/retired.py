@@ -1,7 +1,10 @@
 """Retired chunks: chunk ids that left the index, with their last document, ``source_uri`` and lines.
 
-Rows are written by triggers (migration ``m021_retired_chunks``); this module only reads them, and
-finds the chunk that now covers a line range of a document.
+Rows are written by triggers (migration ``m021_retired_chunks``); this module reads them, finds the
+chunk that now covers a line range of a document, and prunes them (:func:`prune`, the writer's:
+rows older than the retention, and rows of chunks still live). What the prunes
+removed is recorded (``writer_state``: ``retired_pruned_before``, ``retired_pruned``) so a citation
+whose row is gone can say it is no longer known rather than "never indexed".
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from typing import Any
 
 from gitkb.stores.catalog.documents import ChunkRow, chunks_of, get_by_path
 from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.catalog.jobs import get_state, set_state
+
+_CHECKED = "retired_checked_upto"  # the latest retired_at the last prune looked at
+_BEFORE = "retired_pruned_before"  # rows retired before this were pruned (absent: none ever was)
+_PRUNED = "retired_pruned"  # rows the age prunes removed, in all
 
 
 @dataclass(frozen=True)
@@ -70,3 +78,46 @@ def chunk_covering(conn: Conn, index_id: str, path: str, start: int, end: int) -
         if overlap > most:
             best, most = c, overlap
     return best
+
+
+@dataclass(frozen=True)
+class RetiredStats:
+    rows: int
+    pruned_before: float | None  # rows retired before this time were pruned (None: none ever was)
+    pruned: int  # rows removed for their age, in all
+
+
+def prune(conn: Conn, *, before: float) -> tuple[int, int]:
+    """Remove the retirements older than ``before``, and those recorded since the last prune whose
+    chunk is live (a document's change retires all its chunks, the unchanged ones stay: a citation of
+    a live chunk is checked against it, never its retired row; one that leaves later is recorded
+    again then); call inside a write transaction. Both DELETEs are indexed (``retired_chunks_at``,
+    then ``chunks``' ``UNIQUE (index_id, id)``). Returns (rows removed for their age, rows of live
+    chunks removed).
+
+    A chunk id has one row at most: it names one document of one index (``core.ids.chunk_id``) and
+    a later retirement replaces the row (m021's triggers), so what is kept is each id's latest."""
+    since = float(get_state(conn, _CHECKED, "0") or 0)
+    cur = conn.execute("DELETE FROM retired_chunks WHERE retired_at < ?", (before,))
+    aged = max(int(cur.rowcount), 0)
+    cur = conn.execute(
+        "DELETE FROM retired_chunks WHERE retired_at >= ? AND EXISTS (SELECT 1 FROM chunks c"
+        " WHERE c.index_id = retired_chunks.index_id AND c.id = retired_chunks.chunk_id)",
+        (since,),
+    )
+    live = max(int(cur.rowcount), 0)
+    latest = conn.execute("SELECT MAX(retired_at) FROM retired_chunks").fetchone()[0]
+    if latest is not None and float(latest) > since:
+        set_state(conn, _CHECKED, repr(float(latest)))
+    if aged:
+        old = get_state(conn, _BEFORE)
+        set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
+        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + aged))
+    return aged, live
+
+
+def stats(conn: Conn) -> RetiredStats:
+    """How many retired rows there are, and what the prunes removed."""
+    rows = int(conn.execute("SELECT COUNT(*) FROM retired_chunks").fetchone()[0])
+    before = get_state(conn, _BEFORE)
+    return RetiredStats(rows, float(before) if before else None, int(get_state(conn, _PRUNED, "0") or 0))

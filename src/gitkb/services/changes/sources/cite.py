@@ -14,17 +14,21 @@ the remote cannot be reached) and says whether the text is still there:
 * ``stale`` -- the chunk id left the index (its text changed and was indexed again): its last
   ``source_uri`` and lines are kept (``retired_chunks``); the answer says what those lines say at
   the branch head now (``head_text``; ``passage``: ``changed``, ``moved``, ``passage_gone`` or
-  ``file_gone``) and ``current_chunk_id``, the chunk that holds them now, if any.
+  ``file_gone``) and ``current_chunk_id``, the chunk that holds them now, if any. Retired chunks are
+  kept ``[catalog] retired_days``: an id whose record the writer pruned answers ``not_found``
+  saying it is no longer known (``retired_pruned_before``, ``retired_days``), never "never indexed".
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
 from gitkb.services.changes.sources.registry import open_repo
 from gitkb.services.context import Context
+from gitkb.stores.catalog import retired as retired_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.catalog.retired import RetiredChunk, chunk_covering, get_retired
@@ -57,21 +61,20 @@ def cite_check(
     ctx: Context, chunk_id: Any, *, may_read: Callable[[str], bool] | None = None
 ) -> dict[str, Any]:
     """``may_read``: whether the caller may read an index (by id); a chunk of one it may not reads
-    as a chunk never indexed, before anything about it is looked at (its source, its remote)."""
+    as an unknown chunk id, before anything about it is looked at (its source, its remote)."""
     if not isinstance(chunk_id, str) or not chunk_id.strip().startswith("kchk_"):
         raise InvalidArgument("chunk_id must be a chunk id from a search result (kchk_...)")
     conn = ctx.catalog.conn
-    never = NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
     cids = chunk_cids_by_id(conn, chunk_id.strip())
     hits = chunks_by_cids(conn, cids)
     if not hits:
         retired = get_retired(conn, chunk_id.strip())
         if retired is None or (may_read is not None and not may_read(retired.index_id)):
-            raise never
+            raise _unknown(ctx, chunk_id.strip())
         return _stale(ctx, retired)
     hits = {k: v for k, v in hits.items() if may_read is None or may_read(v[1].index_id)}
     if not hits:
-        raise never
+        raise _unknown(ctx, chunk_id.strip())
     chunk, doc = next(iter(hits.values()))
     meta = doc.metadata.get("gitkb_source") if isinstance(doc.metadata, dict) else None
     if doc.origin != "git" or not isinstance(meta, dict):
@@ -129,6 +132,22 @@ def cite_check(
     if warnings:
         out["Warnings"] = warnings
     return out
+
+
+def _unknown(ctx: Context, chunk_id: str) -> NotFound:
+    """A chunk id neither in an index nor retired: never indexed, or (once the writer pruned retired
+    rows) retired before the retention and no longer known."""
+    pruned = retired_rows.stats(ctx.catalog.conn).pruned_before
+    if pruned is None:
+        return NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
+    days = ctx.settings.catalog_retired_days
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(pruned))
+    return NotFound(
+        f"chunk {chunk_id!r} is no longer known here: it was never indexed here, or it left the index"
+        f" before {when} and its record was pruned (retired chunks are kept {days:g} days,"
+        " [catalog] retired_days); search_index again for the passage",
+        details={"retired_pruned_before": pruned, "retired_days": days},
+    )
 
 
 def _head(repo: ManagedRepo, branch: str, fallback: str) -> tuple[str, list[str]]:

