@@ -217,6 +217,41 @@ def resolve_home(home: str | os.PathLike[str] | None, env: Mapping[str, str]) ->
     return (Path.cwd() / DEFAULT_HOME).absolute()
 
 
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the ``GITKB_*`` variables give (over gitkb.toml's), each validated."""
+    values: dict[str, Any] = {}
+    if env.get("GITKB_EMBEDDING_PROVIDER"):
+        values["embedding_provider"] = env["GITKB_EMBEDDING_PROVIDER"]
+    if env.get("GITKB_EMBEDDING_MODEL"):
+        values["embedding_model"] = env["GITKB_EMBEDDING_MODEL"]
+    if env.get("GITKB_EMBEDDING_QUERY_GRAPH"):
+        values["embed_query_graph"] = check_query_graph(
+            env["GITKB_EMBEDDING_QUERY_GRAPH"].strip(), "GITKB_EMBEDDING_QUERY_GRAPH"
+        )
+    if env.get("GITKB_CHROMA_HOST"):
+        values["chroma_host"] = env["GITKB_CHROMA_HOST"]
+    if env.get("GITKB_CHROMA_PORT"):
+        values["chroma_port"] = int(env["GITKB_CHROMA_PORT"])
+    if env.get("GITKB_CHROMA_EF_SEARCH"):
+        raw_ef = env["GITKB_CHROMA_EF_SEARCH"].strip()
+        ef = int(raw_ef) if raw_ef.isdigit() else raw_ef
+        values["chroma_ef_search"] = check_ef_search(ef, "GITKB_CHROMA_EF_SEARCH")
+    if env.get("GITKB_PROMOTE_AFTER_SECONDS"):
+        values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
+    if env.get("GITKB_CATALOG_URL"):
+        values["catalog_url"] = env["GITKB_CATALOG_URL"]
+    if env.get("GITKB_CATALOG_RETIRED_DAYS"):
+        raw_days = env["GITKB_CATALOG_RETIRED_DAYS"].strip()
+        try:
+            days: object = float(raw_days)
+        except ValueError:
+            days = raw_days
+        values["catalog_retired_days"] = check_retired_days(days, "GITKB_CATALOG_RETIRED_DAYS")
+    if env.get("GITKB_NODE"):
+        values["node"] = env["GITKB_NODE"]
+    return values
+
+
 def load_settings(
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -264,35 +299,7 @@ def load_settings(
         )
     if "credentials" in raw:
         values["credentials"] = parse_credentials(raw["credentials"])
-    if env.get("GITKB_EMBEDDING_PROVIDER"):
-        values["embedding_provider"] = env["GITKB_EMBEDDING_PROVIDER"]
-    if env.get("GITKB_EMBEDDING_MODEL"):
-        values["embedding_model"] = env["GITKB_EMBEDDING_MODEL"]
-    if env.get("GITKB_EMBEDDING_QUERY_GRAPH"):
-        values["embed_query_graph"] = check_query_graph(
-            env["GITKB_EMBEDDING_QUERY_GRAPH"].strip(), "GITKB_EMBEDDING_QUERY_GRAPH"
-        )
-    if env.get("GITKB_CHROMA_HOST"):
-        values["chroma_host"] = env["GITKB_CHROMA_HOST"]
-    if env.get("GITKB_CHROMA_PORT"):
-        values["chroma_port"] = int(env["GITKB_CHROMA_PORT"])
-    if env.get("GITKB_CHROMA_EF_SEARCH"):
-        raw_ef = env["GITKB_CHROMA_EF_SEARCH"].strip()
-        ef = int(raw_ef) if raw_ef.isdigit() else raw_ef
-        values["chroma_ef_search"] = check_ef_search(ef, "GITKB_CHROMA_EF_SEARCH")
-    if env.get("GITKB_PROMOTE_AFTER_SECONDS"):
-        values["promote_after_seconds"] = float(env["GITKB_PROMOTE_AFTER_SECONDS"])
-    if env.get("GITKB_CATALOG_URL"):
-        values["catalog_url"] = env["GITKB_CATALOG_URL"]
-    if env.get("GITKB_CATALOG_RETIRED_DAYS"):
-        raw_days = env["GITKB_CATALOG_RETIRED_DAYS"].strip()
-        try:
-            days: object = float(raw_days)
-        except ValueError:
-            days = raw_days
-        values["catalog_retired_days"] = check_retired_days(days, "GITKB_CATALOG_RETIRED_DAYS")
-    if env.get("GITKB_NODE"):
-        values["node"] = env["GITKB_NODE"]
+    values.update(_from_env(env))
     values.update({k: v for k, v in overrides.items() if v is not None})
     if overrides.get("chroma_ef_search") is not None:
         check_ef_search(overrides["chroma_ef_search"], "chroma_ef_search")
