@@ -172,7 +172,9 @@ def test_source_matching(hook: TestClient, upstream: Upstream, home: Path) -> No
     other = dict(payload, repository={"clone_url": "https://github.com/someone/else.git"})
     r = github(hook, "push", other)
     assert r.status_code == 404 and "else" in json.dumps(r.json()["details"])
-    r = github(hook, "push", other, query=f"?source={SOURCE}")  # named explicitly: the URL is not needed
+    r = github(hook, "push", other, query=f"?source={SOURCE}")  # named explicitly: still its repository only
+    assert r.status_code == 403 and error_code(r) == "forbidden" and "repository_mismatch" in r.text
+    r = github(hook, "push", payload, query=f"?source={SOURCE}")
     assert r.status_code == 200, r.text  # matched; the source is already at that commit: nothing to queue
     assert r.json()["queued"] is False and r.json()["job_id"] is None and "already" in r.json()["reason"]
 

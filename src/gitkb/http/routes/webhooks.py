@@ -3,7 +3,9 @@
 Order of checks, each refusing with nothing enqueued: body size and JSON content
 type (``BodyGate``, 413/415) → a signature header at all (401) → a JSON object
 (400) → the source, by ``?source=NAME`` or the payload's repository URL (404) →
-the signature against that source's secret (401) → the event → its commit, a
+the signature against that source's secret (401) → the payload's repository is the
+source's remote (403 ``forbidden``, ``refused: repository_mismatch``, audited; every
+event, ping too) → the event → its commit, a
 hint checked against the tracked branch fetched from the remote: not reachable
 from its head (a staged proposal, another branch, an unknown id) 400
 ``invalid_argument``; the synced commit or an older one (a delivery replayed
@@ -100,16 +102,22 @@ async def github(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
         raise Unauthorized("missing X-Hub-Signature-256", next_steps=["give the GitHub webhook a secret"])
     body = await request.body()
     payload = wh.decode_json(body)
-    row, secret = await _source(state, source, wh.repository_urls("github", payload))
+    row, secret = await _source(state, source, wh.repository_identity("github", payload).urls)
     if not secret:
         raise _no_secret(row)
     if not wh.verify_github_signature(secret, body, signature):
         raise Unauthorized("X-Hub-Signature-256 does not match the body and the source's secret")
     event = wh.parse_github(request.headers.get("x-github-event"), payload)
+    delivery = request.headers.get("x-github-delivery")
     if event.kind == "ping":
+        ctx = state.workspace.ctx
+        check = intake.check_repository
+        await run_blocking(
+            state, check, ctx, provider="github", delivery_id=delivery, row=row, event=event, write=True
+        )
         request.state.webhook_outcome = "ping"
         return JSONResponse({"Success": True, "event": "ping", "source": row.name, "queued": False})
-    return await _accept(request, "github", request.headers.get("x-github-delivery"), row, event)
+    return await _accept(request, "github", delivery, row, event)
 
 
 @router.post(
@@ -123,7 +131,7 @@ async def gitlab(request: Request, source: str | None = SOURCE_QUERY) -> JSONRes
     if not token:
         raise Unauthorized("missing X-Gitlab-Token", next_steps=["give the GitLab webhook a secret token"])
     payload = wh.decode_json(await request.body())
-    row, secret = await _source(state, source, wh.repository_urls("gitlab", payload))
+    row, secret = await _source(state, source, wh.repository_identity("gitlab", payload).urls)
     if not secret:
         raise _no_secret(row)
     if not wh.verify_gitlab_token(secret, token):

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gitkb.core.errors import GitkbError, NotFound, StoreUnavailable
+from gitkb.core.errors import Forbidden, GitkbError, NotFound, StoreUnavailable
+from gitkb.services.changes import audit
 from gitkb.services.changes.sources import merges
 from gitkb.services.changes.sources.merges import change_request_merged
 from gitkb.services.changes.sources.sync import check_target
-from gitkb.services.changes.webhooks import WebhookEvent, normalise_repo_url
+from gitkb.services.changes.webhooks import WebhookEvent, names_repository, normalise_repo_url
 from gitkb.services.context import Context
 from gitkb.stores.catalog import deliveries
 from gitkb.stores.catalog import sources as source_rows
@@ -41,6 +42,39 @@ def find_source(ctx: Context, name: str | None, repo_urls: Iterable[str]) -> Sou
             "add ?source=NAME to the webhook URL, or register the repository with `gitkb source add`"
         ],
         details={"repository_urls": sorted(wanted)},
+    )
+
+
+REPOSITORY_MISMATCH = "repository_mismatch"  # the refusal's stable ``refused`` detail (code ``forbidden``)
+
+
+def check_repository(
+    ctx: Context, *, provider: str, delivery_id: str | None, row: SourceRow, event: WebhookEvent
+) -> None:
+    """A GitHub or GitLab delivery must be for the repository ``row`` follows (its payload's
+    ``repository`` / ``project``, ``webhooks.names_repository``): a signed delivery for another
+    repository posted to ``?source=NAME`` (a shared secret, a replayed body) is refused with
+    ``forbidden`` (``refused: repository_mismatch``) before anything is claimed or queued, and
+    the refusal is written to the audit log. Generic deliveries name their source themselves."""
+    if provider not in ("github", "gitlab") or names_repository(event.repository, row.url):
+        return
+    urls = sorted({normalise_repo_url(u) for u in event.repository.urls} - {""})
+    audit.record(
+        ctx,
+        actor=f"webhook:{provider}",
+        action="webhook.refused",
+        target=row.name,
+        result=REPOSITORY_MISMATCH,
+        detail={"delivery_id": delivery_id, "event": event.kind, "repository_urls": urls},
+    )
+    raise Forbidden(
+        f"this {provider} delivery is for another repository than the one source {row.name!r} follows;"
+        " nothing was queued",
+        next_steps=[
+            "point each repository's webhook at its own source's ?source=NAME, or leave ?source= out"
+            " to match the source by the payload's repository URL"
+        ],
+        details={"refused": REPOSITORY_MISMATCH, "repository_urls": urls},
     )
 
 
@@ -92,7 +126,9 @@ def accept(
     row: SourceRow,
     event: WebhookEvent,
 ) -> dict[str, Any]:
-    """A verified delivery → its answer. Replays of a delivery id answer with the first job."""
+    """A verified delivery → its answer. Replays of a delivery id answer with the first job; a
+    delivery for another repository than the source's is refused (``check_repository``)."""
+    check_repository(ctx, provider=provider, delivery_id=delivery_id, row=row, event=event)
     wanted = event.wants_sync and event.branch == row.branch
     reason = event.reason
     if event.wants_sync and not wanted:
