@@ -159,9 +159,9 @@ class ChangeTools(WorkspaceBase):
     @tool
     def refresh_proposals(self, source: str) -> dict[str, Any]:
         """Make every staged proposal again on the target branch's head now: per proposal applied or conflict."""
-        scope.require_source(self.ctx, self._scope(), source)
-
-        return proposals.refresh_proposals(self.ctx, source, actor=self.principal.label)
+        sc = self._scope()
+        scope.require_source(self.ctx, sc, source)
+        return proposals.refresh_proposals(self.ctx, source, actor=self.principal.label, fed_only=sc.scoped)
 
     @tool
     def cite_check(self, chunk_id: str) -> dict[str, Any]:
