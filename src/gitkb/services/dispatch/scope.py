@@ -230,21 +230,47 @@ def finish_action(ctx: Context, scope: AgentScope, plan: ActionPlan, out: dict[s
     return out
 
 
+# What an agent's get_index_status keeps (deny by default: a key status gains is an operator's
+# until it is listed here): whether search is current and why not, in counts and a job kind, and
+# its own indexes' documents and skipped files. Dropped: the writer, the catalog, the in-flight
+# job's parameters and the vector build's identities, vectors (Chroma collection names),
+# retired_chunks, query_embedding, Warnings (they name collections), other jobs' last errors,
+# write_generation, pending_purge.
+AGENT_STATUS_KEYS = (
+    "Success",
+    "Message",
+    "status",
+    "caught_up",
+    "error",
+    "queue_depth",
+    "in_flight",
+    "dirty_paths",
+    "dirty_embeddings",
+    "documents_indexed",
+    "documents_indexed_error",
+    "skipped_files",
+)
+
+
 def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
-    """get_index_status for an agent: skipped files of its own indexes only, no other job's parameters."""
+    """get_index_status for an agent: only ``AGENT_STATUS_KEYS``, skipped files and the document
+    count of its own indexes, and a message made of what it keeps."""
     if not scope.scoped or out.get("Success") is False:
         return out
-    out = dict(out)
+    out = {k: out[k] for k in AGENT_STATUS_KEYS if k in out}
     if isinstance(out.get("skipped_files"), list):
         out["skipped_files"] = [
             f for f in out["skipped_files"] if isinstance(f, dict) and scope.can_read(str(f.get("index_id")))
         ]
-    out = _filter_inventory(ctx, scope, out)
-    out.pop("in_flight_job", None)
-    out.pop("writer", None)
-    out.pop("catalog", None)  # the server's catalog file or database URL: no agent's business
     if isinstance(out.get("documents_indexed"), int) and not out.get("documents_indexed_error"):
         out["documents_indexed"] = doc_rows.count_in(ctx.catalog.conn, sorted(scope.readable))
+    elif out.get("documents_indexed_error"):
+        out["documents_indexed_error"] = "the catalog could not be read"  # its text may name the database
+    if "Message" in out and not out.get("caught_up"):
+        out["Message"] = (
+            f"{out.get('status')}; queue {out.get('queue_depth')}, in flight {out.get('in_flight') or 'nothing'},"
+            f" dirty paths {out.get('dirty_paths')}, dirty embeddings {out.get('dirty_embeddings')}"
+        )
     return out
 
 
