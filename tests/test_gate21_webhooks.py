@@ -19,11 +19,13 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from gitkb.core.errors import Forbidden
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import (
     RepositoryIdentity,
     github_signature,
     names_repository,
+    parse_github,
     repository_identity,
 )
 from helpers import SOURCE, Upstream, catalog, error_code
@@ -171,3 +173,23 @@ def test_the_repository_is_its_urls_and_its_full_name() -> None:
         gl, "https://gl.example/g/e"
     )
     assert repository_identity("generic", {"repository": {"clone_url": remote}}) == RepositoryIdentity()
+
+
+def test_the_library_intake_refuses_it_too(
+    hook: TestClient, upstream: Upstream, home: Path, tmp_path: Path
+) -> None:
+    """No CLI command replays a delivery; the library's entry, ``webhook_intake.accept``, makes the check itself."""
+    ws = hook.app.state.gitkb.workspace  # type: ignore[attr-defined]
+    before = upstream.remote_sha("main")
+    upstream.write("docs/runbooks/gate21-lib.md", "# Gate\n\nThe quasar drift note.\n")
+    after = upstream.commit_push("a change")
+    other = {"clone_url": f"file://{tmp_path / 'other.git'}"}
+    event = parse_github(
+        "push", {"ref": "refs/heads/main", "before": before, "after": after, "repository": other}
+    )
+    row = webhook_intake.find_source(ws.ctx, SOURCE, ())
+    n = _state(home)
+    with pytest.raises(Forbidden) as refused:
+        webhook_intake.accept(ws.ctx, provider="github", delivery_id="lib-1", row=row, event=event)
+    assert refused.value.details["refused"] == "repository_mismatch"
+    assert _state(home) == (n[0], n[1], n[2] + 1)
