@@ -172,6 +172,10 @@ def test_the_repository_is_its_urls_and_its_full_name() -> None:
     assert names_repository(gl, "https://gl.example/g/d") and not names_repository(
         gl, "https://gl.example/g/e"
     )
+    rooted = RepositoryIdentity(("https://gl.example/gitlab/g/d.git",), ("g/d",))  # a relative URL root
+    assert names_repository(rooted, "https://gl.example/gitlab/g/d")
+    assert not names_repository(RepositoryIdentity(rooted.urls, ("x/g/d",)), "https://gl.example/gitlab/g/d")
+    assert not names_repository(RepositoryIdentity(rooted.urls, ("",)), "https://gl.example/gitlab/g/d")
     assert repository_identity("generic", {"repository": {"clone_url": remote}}) == RepositoryIdentity()
 
 

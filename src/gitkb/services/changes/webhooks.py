@@ -220,14 +220,16 @@ def repository_identity(provider: str, payload: dict[str, Any]) -> RepositoryIde
 
 def names_repository(identity: RepositoryIdentity, remote: str) -> bool:
     """The payload is for ``remote``: one of its repository's URLs is ``remote``, and its
-    ``owner/name``, when given, is ``remote``'s path (for a remote on a host). No URL: not."""
+    ``owner/name``, when given, ends ``remote``'s path (for a remote on a host). No URL: not."""
     if not any(same_repository(u, remote) for u in identity.urls):
         return False
     norm = normalise_repo_url(remote)
     if norm.startswith("file:"):
         return True
     path = norm.split("/", 1)[1] if "/" in norm else ""
-    return all(_clean_path(n.strip(), lower=True).strip("/") == path for n in identity.names)
+    names = [_clean_path(n.strip(), lower=True).strip("/") for n in identity.names]
+    # the path ends with owner/name (a GitLab under a relative URL root: /gitlab/group/project)
+    return all(n and (path == n or path.endswith("/" + n)) for n in names)
 
 
 def parse_github(event: str | None, payload: dict[str, Any]) -> WebhookEvent:
