@@ -245,6 +245,7 @@ def test_moved_base_refresh_chosen_review_and_squash_merge(source_ws: Any, upstr
                 "merge_commit_sha": squash,
                 "base": {"ref": "main"},
             },
+            "repository": {"clone_url": str(upstream.remote)},  # a delivery is for its source's repository
         },
     )
     row = source_rows.get_by_name(ws.ctx.catalog.conn, SOURCE)
