@@ -40,6 +40,10 @@ def test_different_fusion_settings_are_named_in_the_warnings(ws: Any, make_clien
     assert not _mixed_warnings(ok(ws.document_index("SEARCH", query="failover", mode="keyword")))
     ask = ok(ws.document_index("ASK", query="failover runbook?", mode="hybrid"))
     assert _mixed_warnings(ask) == [fusion], ask
+    ok(ws.kb_create("k", ["a", "b"]))
+    ok(ws.agent_assign("bot", ["k"]))
+    hits = ok(ws.as_agent("bot").search_index("failover runbook", mode="hybrid"))
+    assert _mixed_warnings(hits) == [fusion], hits
     # the same fusion, another weight: the weight is named (rrf_k is not used by score fusion)
     ok(
         ws.document_index(
