@@ -12,10 +12,14 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -181,3 +185,34 @@ def test_every_advertised_maximum_holds_under_the_server_caps(filled: Any, agent
     assert maxima[("document_index", "top_n")] == 5 and maxima[("document_index", "count")] == 3
     if agent_id is not None:
         assert maxima[("search_index", "top_n")] == 5
+
+
+@pytest.mark.slow  # a subprocess: importing the mcp SDK and uvicorn takes seconds on a small machine
+def test_the_gitkb_mcp_command_over_http_applies_the_caps(
+    filled: Any, home: Path, catalog_url: str | None
+) -> None:
+    """The command itself: ``gitkb mcp --transport http --agent alice`` with ``max_top_n = 5``
+    answered the binding's 40 hits to a search that left top_n out."""
+    (home / "gitkb.toml").write_text(CAPS)
+    filled.close()
+    port = _free_port()
+    exe = str(Path(sys.executable).with_name("gitkb"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITKB_")}
+    env.update(GITKB_EMBEDDING_PROVIDER="hashing", GITKB_EMBEDDING_MODEL="hashing-384")
+    if catalog_url is not None:
+        env["GITKB_CATALOG_URL"] = catalog_url
+    args = [exe, "--home", str(home), "mcp", "--transport", "http", "--agent", AGENT, "--port", str(port)]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, timeout=60, interval=0.1, what="gitkb mcp --transport http to listen")
+        listed, (hits,) = _session(f"http://127.0.0.1:{port}/mcp", [("search_index", Q)])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert not hits.is_error and _data(hits)["count"] == 5, hits.content[0].text
+    assert _maxima(listed)[("search_index", "top_n")] == 5
