@@ -4,8 +4,8 @@
 tools are those of ``gitkb.mcp.tools`` that the Workspace provides, scoped to
 the agent; with ``limits`` (``gitkb mcp --transport http``: the ``[server]``
 config) this server's caps hold as on the HTTP API (``gitkb.http.limits.capped``)
-and the tools' schemas advertise them. Every domain failure — bad arguments, a refused scope, a missing
-index — comes back as a tool result with ``Success: false``, the error,
+and the tools' schemas advertise them. Every domain failure — bad arguments, a
+refused scope, a missing index — comes back as a tool result with ``Success: false``, the error,
 ``code`` and ``next_steps``; only a malformed protocol message is a protocol
 error. ``serve_stdio`` and ``serve_http`` (streamable HTTP, loopback by
 default) run it.
