@@ -8,7 +8,9 @@
   have separate pools) under the per-request timeout, so one slow search never
   holds the event loop or the other requests.
 * ``cap`` and ``server_path`` check what the service layer cannot know: this
-  server's caps and its ``allowed_roots``.
+  server's caps and its ``allowed_roots``; ``capped`` applies the caps to one
+  action's parameters (the HTTP routes and ``gitkb mcp --transport http`` alike),
+  and ``server_caps`` names them for a schema that advertises them.
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gitkb.core import action_table as table
 from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import RequestTimeout, error_response
 from gitkb.http.state import AppState
+from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
+from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
 T = TypeVar("T")
 FORM_PREFIXES = ("/ui",)
+# top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
+TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
 
 
 def is_json(content_type: str) -> bool:
@@ -148,6 +155,34 @@ def fill_to_cap(params: dict[str, Any], name: str, limit: int | None, default: i
     which may lie over this server's lower limit: then it is the limit (never over it, asked or not)."""
     if limit is not None and params.get(name) is None and (default is None or default > limit):
         params[name] = limit
+
+
+def server_caps(cfg: ServerConfig) -> dict[str, int]:
+    """This server's own lower limits by parameter name (``top_n``, ``count``), those set."""
+    caps = {"top_n": cfg.max_top_n, "count": cfg.max_count}
+    return {k: v for k, v in caps.items() if v is not None}
+
+
+def capped(
+    cfg: ServerConfig, name: str, params: dict[str, Any], *, top_n_default: int | None = None
+) -> dict[str, Any]:
+    """``params`` of action ``name`` (a ``document_index`` action; ``SEARCH`` for search_index)
+    within this server's caps: a value over one is refused, one left out whose default lies over
+    it is the cap. ``top_n_default``: the caller's own default (an agent's binding's)."""
+    cap("top_n", params.get("top_n"), cfg.max_top_n)
+    if "count" in table.ACTIONS[name].fields:
+        cap("count", params.get("count"), cfg.max_count)
+    params = dict(params)
+    if top_n_default is not None or name in TOP_N_DEFAULTS:  # left out: the default, maybe over the cap
+        fill_to_cap(params, "top_n", cfg.max_top_n, top_n_default or TOP_N_DEFAULTS[name])
+    if name == "LIST_DOCUMENTS":
+        fill_to_cap(params, "count", cfg.max_count, MAX_PAGE)
+    elif name == "GET_DOCUMENT":
+        mode = params.get("pagination_mode")
+        fill_to_cap(
+            params, "count", cfg.max_count, DEFAULT_COUNT.get(mode if isinstance(mode, str) else "chunks")
+        )
+    return params
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -2,8 +2,10 @@
 
 ``build_server(ws, agent_id)`` returns an ``mcp`` low-level ``Server`` whose
 tools are those of ``gitkb.mcp.tools`` that the Workspace provides, scoped to
-the agent. Every domain failure — bad arguments, a refused scope, a missing
-index — comes back as a tool result with ``Success: false``, the error,
+the agent; with ``limits`` (``gitkb mcp --transport http``: the ``[server]``
+config) this server's caps hold as on the HTTP API (``gitkb.http.limits.capped``)
+and the tools' schemas advertise them. Every domain failure — bad arguments, a
+refused scope, a missing index — comes back as a tool result with ``Success: false``, the error,
 ``code`` and ``next_steps``; only a malformed protocol message is a protocol
 error. ``serve_stdio`` and ``serve_http`` (streamable HTTP, loopback by
 default) run it.
@@ -26,6 +28,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.http.config import ServerConfig
 from gitkb.http.hosts import HostGate, OriginGate
+from gitkb.http.limits import TOP_N_DEFAULTS, capped, server_caps
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -57,9 +60,28 @@ def view(ws: Workspace, agent_id: str | None) -> Workspace:
     return ws if agent_id is None else ws.as_agent(agent_id)
 
 
-def available(ws: Workspace) -> list[tuple[ToolSpec, ToolFn]]:
-    """The tools offered now to the caller of this Workspace view (see ``gitkb.mcp.tools.offered``)."""
-    return tools.offered(ws)
+def available(ws: Workspace, limits: ServerConfig | None = None) -> list[tuple[ToolSpec, ToolFn]]:
+    """The tools offered now to the caller of this Workspace view (see ``gitkb.mcp.tools.offered``),
+    within this server's caps when it has ``limits``."""
+    return tools.offered(ws, server_caps(limits) if limits is not None else None)
+
+
+def within_caps(
+    ws: Workspace, agent_id: str | None, limits: ServerConfig, name: str, args: dict[str, Any]
+) -> dict[str, Any]:
+    """A tool call's arguments within this server's caps, as the HTTP API takes them: a value left
+    out whose default (an agent's: its binding's) lies over a cap is the cap."""
+    if name == "document_index" and _known_action(args.get("action")):
+        action = args["action"].upper()
+        default = None
+        if action in TOP_N_DEFAULTS and agent_id is not None and args.get("top_n") is None:
+            default = scope.load_scope(ws.ctx, agent_id).default_top_k
+        rest = capped(limits, action, {k: v for k, v in args.items() if k != "action"}, top_n_default=default)
+        return {"action": args["action"], **rest}
+    if name == "search_index":
+        default = scope.load_scope(ws.ctx, agent_id).default_top_k if args.get("top_n") is None else None
+        return capped(limits, "SEARCH", args, top_n_default=default)
+    return args
 
 
 def tool_definition(spec: ToolSpec) -> types.Tool:
@@ -85,13 +107,17 @@ def failure(exc: GitkbError) -> dict[str, Any]:
 
 
 def call(
-    ws: Workspace, agent_id: str | None, name: str, arguments: dict[str, Any] | None
+    ws: Workspace,
+    agent_id: str | None,
+    name: str,
+    arguments: dict[str, Any] | None,
+    limits: ServerConfig | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Run one tool call synchronously: (response dict, whether it carries retrieved passages)."""
     args = dict(arguments or {})
     try:
         caller = view(ws, agent_id)
-        offered = {spec.name: (spec, fn) for spec, fn in available(caller)}
+        offered = {spec.name: (spec, fn) for spec, fn in available(caller, limits)}
     except GitkbError as exc:
         return failure(exc), False
     if name not in offered:
@@ -109,6 +135,8 @@ def call(
     if problems:
         return failure(InvalidArgument(f"{name}: " + "; ".join(problems))), False
     try:
+        if limits is not None:
+            args = within_caps(ws, agent_id, limits, name, args)
         out = fn(tools.Env(caller), **args)
     except GitkbError as exc:
         return failure(exc), False
@@ -126,19 +154,24 @@ def _known_action(action: Any) -> bool:
     return isinstance(action, str) and action.upper() in DOCUMENT_INDEX_NAMES
 
 
-def build_server(ws: Workspace, agent_id: str | None = None) -> Server[Any]:
-    """An MCP server over ``ws``; with ``agent_id`` every tool is limited to that agent's knowledge bases."""
+def build_server(
+    ws: Workspace, agent_id: str | None = None, *, limits: ServerConfig | None = None
+) -> Server[Any]:
+    """An MCP server over ``ws``; with ``agent_id`` every tool is limited to that agent's knowledge bases,
+    with ``limits`` every call to this server's caps (``[server] max_top_n`` / ``max_count``)."""
     if agent_id is not None:
         scope.load_scope(ws.ctx, agent_id)  # validates the id now, not at the first call
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         def offered() -> list[types.Tool]:
-            return [tool_definition(s) for s, _ in available(view(ws, agent_id))]
+            return [tool_definition(s) for s, _ in available(view(ws, agent_id), limits)]
 
         return types.ListToolsResult(tools=await anyio.to_thread.run_sync(offered))
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        data, passages = await anyio.to_thread.run_sync(call, ws, agent_id, params.name, params.arguments)
+        data, passages = await anyio.to_thread.run_sync(
+            call, ws, agent_id, params.name, params.arguments, limits
+        )
         return render.to_result(
             data, passages=passages, compact=tools.compacts(params.name, params.arguments)
         )

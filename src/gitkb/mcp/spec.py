@@ -14,51 +14,6 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from gitkb.services.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_N
-from gitkb.services.retrieval.tenancy import TIERS
-
-STRING: dict[str, Any] = {"type": "string"}
-INDEX_NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
-QUERY: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}
-INDEX_LIST: dict[str, Any] = {"type": "array", "items": INDEX_NAME, "maxItems": 100}
-TIER_LIST: dict[str, Any] = {"type": "array", "items": {"enum": list(TIERS)}, "maxItems": len(TIERS)}
-SEARCH_MODE: dict[str, Any] = {"enum": ["keyword", "semantic", "hybrid"]}
-
-# The JSON type of every action parameter document_index accepts (see services.dispatch.actions).
-ACTION_PARAMS: dict[str, dict[str, Any]] = {
-    "index_name": INDEX_NAME,
-    "new_index_name": INDEX_NAME,
-    "chunk_size": {"type": "integer", "minimum": 1},
-    "chunk_overlap": {"type": "integer", "minimum": 0},
-    "chunk_strategy": STRING,
-    "embeddings": {"type": "boolean"},
-    "embedding_provider": STRING,
-    "embedding_model": STRING,
-    "settings": {"type": "object"},
-    "reset": {"type": "boolean"},
-    "filepath": STRING,
-    "base_path": STRING,
-    "tenant": STRING,
-    "tier": {"enum": list(TIERS)},
-    "ttl_seconds": {"type": "number", "exclusiveMinimum": 0},
-    "text": STRING,
-    "metadata": {"type": "object"},
-    "path_filter": STRING,
-    "query": QUERY,
-    "show_files_only": {"type": "boolean"},
-    "start": {"type": "integer", "minimum": 0},
-    "count": {"type": "integer", "minimum": 0},
-    "file_id": STRING,
-    "pagination_mode": {"enum": ["lines", "chars", "chunks"]},
-    "new_filename": STRING,
-    "indexes": INDEX_LIST,
-    "top_n": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_N},
-    "mode": SEARCH_MODE,
-    "tiers": TIER_LIST,
-    "answer_mode": {"enum": ["extractive", "generative"]},
-}
-HIDDEN_ACTION_PARAMS = frozenset({"progress"})  # in-process callbacks, not tool arguments
-
 
 @dataclass(frozen=True)
 class Param:

@@ -9,14 +9,15 @@ is left out. Nothing here decides access: the Workspace asks the policy on every
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gitkb.core import action_table as table
 from gitkb.core.action_table import Action
 from gitkb.mcp.spec import Hints, Param, ToolFn, ToolSpec
 from gitkb.services.access import policy
+from gitkb.services.dispatch.scope import MAX_TOP_K
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace
@@ -202,11 +203,29 @@ HIDDEN = {
 }
 
 
-def _params(spec: Action) -> tuple[Param, ...]:
+def most_of(ws: Workspace, caps: Mapping[str, int] | None) -> dict[str, int]:
+    """The highest value of each integer parameter this caller is let through with: the server's
+    caps (``http.limits.server_caps``) and, for an agent, top_n at most the binding limit."""
+    most = dict(caps or {})
+    if ws.principal.is_agent:
+        most["top_n"] = min(most.get("top_n", MAX_TOP_K), MAX_TOP_K)
+    return most
+
+
+def within(p: table.Param, most: Mapping[str, int]) -> table.Param:
+    """``p`` as advertised to a caller let through with at most ``most[p.name]``."""
+    limit, hi = most.get(p.name), p.schema.get("maximum")
+    if limit is None or p.schema.get("type") != "integer" or (hi is not None and hi <= limit):
+        return p
+    doc = p.doc.replace(f"-{hi}", f"-{limit}") if hi is not None else p.doc
+    return replace(p, schema={**p.schema, "maximum": limit}, doc=doc)
+
+
+def _params(spec: Action, most: Mapping[str, int]) -> tuple[Param, ...]:
     hidden = HIDDEN.get(spec.name, set())
     return tuple(
         Param(p.name, p.schema, p.doc or p.name.replace("_", " "), p.required)
-        for p in spec.wire_params
+        for p in (within(w, most) for w in spec.wire_params)
         if p.name not in hidden
     )
 
@@ -222,13 +241,13 @@ def keep_offered(text: str, offered: frozenset[str]) -> str:
     return ". ".join(kept).replace(";\n", "; ").rstrip(".") + "."
 
 
-def _document_index_spec(actions: list[Action], offered: frozenset[str]) -> ToolSpec:
+def _document_index_spec(actions: list[Action], offered: frozenset[str], most: Mapping[str, int]) -> ToolSpec:
     names: list[str] = []
     for a in actions:
         names.extend(p.name for p in a.wire_params if p.name not in names)
     merged: dict[str, Param] = {}
     for a in actions:
-        for p in a.wire_params:
+        for p in (within(w, most) for w in a.wire_params):
             seen = merged.get(p.name)
             # One schema per parameter name: where actions differ (count, query), what they share;
             # each action's own range is checked by the policy when it runs.
@@ -266,9 +285,11 @@ def _document_index_spec(actions: list[Action], offered: frozenset[str]) -> Tool
     return ToolSpec("document_index", "\n".join(lines), params, hints)
 
 
-def offered(ws: Workspace) -> list[tuple[ToolSpec, ToolFn]]:
-    """The tools this Workspace view's principal may call, in a stable order."""
+def offered(ws: Workspace, caps: Mapping[str, int] | None = None) -> list[tuple[ToolSpec, ToolFn]]:
+    """The tools this Workspace view's principal may call, in a stable order; their integer
+    parameters advertise at most what the caller is let through with (``most_of``)."""
     p = ws.principal
+    most = most_of(ws, caps)
     di = policy.allowed_actions(p, table.DOCUMENT_INDEX_NAMES)
     methods = {a.name for a in policy.allowed_actions(p) if a.name in TOOL_NAMES}
     names = frozenset(methods | ({"document_index"} if di else set()))
@@ -279,12 +300,12 @@ def offered(ws: Workspace) -> list[tuple[ToolSpec, ToolFn]]:
         if t.name not in names:
             continue
         if t.name == "document_index":
-            out.append((_document_index_spec(di, names), t.fn))
+            out.append((_document_index_spec(di, names, most), t.fn))
             continue
         spec = ToolSpec(
             t.name,
             keep_offered(t.description, names) + " " + AFTER,
-            _params(table.ACTIONS[t.name]),
+            _params(table.ACTIONS[t.name], most),
             t.hints,
             carries_passages=t.carries_passages,
         )

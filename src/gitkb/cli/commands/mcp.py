@@ -38,7 +38,8 @@ def mcp(
         ws = state.workspace()
         ws.ctx.keep_chunk_worker = True  # long-running, unlike the other commands: keep the chunking worker
         cfg = load_server_config(ws.settings)  # [server] public_host / allowed_hosts, as gitkb serve
-        server = build_server(ws, agent_id)
+        # over HTTP, the [server] caps hold as on the HTTP API (max_top_n, max_count)
+        server = build_server(ws, agent_id, limits=cfg if transport == "http" else None)
     except GitkbError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(1)

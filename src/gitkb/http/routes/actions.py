@@ -16,20 +16,14 @@ from fastapi.responses import JSONResponse
 from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import action
-from gitkb.http.limits import cap, fill_to_cap, server_path
+from gitkb.http.limits import TOP_N_DEFAULTS, capped, server_path
 from gitkb.http.state import get_state
 from gitkb.services.access import policy
 from gitkb.services.access.principals import Principal
 from gitkb.services.dispatch import scope
-from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
-from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
 router = APIRouter(tags=["actions"])
 EXAMPLE = {"action": "SEARCH", "query": "rollback checklist", "index_name": "kb", "top_n": 5}
-
-
-# top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
-TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
 
 
 def agent_default(request: Request, agent_id: Any) -> int | None:
@@ -48,22 +42,11 @@ def guard_params(
     """This server's limits on an action's parameters (shared with the dedicated routes), also on
     one left out whose default lies over them; ``top_n_default``: the caller's own (search_index)."""
     cfg = get_state(request).cfg
-    cap("top_n", params.get("top_n"), cfg.max_top_n)
-    fields = policy.document_index_action(name).fields
-    if "count" in fields:
-        cap("count", params.get("count"), cfg.max_count)
-    params = dict(params)
-    if top_n_default is not None or name in TOP_N_DEFAULTS:  # left out: the default, maybe over the cap
-        if top_n_default is None and cfg.max_top_n is not None and params.get("top_n") is None:
-            top_n_default = agent_default(request, None)
-        fill_to_cap(params, "top_n", cfg.max_top_n, top_n_default or TOP_N_DEFAULTS[name])
-    if name == "LIST_DOCUMENTS":
-        fill_to_cap(params, "count", cfg.max_count, MAX_PAGE)
-    elif name == "GET_DOCUMENT":
-        mode = params.get("pagination_mode")
-        fill_to_cap(
-            params, "count", cfg.max_count, DEFAULT_COUNT.get(mode if isinstance(mode, str) else "chunks")
-        )
+    name = policy.document_index_action(name).name
+    left_out = params.get("top_n") is None and cfg.max_top_n is not None
+    if name in TOP_N_DEFAULTS and top_n_default is None and left_out:  # an agent's: its binding's
+        top_n_default = agent_default(request, None)
+    params = capped(cfg, name, params, top_n_default=top_n_default)
     if name == "ADD_DOCUMENTS":
         params["filepath"] = server_path(cfg, params.get("filepath"))
         if params.get("base_path") is not None:

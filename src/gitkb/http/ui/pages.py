@@ -180,6 +180,15 @@ def group_footnotes(footnotes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def top_n_choices(limit: int | None, asked: int | None) -> list[int]:
+    """The page's Results choices besides "default": 5, 10, 20 up to this server's cap (the cap
+    itself when under 20) and the number asked for."""
+    picks = {n for n in (5, 10, 20) if limit is None or n <= limit}
+    if limit is not None and limit < 20:
+        picks.add(limit)
+    return sorted(picks | ({asked} if asked is not None else set()))
+
+
 @router.get("/search")
 async def search(
     request: Request,
@@ -187,10 +196,12 @@ async def search(
     mode: str = "",
     index: str = "",
     tab: str = Query("search", pattern="^(search|ask)$"),
-    top_n: int = Query(10, ge=1, le=50),
+    results: str = Query("", alias="top_n", pattern=r"^\d{0,3}$", description="empty: the default"),
 ) -> Response:
     require_page(request)
+    top_n = int(results) if results else None  # the range is the action's (and this server's) to check
     names = expect(await ws_call(request, "document_index", "LIST_INDICES")).get("Indices", [])
+    limit = get_state(request).cfg.max_top_n  # [server] max_top_n: asked for by default, never over
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if q.strip():
@@ -199,7 +210,7 @@ async def search(
             "query": q,
             "mode": mode or None,
             "index_name": index or None,
-            "top_n": top_n,
+            "top_n": top_n,  # left out: the default (an agent's: its binding's), at most the cap
         }
         params = guard_params(request, action, {k: v for k, v in given.items() if v is not None})
         got = await ws_call(request, "document_index", action, **params)
@@ -212,6 +223,8 @@ async def search(
         "index": index,
         "tab": tab,
         "top_n": top_n,
+        "top_n_choices": top_n_choices(limit, top_n),
+        "top_n_limit": limit,
         "modes": MODES,
         "index_names": names,
         "result": result,

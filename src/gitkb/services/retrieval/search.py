@@ -303,6 +303,8 @@ def fused_results(
             scores.setdefault(c.cid, {})["semantic"] = max(s, scores.get(c.cid, {}).get("semantic", -1.0))
     single = len(lists) == 1  # one ranked list: keep its own score (cosine similarity)
     method = search_settings.setting(ctx, rows, "fusion")
+    used = () if single else ("fusion", "semantic_weight" if method == "score" else "rrf_k")
+    plan.warnings += search_settings.mixed(ctx, rows, used)  # one fusion for all: say when not their own
     if method == "score" and not single:
         w = float(search_settings.setting(ctx, rows, "semantic_weight"))
         document_of = {cid: c.document_rowid for cid, c in hits.items()}

@@ -90,6 +90,25 @@ def setting(ctx: Context, rows: list[IndexRow], key: str) -> Any:
     return DEFAULTS[key] if v is None else v
 
 
+def mixed(ctx: Context, rows: list[IndexRow], keys: tuple[str, ...]) -> list[str]:
+    """A warning per key the searched indexes set differently (one sets none): one value ranks
+    them all, the workspace's (gitkb.toml or the default), not each index's own."""
+    out = []
+    for key in keys:
+        own = {
+            r.name: r.settings["search"].get(key) if isinstance(r.settings.get("search"), dict) else None
+            for r in rows
+        }
+        if len({repr(v) for v in own.values()}) > 1:
+            given = ", ".join(f"{name} {'unset' if v is None else v}" for name, v in own.items())
+            layer = "gitkb.toml" if workspace_layer(ctx).get(key) is not None else "default"
+            out.append(
+                f"the searched indexes set different {key} ({given}): the {layer} value"
+                f" {setting(ctx, rows, key)} ranked them all; search one index for its own"
+            )
+    return out
+
+
 def workspace_layer(ctx: Context) -> dict[str, Any]:
     """``[search]`` of gitkb.toml, checked once per workspace: a bad value or an unknown key is an
     ``invalid_argument`` naming the file, never a silent fallback to the default."""
