@@ -23,7 +23,7 @@ import yaml
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.paths import normalize_proposal_path
-from gitkb.services.changes import audit
+from gitkb.services.changes import audit, fed_view
 from gitkb.services.changes.sources import staging
 from gitkb.services.changes.sources.branches import record
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, require_fed, resolve_source
@@ -373,38 +373,7 @@ def refresh_proposals(
     documents root is refreshed all the same but neither listed nor counted, so its path, its
     id and the file's current lines stay out of the agent's answer."""
     out = staging.refresh_proposals(ctx, source, actor=actor)
-    return _fed_part(ctx, out) if fed_only else out
-
-
-def _fed_part(ctx: Context, out: dict[str, Any]) -> dict[str, Any]:
-    row = resolve_source(ctx, out["source"])
-    repo = open_repo(ctx, row)
-    shown: set[str] = set()
-    for entry in out["Proposals"]:
-        p = prop_rows.get_proposal(ctx.catalog.conn, str(entry["proposal_id"]))
-        if p is None:
-            continue
-        try:
-            require_fed(row, repo, str(out["base"]), p.path, *([p.new_path] if p.new_path else []))
-        except InvalidArgument:
-            continue
-        shown.add(p.id)
-    out = {**out, "Proposals": [e for e in out["Proposals"] if e["proposal_id"] in shown]}
-    out["applied"] = [i for i in out["applied"] if i in shown]
-    out["conflicts"] = [i for i in out["conflicts"] if i in shown]
-    at = f"{row.branch} at {str(out['base'])[:12]}"
-    if not out["Proposals"]:
-        out["Message"] = f"nothing is staged on the files source {row.name!r} feeds; nothing to refresh"
-    elif out.get("unchanged"):
-        out["Message"] = f"the {len(out['Proposals'])} staged proposal(s) already build on {at}"
-    else:
-        msg = f"Refreshed on {at}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
-        if out["conflicts"]:
-            msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
-        if out["reviews_superseded"]:
-            msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
-        out["Message"] = msg
-    return out
+    return fed_view.fed_refresh(ctx, out) if fed_only else out
 
 
 __all__ = [
