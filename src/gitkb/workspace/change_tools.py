@@ -198,6 +198,7 @@ class ChangeTools(WorkspaceBase):
             commit_message,
             requested_by=requested_by if self.principal.is_local else self.principal.label,
             proposal_ids=proposal_ids,
+            fed_only=sc.scoped,
         )
 
     @tool

@@ -15,7 +15,7 @@ from typing import Any
 
 from gitkb.core.change_planning import changed_files
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
-from gitkb.services.changes import audit
+from gitkb.services.changes import audit, fed_view
 from gitkb.services.changes import review_push as rp
 from gitkb.services.changes.proposals import author
 from gitkb.services.changes.review import describe, fresh_base, waiting
@@ -80,13 +80,15 @@ def request_review(
     *,
     requested_by: str | None = None,
     proposal_ids: Any = None,
+    fed_only: bool = False,
 ) -> dict[str, Any]:
     """Record a pending review of the staged proposals (the ``open_kb_pull_request`` action): nothing
     is pushed and no change request is opened until a person approves it (``review.approve_review``).
     ``requested_by`` None: ``local:<user>``.
 
     ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
-    come first, and the review's head is the last of them. None or empty: all staged ones."""
+    come first, and the review's head is the last of them. None or empty: all staged ones.
+    ``fed_only`` (an agent): the answer shows the fed proposals only (``fed_view.fed_review``)."""
     requester = _requester(requested_by)
     _strings(target_index=target_index, title=title, body=body, commit_message=commit_message)
     row = resolve_source(ctx, source_id_or_index)
@@ -103,10 +105,12 @@ def request_review(
             next_steps=["stage a change with propose_kb_edit first"],
         )
     if proposal_ids:
-        staged, head = _choose(ctx, row, repo, staged, proposal_ids)
+        visible = fed_view.fed_ids(ctx, row.name, head, [p.id for p in staged]) if fed_only else None
+        staged, head = _choose(ctx, row, repo, staged, proposal_ids, visible)
     existing, stale = _same_head(ctx, row, head)
     if existing is not None:
-        return {**describe(ctx, existing), "existing": True, "Message": waiting(existing)}
+        out = {**describe(ctx, existing), "existing": True, "Message": waiting(existing)}
+        return _shown(ctx, out, fed_only, requester, title, body, [])
     plan = _push_plan(ctx, row, repo, branch, head, (commit_message or "").strip())
     ix = index_rows.get_by_name(conn, index_name) if index_name else None
     with ctx.catalog.write() as w:
@@ -144,7 +148,22 @@ def request_review(
     warnings = plan.warnings + out.get("Warnings", [])
     if warnings:
         out["Warnings"] = warnings
-    return out
+    return _shown(ctx, out, fed_only, requester, title, body, plan.warnings)
+
+
+def _shown(
+    ctx: Context,
+    out: dict[str, Any],
+    fed_only: bool,
+    caller: str,
+    title: Any,
+    body: Any,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The answer as the caller may see it: an agent's through the fed proposals only."""
+    if not fed_only:
+        return out
+    return fed_view.fed_review(ctx, out, caller=caller, title=title or "", body=body or "", warnings=warnings)
 
 
 def _strings(**given: Any) -> None:
@@ -205,14 +224,21 @@ def _push_plan(
 
 
 def _choose(
-    ctx: Context, row: SourceRow, repo: ManagedRepo, staged: list[prop_rows.ProposalRow], wanted: Any
+    ctx: Context,
+    row: SourceRow,
+    repo: ManagedRepo,
+    staged: list[prop_rows.ProposalRow],
+    wanted: Any,
+    visible: set[str] | None = None,
 ) -> tuple[list[prop_rows.ProposalRow], str]:
     """The chosen staged proposals first on the branch (replayed when needed); returns them and the
-    commit of the last one, the head the review pushes."""
+    commit of the last one, the head the review pushes. ``visible``: the staged ids the caller may
+    name (an agent's: the fed ones); any other reads as not staged."""
     if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
         raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
     ids = {x.strip() for x in wanted}
-    unknown = sorted(ids - {p.id for p in staged})
+    staged = _on_branch(staged)
+    unknown = sorted(ids - ({p.id for p in staged} if visible is None else visible))
     if unknown:
         raise NotFound(
             f"not staged for source {row.name!r}: {', '.join(unknown)}",
@@ -241,6 +267,20 @@ def _choose(
         }
         chosen = [again[p.id] for p in chosen if p.id in again]
     return chosen, chosen[-1].commit_sha
+
+
+def _on_branch(staged: list[prop_rows.ProposalRow]) -> list[prop_rows.ProposalRow]:
+    """The staged proposals in branch order, each on the one before (the catalog lists them by when
+    they were staged, which an earlier choice of proposals reordered on the branch); as given when
+    they do not make one chain."""
+    after = {p.parent_sha: p for p in staged}
+    first = [p for p in staged if p.parent_sha not in {q.commit_sha for q in staged}]
+    if len(first) != 1 or len(after) != len(staged):
+        return staged
+    chain = [first[0]]
+    while len(chain) < len(staged) and chain[-1].commit_sha in after:
+        chain.append(after[chain[-1].commit_sha])
+    return chain if len(chain) == len(staged) else staged
 
 
 def _default_title(row: SourceRow, staged: list[prop_rows.ProposalRow]) -> str:
