@@ -199,6 +199,7 @@ class ChangeTools(WorkspaceBase):
             requested_by=requested_by if self.principal.is_local else self.principal.label,
             proposal_ids=proposal_ids,
             fed_only=sc.scoped,
+            targets=sc.proposable if sc.scoped else None,
         )
 
     @tool

@@ -51,9 +51,15 @@ def _requester(requested_by: Any) -> str:
     return requested_by
 
 
-def _target_index(ctx: Context, row: SourceRow, first: str, target_index: str) -> str | None:
+def _target_index(
+    ctx: Context, row: SourceRow, first: str, target_index: str, targets: frozenset[str] | None
+) -> str | None:
+    """The index the review targets: the one named, or the only candidate; ``targets`` (an agent's:
+    the index ids it may propose to) narrows the candidates, so no other index is named."""
     conn = ctx.catalog.conn
-    names = [ix.name for i in row.index_ids if (ix := index_rows.get_by_id(conn, i)) is not None]
+    first, target_index = first.strip(), target_index.strip()
+    ids = [i for i in row.index_ids if targets is None or i in targets]
+    names = [ix.name for i in ids if (ix := index_rows.get_by_id(conn, i)) is not None]
     wanted = target_index or (first if first in names else "")
     if wanted:
         if wanted not in names:
@@ -81,6 +87,7 @@ def request_review(
     requested_by: str | None = None,
     proposal_ids: Any = None,
     fed_only: bool = False,
+    targets: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """Record a pending review of the staged proposals (the ``open_kb_pull_request`` action): nothing
     is pushed and no change request is opened until a person approves it (``review.approve_review``).
@@ -88,11 +95,11 @@ def request_review(
 
     ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
     come first, and the review's head is the last of them. None or empty: all staged ones.
-    ``fed_only`` (an agent): the answer shows the fed proposals only (``fed_view.fed_review``)."""
+    An agent: ``fed_only`` (the answer shows the fed proposals, ``fed_view``) and ``targets``."""
     requester = _requester(requested_by)
     _strings(target_index=target_index, title=title, body=body, commit_message=commit_message)
     row = resolve_source(ctx, source_id_or_index)
-    index_name = _target_index(ctx, row, str(source_id_or_index).strip(), (target_index or "").strip())
+    index_name = _target_index(ctx, row, str(source_id_or_index), target_index or "", targets)
     rp.reconcile_in_flight(ctx, source_id=row.id)
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
