@@ -24,7 +24,7 @@ from mcp import Client
 from gitkb.core import action_table
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import error_code, ok
+from helpers import error_code, git, ok
 from test_gate21_refresh import BOT, SECRET, TOML, _world
 
 PUBLIC = {"docs/public/a.md", "docs/public/c.md"}
@@ -130,3 +130,23 @@ def test_no_action_offered_to_agents_takes_a_commit() -> None:
         for p in a.wire_params:
             parts = set(p.name.lower().split("_"))
             assert not (parts & words) or p.name == "commit_message", (a.name, p.name)
+
+
+def test_others_commits_a_push_would_overwrite_are_counted_not_named(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
+) -> None:
+    """Someone pushed a commit by hand to gitkb/proposals/pub (its message names the payroll file):
+    the reviewer sees it in overwrites, the Warnings and the diff's # lines; alice sees how many."""
+    c = make_client(TOML)
+    ws, ids = _world(c, tmp_path)
+    work = tmp_path / "work"
+    git(work, "checkout", "-q", "-b", "hand")
+    (work / "docs" / "public" / "hand.md").write_text("# Hand\n\nBy hand.\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", f"fix {SECRET} in docs/private/payroll.md")
+    git(work, "push", "-q", str(tmp_path / "remote.git"), "hand:gitkb/proposals/pub")
+    out = _as_alice(c, ws, "mcp", "open_kb_pull_request", {"source_id_or_index": "pub"})
+    assert _leaks(out, ids["operator_private"]) == [], out
+    assert "overwrites" not in out and any("overwrites 1 commit(s)" in w for w in out["Warnings"]), out
+    full = ok(ws.show_review(out["review_id"]))
+    assert len(full["overwrites"]) == 1 and SECRET in full["diff"], full
