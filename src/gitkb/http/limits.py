@@ -9,8 +9,12 @@
   holds the event loop or the other requests.
 * ``cap`` and ``server_path`` check what the service layer cannot know: this
   server's caps and its ``allowed_roots``; ``capped`` applies the caps to one
-  action's parameters (the HTTP routes and ``gitkb mcp --transport http`` alike),
-  and ``server_caps`` names them for a schema that advertises them.
+  action's parameters, ``server_caps`` names them for a schema that advertises them.
+* ``guarded`` is the one place both HTTP-facing interfaces call (the HTTP API and its
+  web page, and ``gitkb mcp --transport http``): an action's parameters within the
+  caps, and each of its ``SERVER_PATHS`` inside ``[server] allowed_roots`` (none set:
+  refused). In-process callers (the CLI, the library, ``gitkb mcp`` over stdio, a
+  process the operator starts) hold the operator's rights and are not checked.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ T = TypeVar("T")
 FORM_PREFIXES = ("/ui",)
 # top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
 TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
+# The parameters naming a file or folder on this server's disk, by action, of the actions an HTTP
+# or MCP caller can run (source_add's local url is checked by its route; checkout, backup, restore
+# and the evaluations are not on HTTP or MCP). Every other path parameter names a stored document.
+SERVER_PATHS: dict[str, tuple[str, ...]] = {"ADD_DOCUMENTS": ("filepath", "base_path")}
 
 
 def is_json(content_type: str) -> bool:
@@ -185,6 +193,20 @@ def capped(
     return params
 
 
+def guarded(
+    cfg: ServerConfig, name: str, params: dict[str, Any], *, top_n_default: int | None = None
+) -> dict[str, Any]:
+    """``params`` of ``document_index`` action ``name`` (upper case) as this server takes them:
+    within its caps (``capped``) and each server-side path (``SERVER_PATHS``) inside its allowed
+    roots, resolved (``server_path``: what is walked is what was checked)."""
+    params = capped(cfg, name, params, top_n_default=top_n_default)
+    required = table.ACTIONS[name].required
+    for field in SERVER_PATHS.get(name, ()):
+        if field in required or params.get(field) is not None:
+            params[field] = server_path(cfg, params.get(field), name=field)
+    return params
+
+
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -209,5 +231,6 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
             f"{name} {raw!r} is outside the allowed roots"
             + (f" (it resolves to {real})" if real != p else ""),
             details={"allowed_roots": [str(r) for r in cfg.allowed_roots]},
+            next_steps=["name a path under one of the allowed roots", "or send the text with ADD_TEXT"],
         )
     return str(real)
