@@ -55,8 +55,10 @@ def exact(cache: Path) -> Any:
 
 
 def test_query_vectors_match_the_documents_graph_up_to_rounding(int8: Any, exact: Any) -> None:
-    assert int8.query_graph == "int8" and int8.query_graph_error is None and int8._query_session is not None
+    assert int8._query_session is None  # loaded by the first query, not by a documents-only embedder
     queries = _queries()
+    int8.embed_query(queries[0])
+    assert int8.query_graph == "int8" and int8.query_graph_error is None and int8._query_session is not None
     assert len(queries) >= 200
     cos = []
     for q in queries:
@@ -84,7 +86,9 @@ def test_the_graph_is_built_once_per_source_and_is_smaller(int8: Any, cache: Pat
     assert [g.name for g in graphs] == [minilm_query.graph_name(fm.packaged_model_file())]
     before = graphs[0].stat().st_mtime_ns
     again = create_embedder("fastembed", "all-minilm-l6-v2", cache_dir=cache, options={})
-    assert again.query_graph == "int8" and graphs[0].stat().st_mtime_ns == before
+    again.embed_query("a second embedder's first query")
+    assert again.query_graph == "int8" and again._query_session is not None
+    assert graphs[0].stat().st_mtime_ns == before
     m = onnx.load(str(graphs[0]))
     ops = [n.op_type for n in m.graph.node]
     assert ops.count("MatMulNBits") == 36 and "MatMul" in ops  # attention's activation products stay fp32
@@ -97,6 +101,20 @@ def test_the_graph_is_built_once_per_source_and_is_smaller(int8: Any, cache: Pat
     assert minilm_query.graph_name(other) != graphs[0].name
 
 
+def test_a_graph_of_an_earlier_source_is_removed_when_the_new_one_is_built(tmp_path: Path) -> None:
+    folder = tmp_path / fm.MODEL_DIR_NAME
+    folder.mkdir(parents=True)
+    stale = folder / "query-int8-000000000000.onnx"
+    stale.write_bytes(b"an earlier graph")
+    emb = create_embedder("fastembed", "all-minilm-l6-v2", cache_dir=tmp_path, options={})
+    assert stale.exists()  # nothing is built before a query
+    emb.embed_query("rotate the database password")
+    assert not stale.exists()
+    assert [g.name for g in folder.glob("query-int8-*.onnx")] == [
+        minilm_query.graph_name(fm.packaged_model_file())
+    ]
+
+
 def test_a_graph_that_cannot_be_written_falls_back_and_says_so(tmp_path: Path) -> None:
     """A directory where the graph file goes: the build fails, queries run on the documents' graph
     (bit for bit), and the embedder, the library's status, the CLI and HTTP all say why."""
@@ -104,10 +122,10 @@ def test_a_graph_that_cannot_be_written_falls_back_and_says_so(tmp_path: Path) -
     folder.mkdir(parents=True)
     (folder / minilm_query.graph_name(fm.packaged_model_file())).mkdir()
     emb = create_embedder("fastembed", "all-minilm-l6-v2", cache_dir=tmp_path / "models", options={})
-    assert emb.query_graph == "exact" and emb._query_session is None
-    assert emb.query_graph_error and "Error" in emb.query_graph_error
     q = "What is the maximum timeout of a Lambda function?"
     assert emb.embed_query(q) == emb.embed_batch([q])[0]
+    assert emb.query_graph == "exact" and emb._query_session is None
+    assert emb.query_graph_error and "Error" in emb.query_graph_error
 
     home = tmp_path / "ws"
     folder2 = home / "models" / fm.MODEL_DIR_NAME
@@ -122,7 +140,8 @@ def test_a_graph_that_cannot_be_written_falls_back_and_says_so(tmp_path: Path) -
         )
         from gitkb.services.derived.identity import embedder_for
 
-        embedder_for(w.ctx, IDENTITY)
+        assert ok(w.get_index_status())["query_embedding"] == {"configured": "int8", "loaded": {}}
+        embedder_for(w.ctx, IDENTITY).embed_query("how long may a Lambda function run?")
         view = ok(w.get_index_status())["query_embedding"]
         assert view["configured"] == "int8"
         assert view["loaded"][IDENTITY]["graph"] == "exact" and view["loaded"][IDENTITY]["error"]

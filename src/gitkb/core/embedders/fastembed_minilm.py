@@ -187,7 +187,8 @@ class FastEmbedMiniLM:
         self._tok, self._session = self._load()
         self.query_graph = query_graph if self.query_graph_supported else "exact"
         self.query_graph_error: str | None = None
-        self._query_session = self._load_query_graph() if self.query_graph == "int8" else None
+        self._query_session: Any = None  # the int8 query graph's, loaded by the first query
+        self._query_lock = threading.Lock()
 
     def _assemble(self, cache_dir: Path) -> Path:
         """The model folder to load (a subclass may build another graph there)."""
@@ -215,17 +216,26 @@ class FastEmbedMiniLM:
         opts.inter_op_num_threads = 1
         return ort.InferenceSession(str(path), sess_options=opts, providers=self._providers)
 
-    def _load_query_graph(self) -> Any:
-        """The int8 query graph's session, or None (queries then use the default graph) with the reason
-        in ``query_graph_error``: building needs ``onnx`` and a writable cache directory."""
-        try:
-            path = minilm_query.ensure_query_graph(self.model_dir, packaged_model_file(), _replace_atomically)
-            return self._session_for(path)
-        except Exception as exc:  # onnx missing, unwritable cache, onnxruntime without the kernel
-            self.query_graph = "exact"
-            self.query_graph_error = f"{type(exc).__name__}: {exc}"
-            _log.warning("queries use the default graph: the int8 query graph is unavailable (%s)", exc)
-            return None
+    def _query_graph_session(self) -> Any:
+        """The session queries run on: the int8 query graph's, built and loaded by the first query (an
+        embedder that only embeds documents never loads it), or the default graph's when
+        ``query_graph`` is "exact" or the int8 graph cannot be had (the reason in ``query_graph_error``:
+        building needs ``onnx`` and a writable cache directory)."""
+        if self._query_session is not None or self.query_graph != "int8":
+            return self._query_session or self._session
+        with self._query_lock:
+            if self._query_session is None and self.query_graph == "int8":
+                try:
+                    src = packaged_model_file()
+                    path = minilm_query.ensure_query_graph(self.model_dir, src, _replace_atomically)
+                    self._query_session = self._session_for(path)
+                except Exception as exc:  # onnx missing, unwritable cache, onnxruntime without the kernel
+                    self.query_graph = "exact"
+                    self.query_graph_error = f"{type(exc).__name__}: {exc}"
+                    _log.warning(
+                        "queries use the default graph: the int8 query graph is unavailable (%s)", exc
+                    )
+        return self._query_session or self._session
 
     def _run(self, encodings: list[Any], session: Any = None) -> Any:
         """Normalised mean-pooled float32 vectors of one padded group (fastembed's post-processing)."""
@@ -275,7 +285,7 @@ class FastEmbedMiniLM:
         with ``query_graph="exact"`` that vector bit for bit."""
         if not isinstance(text, str):
             raise InvalidArgument(f"embed_query takes a string, got {type(text).__name__}")
-        vec: list[float] = self._run([self._tok.encode(text)], self._query_session)[0].tolist()
+        vec: list[float] = self._run([self._tok.encode(text)], self._query_graph_session())[0].tolist()
         return vec
 
     def _tokenizer(self) -> Any:

@@ -173,4 +173,7 @@ def ensure_query_graph(model_dir: Path, src: Path, replace_atomically: Any) -> P
                     raise ValueError(f"no int8 MatMul weight to convert in {src}")
 
             replace_atomically(target, build)
+            for old in model_dir.glob("query-int8-*.onnx"):  # graphs of an earlier model or builder
+                if old != target:
+                    old.unlink(missing_ok=True)  # a session already loaded from it keeps its copy
     return target
