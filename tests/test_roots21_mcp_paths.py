@@ -9,6 +9,7 @@ under an allowed root (none set: refused).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -132,3 +133,41 @@ def test_every_path_parameter_an_mcp_caller_can_send_is_checked_or_a_stored_name
     }
     checked = {(name, field) for name, fields in SERVER_PATHS.items() for field in fields}
     assert found - NAMES_NOT_PATHS == checked
+
+
+READER, BOT = "r" * 24, "b" * 24
+TOKENS = (
+    f'[[server.tokens]]\nname = "reader"\ntoken = "{READER}"\nscopes = ["read"]\n'
+    f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
+)
+
+
+def _tells_nothing_of_the_disk(answer: dict[str, Any], tree: dict[str, Path]) -> None:
+    text = json.dumps(answer)
+    assert answer["code"] == "forbidden", answer
+    assert str(tree["outside"]) not in text and "allowed_roots" not in text, answer
+
+
+def test_a_caller_the_policy_refuses_learns_nothing_of_the_servers_disk(
+    make_client: Any, tree: dict[str, Path]
+) -> None:
+    """Before: a read token or an agent's sending a path was told where it resolves (a symlink's
+    target) and the allowed roots, before the policy refused it the action."""
+    root = tree["root"]
+    c = make_client(TOKENS + f'[server]\nallowed_roots = ["{root}"]\n')
+    ws = c.app.state.gitkb.workspace
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    ok(ws.kb_create("k", ["kb"]))
+    ok(ws.agent_assign("alice", ["k"], mode="write"))
+    for token in (READER, BOT):
+        auth = {"Authorization": f"Bearer {token}"}
+        for path in (root / "escape", tree["outside"]):
+            r = c.post("/indexes/kb/documents", json={"filepath": str(path)}, headers=auth)
+            assert r.status_code == 403, r.json()
+            _tells_nothing_of_the_disk(r.json()["error"] if "error" in r.json() else r.json(), tree)
+    with mcp_over_http(ws, "alice", "") as url:
+        _, got = _session(url, [_add(root / "escape"), _add(tree["outside"])])
+    for result in got:
+        assert result.is_error
+        _tells_nothing_of_the_disk(_data(result), tree)
+    assert _documents(ws) == []

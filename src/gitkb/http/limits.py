@@ -34,6 +34,8 @@ from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import RequestTimeout, error_response
 from gitkb.http.state import AppState
+from gitkb.services.access import policy
+from gitkb.services.access.principals import Principal
 from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
 from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
@@ -194,15 +196,24 @@ def capped(
 
 
 def guarded(
-    cfg: ServerConfig, name: str, params: dict[str, Any], *, top_n_default: int | None = None
+    cfg: ServerConfig,
+    name: str,
+    params: dict[str, Any],
+    principal: Principal | None,
+    *,
+    top_n_default: int | None = None,
 ) -> dict[str, Any]:
-    """``params`` of ``document_index`` action ``name`` (upper case) as this server takes them:
-    within its caps (``capped``) and each server-side path (``SERVER_PATHS``) inside its allowed
-    roots, resolved (``server_path``: what is walked is what was checked)."""
+    """``params`` of ``document_index`` action ``name`` (upper case) as this server takes them
+    from ``principal``: within its caps (``capped``) and each server-side path (``SERVER_PATHS``)
+    inside its allowed roots, resolved (``server_path``: what is walked is what was checked). A
+    caller the policy refuses the action is not answered about paths (where one resolves, the
+    roots): the library refuses it the action, having read nothing (None: not known, checked)."""
     params = capped(cfg, name, params, top_n_default=top_n_default)
-    required = table.ACTIONS[name].required
+    spec = table.ACTIONS[name]
+    if principal is not None and not policy.allowed_actions(principal, (name,)):
+        return params
     for field in SERVER_PATHS.get(name, ()):
-        if field in required or params.get(field) is not None:
+        if field in spec.required or params.get(field) is not None:
             params[field] = server_path(cfg, params.get(field), name=field)
     return params
 

@@ -72,19 +72,20 @@ def available(ws: Workspace, limits: ServerConfig | None = None) -> list[tuple[T
 
 
 def within_limits(
-    ws: Workspace, agent_id: str | None, limits: ServerConfig, name: str, args: dict[str, Any]
+    caller: Workspace, agent_id: str | None, limits: ServerConfig, name: str, args: dict[str, Any]
 ) -> dict[str, Any]:
     """A tool call's arguments within this server's limits, as the HTTP API takes them
     (``guarded``): a value over a cap refused, one left out whose default (an agent's: its
-    binding's) lies over a cap the cap, a server-side path outside ``allowed_roots`` refused."""
+    binding's) lies over a cap the cap, a server-side path outside ``allowed_roots`` refused.
+    ``caller``: the Workspace view of this session's caller (``view``)."""
+    ws = caller
     if name == "document_index" and _known_action(args.get("action")):
         action = args["action"].upper()
         default = None
         if action in TOP_N_DEFAULTS and agent_id is not None and args.get("top_n") is None:
             default = scope.load_scope(ws.ctx, agent_id).default_top_k
-        rest = guarded(
-            limits, action, {k: v for k, v in args.items() if k != "action"}, top_n_default=default
-        )
+        rest = {k: v for k, v in args.items() if k != "action"}
+        rest = guarded(limits, action, rest, caller.principal, top_n_default=default)
         return {"action": args["action"], **rest}
     if name == "search_index":
         default = scope.load_scope(ws.ctx, agent_id).default_top_k if args.get("top_n") is None else None
@@ -144,7 +145,7 @@ def call(
         return failure(InvalidArgument(f"{name}: " + "; ".join(problems))), False
     try:
         if limits is not None:
-            args = within_limits(ws, agent_id, limits, name, args)
+            args = within_limits(caller, agent_id, limits, name, args)
         out = fn(tools.Env(caller), **args)
     except GitkbError as exc:
         return failure(exc), False

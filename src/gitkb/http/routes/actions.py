@@ -46,7 +46,10 @@ def guard_params(
     left_out = params.get("top_n") is None and cfg.max_top_n is not None
     if name in TOP_N_DEFAULTS and top_n_default is None and left_out:  # an agent's: its binding's
         top_n_default = agent_default(request, None)
-    return guarded(cfg, name, params, top_n_default=top_n_default)
+    who = getattr(request.state, "principal", None) or getattr(request.state, "ui_principal", None)
+    return guarded(
+        cfg, name, params, who if isinstance(who, Principal) else None, top_n_default=top_n_default
+    )
 
 
 @router.post(
