@@ -165,6 +165,10 @@ def test_a_caller_the_policy_refuses_learns_nothing_of_the_servers_disk(
             r = c.post("/indexes/kb/documents", json={"filepath": str(path)}, headers=auth)
             assert r.status_code == 403, r.json()
             _tells_nothing_of_the_disk(r.json()["error"] if "error" in r.json() else r.json(), tree)
+        for path in (root / "escape", tree["outside"]):  # a local-path source: admin, inside the roots
+            r = c.post("/sources", json={"name": "s", "url": str(path)}, headers=auth)
+            assert r.status_code == 403, r.json()
+            _tells_nothing_of_the_disk(r.json()["error"] if "error" in r.json() else r.json(), tree)
     with mcp_over_http(ws, "alice", "") as url:
         _, got = _session(url, [_add(root / "escape"), _add(tree["outside"])])
     for result in got:

@@ -210,12 +210,18 @@ def guarded(
     roots): the library refuses it the action, having read nothing (None: not known, checked)."""
     params = capped(cfg, name, params, top_n_default=top_n_default)
     spec = table.ACTIONS[name]
-    if principal is not None and not policy.allowed_actions(principal, (name,)):
+    if not may_run(principal, name):
         return params
     for field in SERVER_PATHS.get(name, ()):
         if field in spec.required or params.get(field) is not None:
             params[field] = server_path(cfg, params.get(field), name=field)
     return params
+
+
+def may_run(principal: Principal | None, name: str) -> bool:
+    """Whether the policy lets ``principal`` run action ``name`` at all (None: not known, as if it
+    may). A server-side path is checked, and its check answered, only for a caller who may."""
+    return principal is None or bool(policy.allowed_actions(principal, (name,)))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -226,10 +232,11 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
     """A server-side path the API may read: absolute, and (symlinks resolved) inside an allowed root.
 
     Returns the resolved path, so what is walked is what was checked."""
+    other = "or use a remote (https://, ssh://) url" if name == "url" else "or send the text with ADD_TEXT"
     if not cfg.allowed_roots:
         raise Forbidden(
-            "adding documents by server-side path is disabled on this server",
-            next_steps=["set [server] allowed_roots in gitkb.toml", "or send the text with ADD_TEXT"],
+            f"{name}: reading this server's disk by path is disabled on this server",
+            next_steps=["set [server] allowed_roots in gitkb.toml", other],
         )
     if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
         raise InvalidArgument(f"{name} must be an absolute path under an allowed root")
@@ -242,6 +249,6 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
             f"{name} {raw!r} is outside the allowed roots"
             + (f" (it resolves to {real})" if real != p else ""),
             details={"allowed_roots": [str(r) for r in cfg.allowed_roots]},
-            next_steps=["name a path under one of the allowed roots", "or send the text with ADD_TEXT"],
+            next_steps=["name a path under one of the allowed roots", other],
         )
     return str(real)
