@@ -9,8 +9,12 @@
   holds the event loop or the other requests.
 * ``cap`` and ``server_path`` check what the service layer cannot know: this
   server's caps and its ``allowed_roots``; ``capped`` applies the caps to one
-  action's parameters (the HTTP routes and ``gitkb mcp --transport http`` alike),
-  and ``server_caps`` names them for a schema that advertises them.
+  action's parameters, ``server_caps`` names them for a schema that advertises them.
+* ``guarded`` is the one place both HTTP-facing interfaces call (the HTTP API and its
+  web page, and ``gitkb mcp --transport http``): an action's parameters within the
+  caps, and each of its ``SERVER_PATHS`` inside ``[server] allowed_roots`` (none set:
+  refused). In-process callers (the CLI, the library, ``gitkb mcp`` over stdio, a
+  process the operator starts) hold the operator's rights and are not checked.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import RequestTimeout, error_response
 from gitkb.http.state import AppState
+from gitkb.services.access import policy
+from gitkb.services.access.principals import Principal
 from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
 from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
@@ -37,6 +43,10 @@ T = TypeVar("T")
 FORM_PREFIXES = ("/ui",)
 # top_n when a SEARCH or ASK leaves it out (search.search's default, ask.DEFAULT_TOP_N)
 TOP_N_DEFAULTS = {"SEARCH": 10, "ASK": ASK_TOP_N}
+# The parameters naming a file or folder on this server's disk, by action, of the actions an HTTP
+# or MCP caller can run (source_add's local url is checked by its route; checkout, backup, restore
+# and the evaluations are not on HTTP or MCP). Every other path parameter names a stored document.
+SERVER_PATHS: dict[str, tuple[str, ...]] = {"ADD_DOCUMENTS": ("filepath", "base_path")}
 
 
 def is_json(content_type: str) -> bool:
@@ -185,6 +195,35 @@ def capped(
     return params
 
 
+def guarded(
+    cfg: ServerConfig,
+    name: str,
+    params: dict[str, Any],
+    principal: Principal | None,
+    *,
+    top_n_default: int | None = None,
+) -> dict[str, Any]:
+    """``params`` of ``document_index`` action ``name`` (upper case) as this server takes them
+    from ``principal``: within its caps (``capped``) and each server-side path (``SERVER_PATHS``)
+    inside its allowed roots, resolved (``server_path``: what is walked is what was checked). A
+    caller the policy refuses the action is not answered about paths (where one resolves, the
+    roots): the library refuses it the action, having read nothing (None: not known, checked)."""
+    params = capped(cfg, name, params, top_n_default=top_n_default)
+    spec = table.ACTIONS[name]
+    if not may_run(principal, name):
+        return params
+    for field in SERVER_PATHS.get(name, ()):
+        if field in spec.required or params.get(field) is not None:
+            params[field] = server_path(cfg, params.get(field), name=field)
+    return params
+
+
+def may_run(principal: Principal | None, name: str) -> bool:
+    """Whether the policy lets ``principal`` run action ``name`` at all (None: not known, as if it
+    may). A server-side path is checked, and its check answered, only for a caller who may."""
+    return principal is None or bool(policy.allowed_actions(principal, (name,)))
+
+
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -193,10 +232,11 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
     """A server-side path the API may read: absolute, and (symlinks resolved) inside an allowed root.
 
     Returns the resolved path, so what is walked is what was checked."""
+    other = "or use a remote (https://, ssh://) url" if name == "url" else "or send the text with ADD_TEXT"
     if not cfg.allowed_roots:
         raise Forbidden(
-            "adding documents by server-side path is disabled on this server",
-            next_steps=["set [server] allowed_roots in gitkb.toml", "or send the text with ADD_TEXT"],
+            f"{name}: reading this server's disk by path is disabled on this server",
+            next_steps=["set [server] allowed_roots in gitkb.toml", other],
         )
     if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
         raise InvalidArgument(f"{name} must be an absolute path under an allowed root")
@@ -209,5 +249,6 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
             f"{name} {raw!r} is outside the allowed roots"
             + (f" (it resolves to {real})" if real != p else ""),
             details={"allowed_roots": [str(r) for r in cfg.allowed_roots]},
+            next_steps=["name a path under one of the allowed roots", other],
         )
     return str(real)

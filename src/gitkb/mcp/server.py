@@ -3,8 +3,13 @@
 ``build_server(ws, agent_id)`` returns an ``mcp`` low-level ``Server`` whose
 tools are those of ``gitkb.mcp.tools`` that the Workspace provides, scoped to
 the agent; with ``limits`` (``gitkb mcp --transport http``: the ``[server]``
-config) this server's caps hold as on the HTTP API (``gitkb.http.limits.capped``)
-and the tools' schemas advertise them. Every domain failure — bad arguments, a
+config) this server's limits hold as on the HTTP API, through the same
+``gitkb.http.limits.guarded``: its caps (which the tools' schemas advertise) and
+``allowed_roots`` for a server-side path (ADD_DOCUMENTS ``filepath`` / ``base_path``;
+none set: refused), for the operator's session (no ``--agent``) too, since whoever
+reaches the port gets it. Over stdio (no ``limits``) the server is a process the
+operator started, with the CLI's rights: no caps, any path the operator can read.
+Every domain failure — bad arguments, a
 refused scope, a missing index — comes back as a tool result with ``Success: false``, the error,
 ``code`` and ``next_steps``; only a malformed protocol message is a protocol
 error. ``serve_stdio`` and ``serve_http`` (streamable HTTP, loopback by
@@ -28,7 +33,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.http.config import ServerConfig
 from gitkb.http.hosts import HostGate, OriginGate
-from gitkb.http.limits import TOP_N_DEFAULTS, capped, server_caps
+from gitkb.http.limits import TOP_N_DEFAULTS, capped, guarded, server_caps
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -66,17 +71,21 @@ def available(ws: Workspace, limits: ServerConfig | None = None) -> list[tuple[T
     return tools.offered(ws, server_caps(limits) if limits is not None else None)
 
 
-def within_caps(
-    ws: Workspace, agent_id: str | None, limits: ServerConfig, name: str, args: dict[str, Any]
+def within_limits(
+    caller: Workspace, agent_id: str | None, limits: ServerConfig, name: str, args: dict[str, Any]
 ) -> dict[str, Any]:
-    """A tool call's arguments within this server's caps, as the HTTP API takes them: a value left
-    out whose default (an agent's: its binding's) lies over a cap is the cap."""
+    """A tool call's arguments within this server's limits, as the HTTP API takes them
+    (``guarded``): a value over a cap refused, one left out whose default (an agent's: its
+    binding's) lies over a cap the cap, a server-side path outside ``allowed_roots`` refused.
+    ``caller``: the Workspace view of this session's caller (``view``)."""
+    ws = caller
     if name == "document_index" and _known_action(args.get("action")):
         action = args["action"].upper()
         default = None
         if action in TOP_N_DEFAULTS and agent_id is not None and args.get("top_n") is None:
             default = scope.load_scope(ws.ctx, agent_id).default_top_k
-        rest = capped(limits, action, {k: v for k, v in args.items() if k != "action"}, top_n_default=default)
+        rest = {k: v for k, v in args.items() if k != "action"}
+        rest = guarded(limits, action, rest, caller.principal, top_n_default=default)
         return {"action": args["action"], **rest}
     if name == "search_index":
         default = scope.load_scope(ws.ctx, agent_id).default_top_k if args.get("top_n") is None else None
@@ -136,7 +145,7 @@ def call(
         return failure(InvalidArgument(f"{name}: " + "; ".join(problems))), False
     try:
         if limits is not None:
-            args = within_caps(ws, agent_id, limits, name, args)
+            args = within_limits(caller, agent_id, limits, name, args)
         out = fn(tools.Env(caller), **args)
     except GitkbError as exc:
         return failure(exc), False

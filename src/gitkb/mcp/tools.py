@@ -14,10 +14,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gitkb.core import action_table as table
-from gitkb.core.action_table import Action
+from gitkb.core.action_table import MAX_TOP_K, Action
 from gitkb.mcp.spec import Hints, Param, ToolFn, ToolSpec
 from gitkb.services.access import policy
-from gitkb.services.dispatch.scope import MAX_TOP_K
 
 if TYPE_CHECKING:
     from gitkb.workspace import Workspace

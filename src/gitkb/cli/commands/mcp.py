@@ -1,4 +1,8 @@
-"""gitkb mcp [--transport stdio|http] [--agent AGENT_ID] [--host 127.0.0.1 --port N]"""
+"""gitkb mcp [--transport stdio|http] [--agent AGENT_ID] [--host 127.0.0.1 --port N]
+
+Over stdio the server is a process of the operator's, with the CLI's rights (any path it can
+read, no caps). Over HTTP whoever reaches the port is served as the HTTP API serves: the
+``[server]`` caps and ``allowed_roots`` for a server-side path (``gitkb.http.limits.guarded``)."""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def mcp(
         ws = state.workspace()
         ws.ctx.keep_chunk_worker = True  # long-running, unlike the other commands: keep the chunking worker
         cfg = load_server_config(ws.settings)  # [server] public_host / allowed_hosts, as gitkb serve
-        # over HTTP, the [server] caps hold as on the HTTP API (max_top_n, max_count)
+        # over HTTP, the [server] limits hold as on the HTTP API (max_top_n, max_count, allowed_roots)
         server = build_server(ws, agent_id, limits=cfg if transport == "http" else None)
     except GitkbError as exc:
         click.echo(f"error: {exc.message}", err=True)

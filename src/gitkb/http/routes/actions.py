@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import action
-from gitkb.http.limits import TOP_N_DEFAULTS, capped, server_path
+from gitkb.http.limits import TOP_N_DEFAULTS, guarded
 from gitkb.http.state import get_state
 from gitkb.services.access import policy
 from gitkb.services.access.principals import Principal
@@ -46,12 +46,10 @@ def guard_params(
     left_out = params.get("top_n") is None and cfg.max_top_n is not None
     if name in TOP_N_DEFAULTS and top_n_default is None and left_out:  # an agent's: its binding's
         top_n_default = agent_default(request, None)
-    params = capped(cfg, name, params, top_n_default=top_n_default)
-    if name == "ADD_DOCUMENTS":
-        params["filepath"] = server_path(cfg, params.get("filepath"))
-        if params.get("base_path") is not None:
-            params["base_path"] = server_path(cfg, params["base_path"], name="base_path")
-    return params
+    who = getattr(request.state, "principal", None) or getattr(request.state, "ui_principal", None)
+    return guarded(
+        cfg, name, params, who if isinstance(who, Principal) else None, top_n_default=top_n_default
+    )
 
 
 @router.post(

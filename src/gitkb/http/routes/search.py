@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from gitkb.core.action_table import MAX_TOP_K, MAX_TOP_N
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, action
 from gitkb.http.routes.actions import guard_params
@@ -24,7 +25,9 @@ class SearchBody(ActionBody):
         None, description="keyword, semantic or hybrid (default: hybrid when embeddings exist)"
     )
     top_n: int | None = Field(
-        None, description="results wanted, 1-100 (the action table's limit; lower with [server] max_top_n)"
+        None,
+        description=f"results wanted, 1-{MAX_TOP_N}; for an agent (a token bound to one) 1-{MAX_TOP_K}"
+        " (the action table's limits); this server's [server] max_top_n, when set, lowers both",
     )
     tenant: str | None = None
 

@@ -19,8 +19,9 @@ from gitkb.core.errors import InvalidArgument
 from gitkb.core.hosts import is_local_url, url_authority
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import COUNT, START, ActionBody, Body, call
-from gitkb.http.limits import server_path
+from gitkb.http.limits import may_run, server_path
 from gitkb.http.state import get_state
+from gitkb.services.access.principals import Principal
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["sources"])
@@ -61,7 +62,11 @@ def checked_url(request: Request, url: str) -> str:
         if url_authority(url) is None:
             raise InvalidArgument(f"url {url!r} names no host: use https://, ssh:// or git://")
         return url
-    # Adding any source is admin (the policy checks it when the library runs); here only where it may read.
+    # Adding any source is admin (the policy checks it when the library runs); here only where it may
+    # read, and only for a caller who may add one (else nothing is said of the disk: the library refuses).
+    who = getattr(request.state, "principal", None)
+    if not may_run(who if isinstance(who, Principal) else None, "source_add"):
+        return url
     path = url.strip()
     if "://" in path:
         parts = urlsplit(path)

@@ -13,6 +13,7 @@ import re
 import uuid
 from typing import Any
 
+from gitkb.core.action_table import MAX_TOP_K
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound
 from gitkb.core.names import validate_index_name
 from gitkb.services.context import Context
@@ -23,7 +24,6 @@ from gitkb.stores.catalog.knowledge import KbRow
 
 AGENT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}")
 KIDX_RE = re.compile(r"kidx_[0-9a-f]{32}")
-MAX_TOP_K = 50
 DEFAULT_TOP_K = 10
 
 

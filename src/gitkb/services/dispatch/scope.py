@@ -7,8 +7,8 @@ Every agent-facing entry point goes through here:
 * ``search_index`` (in ``scoped_search``) searches only readable indexes; requested indexes outside
   the scope (ids or names, known or not) are listed under ``ignored`` and are
   never searched, and an all-ignored request searches nothing — the scope is
-  never widened. ``top_n`` is an integer from 1 to 50 (default from the
-  binding).
+  never widened. ``top_n`` is an integer from 1 to ``MAX_TOP_K`` (50, the action
+  table's; default from the binding).
 * ``plan_action`` / ``finish_action`` wrap ``document_index`` for an agent:
   reads need the index in scope, the agent's writes need a read-write binding,
   and index lifecycle or server-path actions are refused (fail closed for any
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitkb.core.action_table import DOCUMENT_INDEX
+from gitkb.core.action_table import DOCUMENT_INDEX, MAX_TOP_K
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument, NotFound
 from gitkb.services.access import knowledge
 from gitkb.services.changes.sources.registry import resolve_source
@@ -36,7 +36,6 @@ from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import knowledge as kb_rows
 from gitkb.stores.catalog.indexes import IndexRow
 
-MAX_TOP_K = knowledge.MAX_TOP_K
 # From the action table: the agent's content writes; reads over every index (no index_name);
 # reads over several indexes (narrowed to the agent's).
 SCOPED_WRITE_ACTIONS = frozenset(a.name for a in DOCUMENT_INDEX if a.agents and a.cls == "write")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitkb.core.action_table import MAX_TOP_K
 from gitkb.core.errors import InvalidArgument
 from gitkb.services.context import Context
 from gitkb.services.dispatch import actions
-from gitkb.services.dispatch.scope import MAX_TOP_K, AgentScope, resolve_refs
+from gitkb.services.dispatch.scope import AgentScope, resolve_refs
 from gitkb.services.operations import usage
 from gitkb.services.retrieval import search, tenancy
 
