@@ -150,3 +150,19 @@ def test_others_commits_a_push_would_overwrite_are_counted_not_named(
     assert "overwrites" not in out and any("overwrites 1 commit(s)" in w for w in out["Warnings"]), out
     full = ok(ws.show_review(out["review_id"]))
     assert len(full["overwrites"]) == 1 and SECRET in full["diff"], full
+
+
+def test_a_denied_reviews_reason_is_not_shown_when_it_holds_other_proposals(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
+) -> None:
+    """The reviewer denied the review of every staged proposal with a reason about the payroll
+    edit; alice asking for a review of the same branch state is refused without that reason."""
+    c = make_client(TOML)
+    ws, ids = _world(c, tmp_path)
+    review = ok(ws.open_kb_pull_request("pub"))["review_id"]
+    ok(ws.deny_review(review, f"{SECRET}: bob's salary stays at 200"))
+    r = ws.as_agent("alice").open_kb_pull_request("pub")
+    assert error_code(r) == "review_denied" and review in r["Error"], r
+    assert _leaks(r, ids["operator_private"]) == [] and "bob" not in json.dumps(r), r
+    mine = ws.open_kb_pull_request("pub")  # the operator reads the reason
+    assert error_code(mine) == "review_denied" and SECRET in json.dumps(mine), mine

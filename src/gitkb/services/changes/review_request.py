@@ -114,7 +114,7 @@ def request_review(
     if proposal_ids:
         visible = fed_view.fed_ids(ctx, row.name, head, [p.id for p in staged]) if fed_only else None
         staged, head = _choose(ctx, row, repo, staged, proposal_ids, visible)
-    existing, stale = _same_head(ctx, row, head)
+    existing, stale = _same_head(ctx, row, head, fed_only)
     if existing is not None:
         out = {**describe(ctx, existing), "existing": True, "Message": waiting(existing)}
         return _shown(ctx, out, fed_only, requester, title, body, [])
@@ -179,9 +179,13 @@ def _strings(**given: Any) -> None:
             raise InvalidArgument(f"{name} must be a string")
 
 
-def _same_head(ctx: Context, row: SourceRow, head: str) -> tuple[ReviewRow | None, list[ReviewRow]]:
+def _same_head(
+    ctx: Context, row: SourceRow, head: str, fed_only: bool = False
+) -> tuple[ReviewRow | None, list[ReviewRow]]:
     """A review of exactly this head to return again (a denied one refuses), and the approved ones
-    whose push met a stale lease (superseded by the new review)."""
+    whose push met a stale lease (superseded by the new review). ``fed_only`` (an agent): the reason
+    of a denied review that holds proposals on files the source does not feed is not shown (it may
+    speak of them)."""
     stale: list[ReviewRow] = []
     states = ("pending", "approved", "denied")
     for r in prop_rows.list_reviews(ctx.catalog.conn, source_id=row.id, states=states):
@@ -191,10 +195,13 @@ def _same_head(ctx: Context, row: SourceRow, head: str) -> tuple[ReviewRow | Non
             stale.append(r)
             continue
         if r.state == "denied":
+            reason = r.reason
+            if fed_only and set(r.proposal_ids) - fed_view.fed_ids(ctx, row.name, r.base_sha, r.proposal_ids):
+                reason = "(not shown: it concerns other staged changes too; ask the reviewer)"
             raise ReviewDenied(
-                f"review {r.id} of exactly these staged changes was denied: {r.reason}",
+                f"review {r.id} of exactly these staged changes was denied: {reason}",
                 next_steps=["discard or change the proposals (gitkb proposals discard ID), then open again"],
-                details={"review_id": r.id, "review_state": "denied", "reason": r.reason},
+                details={"review_id": r.id, "review_state": "denied", "reason": reason},
             )
         return r, stale
     return None, stale
