@@ -14,6 +14,7 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
+from gitkb.core.action_table import MAX_TOP_N as MAX_TOP_N  # SEARCH / ASK's limit, declared once
 from gitkb.core.errors import GitkbError, InvalidArgument
 from gitkb.core.faults import pause_point
 from gitkb.core.snippets import make_snippet
@@ -31,7 +32,6 @@ from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog.documents import CitedChunk, LiveChunk, cited_chunks
 from gitkb.stores.catalog.indexes import IndexRow
 
-MAX_TOP_N = 100
 MAX_QUERY_CHARS = 4000
 # Keyword sides of concurrent hybrid searches that run at once (each search thread: one SQLite connection).
 SEARCH_THREADS = 4
