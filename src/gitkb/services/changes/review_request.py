@@ -19,6 +19,7 @@ from gitkb.services.changes import audit, fed_view
 from gitkb.services.changes import review_push as rp
 from gitkb.services.changes.proposals import author
 from gitkb.services.changes.review import describe, fresh_base, waiting
+from gitkb.services.changes.sources.branch_order import on_branch
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.staging import restack
 from gitkb.services.context import Context
@@ -251,7 +252,7 @@ def _choose(
     if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
         raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
     ids = {x.strip() for x in wanted}
-    staged = _on_branch(staged)
+    staged = on_branch(staged)
     unknown = sorted(ids - ({p.id for p in staged} if visible is None else visible))
     if unknown:
         raise NotFound(
@@ -281,20 +282,6 @@ def _choose(
         }
         chosen = [again[p.id] for p in chosen if p.id in again]
     return chosen, chosen[-1].commit_sha
-
-
-def _on_branch(staged: list[prop_rows.ProposalRow]) -> list[prop_rows.ProposalRow]:
-    """The staged proposals in branch order, each on the one before (the catalog lists them by when
-    they were staged, which an earlier choice of proposals reordered on the branch); as given when
-    they do not make one chain."""
-    after = {p.parent_sha: p for p in staged}
-    first = [p for p in staged if p.parent_sha not in {q.commit_sha for q in staged}]
-    if len(first) != 1 or len(after) != len(staged):
-        return staged
-    chain = [first[0]]
-    while len(chain) < len(staged) and chain[-1].commit_sha in after:
-        chain.append(after[chain[-1].commit_sha])
-    return chain if len(chain) == len(staged) else staged
 
 
 def _default_title(row: SourceRow, staged: list[prop_rows.ProposalRow]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from gitkb.core.errors import Conflict, GitkbError
+from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.context import Context
 from gitkb.stores import node_proposals
 from gitkb.stores.catalog import proposals as prop_rows
@@ -43,7 +44,7 @@ def ensure_branch(ctx: Context, row: SourceRow, repo: ManagedRepo, branch: str) 
     Raises ``Conflict`` when the catalog cannot make them (a proposal staged before its commits were
     recorded, or a base commit the remote no longer has)."""
     conn = ctx.catalog.conn
-    staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))
+    staged = staged_on_branch(conn, row.id)  # the tip is the last on the branch, not the last staged
     if not staged:
         return 0
     git = repo.repository

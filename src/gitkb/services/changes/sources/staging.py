@@ -13,6 +13,7 @@ from typing import Any
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound
 from gitkb.core.paging import page_of, paged
 from gitkb.services.changes import audit
+from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.branches import move
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.context import Context
@@ -146,7 +147,7 @@ def discard_proposal(ctx: Context, proposal_id: Any, *, actor: str = "operator")
             prop_rows.set_proposal_state(w, p.id, "discarded")
         return {"Message": f"Discarded {p.id}", "proposal_id": p.id, "branch": proposal_branch(row)}
     repo = open_repo(ctx, row)
-    staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
+    staged = staged_on_branch(ctx.catalog.conn, row.id)
     later = staged[[s.id for s in staged].index(p.id) + 1 :]
     probe = replay(repo.repository, p.parent_sha, [(s.parent_sha, s.commit_sha) for s in later])
     if probe.conflicts:
@@ -251,7 +252,7 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
     onto, warnings = _fetch_onto(repo, row)
-    staged = prop_rows.list_proposals(ctx.catalog.conn, source_id=row.id, states=("staged",))
+    staged = staged_on_branch(ctx.catalog.conn, row.id)
     out: dict[str, Any] = {
         "source": row.name,
         "branch": branch,
