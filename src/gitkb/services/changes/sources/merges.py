@@ -27,6 +27,7 @@ from typing import Any
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services.changes import audit
 from gitkb.services.changes.review_push import reconcile_in_flight
+from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.staging import restack
 from gitkb.services.context import Context
@@ -143,7 +144,7 @@ def _settle(
 ) -> dict[str, Any]:
     conn = ctx.catalog.conn
     ids = {pid for r in merged for pid in r.proposal_ids}
-    staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))
+    staged = staged_on_branch(conn, row.id)  # the rest is replayed in the order the branch held it
     keep = [p for p in staged if p.id not in ids]
     with ctx.catalog.write() as w:
         for r in merged:
