@@ -67,8 +67,8 @@ def build_query_graph(src: Path, dest: Path) -> int:
         scale = mul.input[1]
         if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
             continue
-        if uses[mul.output[0]] != 1 or uses[cast.output[0]] != 1:
-            continue  # the weight feeds something else too
+        if any(uses[x] != 1 for x in (mul.output[0], cast.output[0], cast.input[0], scale)):
+            continue  # the weight or its scale feeds something else too: leave it as it is
         q = numpy_helper.to_array(inits[cast.input[0]])
         s = numpy_helper.to_array(inits[scale]).astype(np.float32).reshape(-1)
         if q.dtype != np.int8 or q.ndim != 2 or s.shape != (q.shape[1],):
