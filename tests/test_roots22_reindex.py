@@ -106,6 +106,9 @@ def test_http_reindex_of_a_root_outside_the_allowed_roots_is_refused(
         r = c.post("/reindex", json=body, headers=headers)
         assert r.status_code == 403, (body, r.json())
         _refused(_error(r), tree["outside"])
+    for action in ("REINDEX", "reindex"):  # the action API runs document_index actions only
+        r = c.post("/actions/document_index", json={"action": action, "index_name": "out"}, headers=headers)
+        assert r.status_code == 400, r.json()
     assert _snapshot(ws) == before
     _nothing_read(ws)
     (tree["allowed"] / "a.md").write_text("# A\n\nInside the root: the failover drill.\n")
