@@ -100,7 +100,7 @@ def test_http_reindex_of_a_root_outside_the_allowed_roots_is_refused(
     ws = c.app.state.gitkb.workspace
     _fill(ws, tree)
     _meanwhile(tree)
-    (tree["allowed"] / "b.md").write_text("# B\n\nadded inside the root\n")  # not of index in: a.md only
+    (tree["allowed"] / "a.md").write_text("# A\n\nInside the root: the failover drill.\n")
     before = _snapshot(ws)
     for body in ({"index_name": "out"}, {"index_name": "out", "force": True}, {}):
         r = c.post("/reindex", json=body, headers=headers)
@@ -111,11 +111,12 @@ def test_http_reindex_of_a_root_outside_the_allowed_roots_is_refused(
         assert r.status_code == 400, r.json()
     assert _snapshot(ws) == before
     _nothing_read(ws)
-    (tree["allowed"] / "a.md").write_text("# A\n\nInside the root: the failover drill.\n")
+    failover = {"index_name": "in", "query": "failover", "mode": "keyword"}
+    assert ok(ws.document_index("SEARCH", **failover))["Results"] == []  # every index: none reindexed
     r = c.post("/reindex", json={"index_name": "in"}, headers=headers)
     assert r.status_code == 200, r.json()
     assert r.json()["modified"] == 1, r.json()
-    assert ok(ws.document_index("SEARCH", index_name="in", query="failover", mode="keyword"))["Results"]
+    assert ok(ws.document_index("SEARCH", **failover))["Results"]
     r = c.post("/reindex", json={"index_name": "text"}, headers=headers)  # texts only: no root
     assert r.status_code == 200, r.json()
 
