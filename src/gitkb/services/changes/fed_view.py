@@ -125,7 +125,8 @@ def fed_review(
     proposal: the PR/MR is for people) shown through the fed proposals only -- their ids, the
     changed files the source feeds, their diff sections -- with the number of the other proposals
     it holds, not their names. Its title and body (the default ones list every path) are shown when
-    the review holds no other proposal or when they are the ``title`` / ``body`` this call gave;
+    the review holds no other proposal or when ``caller`` requested it with the ``title`` / ``body``
+    this call gives (another's review is never shown on a right guess);
     ``requested_by`` when ``caller`` asked for it (else its kind: ``local``, ``token``, ``agent``)."""
     r = prop_rows.get_review(ctx.catalog.conn, str(out["review_id"]))
     assert r is not None
@@ -143,9 +144,10 @@ def fed_review(
     view["diff"] = _diff_of(r.diff, files)
     others = len(r.proposal_ids) - len(view["proposal_ids"])
     view["other_proposals"] = others
-    if others:
-        view["title"] = r.title if title.strip() and title.strip() == r.title else None
-        view["body"] = r.body if body.strip() and body.strip() == r.body else None
+    if others:  # its own words only: another's review shown back on a right guess was an oracle
+        mine = r.requested_by == caller
+        view["title"] = r.title if mine and title.strip() and title.strip() == r.title else None
+        view["body"] = r.body if mine and body.strip() and body.strip() == r.body else None
         view["Message"] = (
             f"{out['Message']}. The review also holds {others} other staged proposal(s) of source"
             f" {row.name!r}, on files it does not feed your knowledge bases (not shown)"

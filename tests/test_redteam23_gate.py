@@ -1,0 +1,79 @@
+"""redteam23: the review gate as an agent sees it (fed_view), and what a human approved.
+
+The world of tests/test_gate21_refresh.py: sources ``pub`` (docs/public/**, KB ka, agent alice in
+mode propose) and ``priv`` (docs/private/**) on one repository; the operator may stage on pub
+anywhere under the documents root, docs/private/payroll.md too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from helpers import ok
+from test_gate21_refresh import SECRET, TOML, _world
+from test_prleak21_review_view import _as_alice
+
+PAYROLL_TITLE = "docs: edit docs/private/payroll.md"
+
+
+def _only_payroll_staged(c: TestClient, tmp_path: Path) -> tuple[Any, str]:
+    """_world with alice's and the operator's public proposals discarded: only the payroll edit is
+    staged on pub."""
+    ws, ids = _world(c, tmp_path)
+    ok(ws.discard_proposal(ids["operator_public"]))
+    ok(ws.discard_proposal(ids["mine"]))
+    return ws, ids["operator_private"]
+
+
+@pytest.mark.parametrize("how", ["library", "mcp", "http"])
+def test_an_agent_cannot_confirm_a_hidden_reviews_title_or_body_by_guessing(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """The operator's review of the payroll edit has the default title and body, which name the
+    file. alice's open_kb_pull_request of the same branch state returns that review with title and
+    body hidden; passing a guess as title (or body) showed it back when the guess was right and
+    None when wrong: an oracle for a path alice may not see. Now hidden either way."""
+    c = make_client(TOML)
+    ws, hidden = _only_payroll_staged(c, tmp_path)
+    full = ok(ws.open_kb_pull_request("pub"))
+    assert full["title"] == PAYROLL_TITLE, full
+    body = full["body"]
+    assert "docs/private/payroll.md" in body, body
+    right = _as_alice(
+        c, ws, how, "open_kb_pull_request", {"source_id_or_index": "pub", "title": PAYROLL_TITLE}
+    )
+    wrong = _as_alice(
+        c,
+        ws,
+        how,
+        "open_kb_pull_request",
+        {"source_id_or_index": "pub", "title": "docs: edit docs/private/x.md"},
+    )
+    guessed_body = _as_alice(c, ws, how, "open_kb_pull_request", {"source_id_or_index": "pub", "body": body})
+    for out in (right, wrong, guessed_body):
+        assert out["existing"] and out["review_id"] == full["review_id"], out
+        assert out["other_proposals"] == 1 and out["proposal_ids"] == [], out
+        assert out["title"] is None and out["body"] is None, out
+    assert hidden not in json.dumps([right, wrong, guessed_body])
+    assert SECRET not in json.dumps([right, wrong, guessed_body])
+
+
+def test_an_agent_sees_the_title_it_gave_its_own_review(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
+) -> None:
+    """Over-hiding guard: alice opening a review (it holds the hidden payroll edit too) with her own
+    title sees it, and sees it again when she asks again with it."""
+    c = make_client(TOML)
+    ws, _hidden = _only_payroll_staged(c, tmp_path)
+    agent = ws.as_agent("alice")
+    first = ok(agent.open_kb_pull_request("pub", title="my title", body="my body"))
+    assert not first["existing"] and first["title"] == "my title" and first["body"] == "my body", first
+    again = ok(agent.open_kb_pull_request("pub", title="my title", body="my body"))
+    assert again["existing"] and again["review_id"] == first["review_id"], again
+    assert again["title"] == "my title" and again["body"] == "my body", again
