@@ -8,6 +8,7 @@ anywhere under the documents root, docs/private/payroll.md too.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import ok
+from helpers import SOURCE, Upstream, ok, wait_until
 from test_gate21_refresh import SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
 
+BRANCH = f"gitkb/proposals/{SOURCE}"
 PAYROLL_TITLE = "docs: edit docs/private/payroll.md"
 
 
@@ -77,3 +79,54 @@ def test_an_agent_sees_the_title_it_gave_its_own_review(
     again = ok(agent.open_kb_pull_request("pub", title="my title", body="my body"))
     assert again["existing"] and again["review_id"] == first["review_id"], again
     assert again["title"] == "my title" and again["body"] == "my body", again
+
+
+ROTATE = "runbooks/rotate-api-keys.md"
+RETENTION = "policies/data-retention.md"
+
+
+@pytest.mark.parametrize("between", ["propose", "refresh", "choose"])
+def test_what_is_pushed_is_the_approved_head_whatever_happens_between_approve_and_push(
+    source_ws: Any, upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, between: str
+) -> None:
+    """approve_review is paused after it recorded the approval, just before ``git push``; meanwhile
+    another caller stages a new proposal, refreshes the branch onto a moved base, or opens a review
+    of a chosen proposal (which reorders the branch). The remote gets exactly the approved head
+    (its tree: the approved edit, nothing staged later), and the review says so."""
+    ws = source_ws
+    first = ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days"))
+    if between == "choose":  # a second proposal staged before, not approved: the one a chooser puts first
+        second = ok(ws.propose_kb_edit(SOURCE, RETENTION, content="# Retention\n\nLater.\n"))
+    review = ok(ws.open_kb_pull_request(SOURCE, proposal_ids=[first["proposal_id"]]))
+    where = tmp_path / "pause"
+    where.mkdir()
+    monkeypatch.setenv("GITKB_PAUSE_AT", "review.before_push")
+    monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.update(answer=ws.approve_review(review["review_id"])))
+    t.start()
+    try:
+        wait_until(
+            lambda: (where / "review.before_push.reached").exists() or out, timeout=60, what="the pause"
+        )
+        assert not out, out
+        monkeypatch.delenv("GITKB_PAUSE_AT")
+        if between == "propose":
+            ok(ws.propose_kb_edit(SOURCE, RETENTION, content="# Retention\n\nSneaked in.\n"))
+        elif between == "refresh":
+            upstream.write("docs/policies/password-policy.md", "# Passwords\n\nMoved base.\n")
+            upstream.commit_push("base moves")
+            ok(ws.refresh_proposals(SOURCE))
+        else:
+            ok(ws.open_kb_pull_request(SOURCE, proposal_ids=[second["proposal_id"]]))
+    finally:
+        (where / "review.before_push.go").write_text("")
+        t.join(90)
+    ok(out["answer"])
+    pushed = upstream.remote_sha(BRANCH)
+    assert pushed == review["push_sha"], (pushed, review)
+    assert "every 60 days" in upstream.read_remote(BRANCH, f"docs/{ROTATE}")
+    assert "Sneaked in." not in upstream.read_remote(BRANCH, f"docs/{RETENTION}")
+    assert "Later." not in upstream.read_remote(BRANCH, f"docs/{RETENTION}")
+    shown = ok(ws.show_review(review["review_id"]))
+    assert shown["pushed"] and shown["review_state"] == "approved", shown
