@@ -1,0 +1,142 @@
+"""redteam23: the default model's int8 query graph file, ``<cache>/all-minilm-l6-v2-int8/
+query-int8-<digest>.onnx`` (``core/embedders/minilm_query.ensure_query_graph``), with the real model.
+
+The name is predictable (the digest of the installed model file's path, size and mtime and the
+builder's version), and a file found there is loaded as is. What was tried: a graph planted there
+as a symlink to a file elsewhere, or as a file another user owns (it returns other vectors than
+the documents' graph: every search would rank by them); a model folder that is a symlink to
+another user's directory (stale-graph removal deletes files there); a stale graph that is a
+symlink to a file outside (only the link goes). core/embedders is the lead's: what got through is
+marked ``xfail(strict=True)`` and reported, so the test fails (XPASS) once it is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gitkb.core.embedders import fastembed_minilm as fm
+from gitkb.core.embedders import minilm_query
+from gitkb.core.embedders.registry import create_embedder
+
+NOBODY = 65534
+QUERY = "how do I rotate the API keys"
+THROUGH = "through (core/embedders is the lead's): reported in redteam23's report"
+
+
+def _embedder(cache: Path, **options: Any) -> Any:
+    return create_embedder("fastembed", "all-minilm-l6-v2", cache_dir=cache, options=options)
+
+
+@pytest.fixture(scope="module")
+def tampered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real query graph with one weight negated: loads and runs, answers other vectors."""
+    import onnx  # heavy: onnx, only these tests edit a graph
+    from onnx import numpy_helper  # heavy: onnx
+
+    cache = tmp_path_factory.mktemp("honest-cache")
+    e = _embedder(cache)
+    e.embed_query(QUERY)
+    [built] = (cache / fm.MODEL_DIR_NAME).glob("query-int8-*.onnx")
+    model = onnx.load(str(built))
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        if arr.dtype == np.float32 and arr.size >= 384:
+            init.CopyFrom(numpy_helper.from_array(-arr, init.name))
+            break
+    out = tmp_path_factory.mktemp("elsewhere") / "evil.onnx"
+    onnx.save(model, str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    """The query's vector on the documents' graph."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        return np.array(_embedder(Path(d), query_graph="exact").embed_query(QUERY))
+
+
+def _target(cache: Path) -> Path:
+    model_dir = fm.assemble_model_dir(cache)
+    return model_dir / minilm_query.graph_name(fm.packaged_model_file())
+
+
+def _cos_to(reference: np.ndarray, cache: Path) -> float:
+    return float(np.array(_embedder(cache).embed_query(QUERY)) @ reference)
+
+
+def test_an_honest_cache_answers_the_documents_vectors(tmp_path: Path, reference: np.ndarray) -> None:
+    """The baseline the attacks compare with (and a graph the owner built is reused)."""
+    assert _cos_to(reference, tmp_path) >= 0.999
+    assert _cos_to(reference, tmp_path) >= 0.999
+
+
+@pytest.mark.xfail(strict=True, reason=THROUGH)
+def test_a_graph_planted_as_a_symlink_is_not_loaded(
+    tmp_path: Path, tampered: Path, reference: np.ndarray
+) -> None:
+    target = _target(tmp_path)
+    target.symlink_to(tampered)
+    assert _cos_to(reference, tmp_path) >= 0.999  # got: the tampered graph's vector (cosine 0.07)
+
+
+@pytest.mark.xfail(strict=True, reason=THROUGH)
+def test_a_graph_another_user_owns_is_not_loaded(
+    tmp_path: Path, tampered: Path, reference: np.ndarray
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the planted file to another user")
+    target = _target(tmp_path)
+    shutil.copyfile(tampered, target)
+    os.chown(target, NOBODY, NOBODY)
+    assert _cos_to(reference, tmp_path) >= 0.999
+
+
+def test_the_tampered_graph_really_answers_other_vectors(
+    tmp_path: Path, tampered: Path, reference: np.ndarray
+) -> None:
+    """The two xfails above fail for the reason they say: the planted graph is loaded and moves
+    the query's vector (guards the attack itself against a graph that would not load)."""
+    target = _target(tmp_path)
+    target.symlink_to(tampered)
+    e = _embedder(tmp_path)
+    got = float(np.array(e.embed_query(QUERY)) @ reference)
+    assert e.query_graph == "int8" and e.query_graph_error is None
+    assert got < 0.99, got
+
+
+@pytest.mark.xfail(strict=True, reason=THROUGH)
+def test_stale_graph_removal_deletes_nothing_in_a_symlinked_model_folder(
+    tmp_path: Path, reference: np.ndarray
+) -> None:
+    """``<cache>/all-minilm-l6-v2-int8`` is a symlink to another user's directory holding a file
+    named like a stale graph: the build's clean-up deleted it (and wrote the graph there)."""
+    theirs = tmp_path / "other-user"
+    theirs.mkdir()
+    victim = theirs / "query-int8-theirs.onnx"
+    victim.write_bytes(b"their file")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / fm.MODEL_DIR_NAME).symlink_to(theirs, target_is_directory=True)
+    _embedder(cache).embed_query(QUERY)
+    assert victim.exists()
+
+
+def test_a_stale_graph_that_is_a_symlink_goes_but_not_its_target(
+    tmp_path: Path, reference: np.ndarray
+) -> None:
+    """Held: removing a stale graph removes the link, never the file it points to."""
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"keep me")
+    model_dir = fm.assemble_model_dir(tmp_path / "cache")
+    (model_dir / "query-int8-000000000000.onnx").symlink_to(outside)
+    assert _cos_to(reference, tmp_path / "cache") >= 0.999
+    assert outside.read_bytes() == b"keep me"
+    assert not (model_dir / "query-int8-000000000000.onnx").is_symlink()
