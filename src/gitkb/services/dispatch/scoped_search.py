@@ -60,6 +60,7 @@ def search_index(
 ) -> dict[str, Any]:
     q = search.validate_query(query)
     k = validate_top_n(top_n, scope.default_top_k)
+    tenant = tenancy.check_tenant(tenant)  # as SEARCH takes it: the warnings speak of the tenant searched
     rows, ignored = resolve_refs(ctx, scope, indexes)
     warnings: list[str] = []
     cost = usage.QueryCost()

@@ -1,0 +1,71 @@
+"""redteam23: every caller gets exactly what it asked for, the same on every interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from gitkb.mcp import build_server
+from gitkb.mcp.render import parse_block
+from helpers import ok
+
+BOT = "c" * 24
+TOML = f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
+
+
+def _tenanted(ws: Any) -> None:
+    ok(ws.document_index("CREATE_INDEX", index_name="kb"))
+    for name in ("a", "b"):
+        ok(
+            ws.document_index(
+                "ADD_TEXT", index_name="kb", text=f"key rotation {name}", filepath=f"{name}.md", tenant="acme"
+            )
+        )
+    ok(ws.kb_create("k", ["kb"]))
+    ok(ws.agent_assign("alice", ["k"], mode="read"))
+
+
+def _search_index(how: str, ws: Any, client: Any, args: dict[str, Any]) -> dict[str, Any]:
+    if how == "library":
+        return ok(ws.as_agent("alice").search_index(**args))
+    if how == "mcp":
+
+        async def main() -> Any:
+            async with Client(build_server(ws, "alice")) as c:
+                return await c.call_tool("search_index", args)
+
+        r = anyio.run(main)
+        assert not r.is_error, r.content[0].text
+        return dict(parse_block(r.content[0].text))
+    r = client.post("/search_index", json=args, headers={"Authorization": f"Bearer {BOT}"})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+@pytest.mark.parametrize("how", ["library", "mcp", "http"])
+@pytest.mark.parametrize("tenant", [" acme ", "acme\u00a0"])
+def test_search_index_warns_of_the_tenant_it_searched(make_client: Any, how: str, tenant: str) -> None:
+    """SEARCH takes a tenant with its surrounding spaces off (``check_tenant``) and finds acme's
+    documents; search_index searched the same but checked its warning with the tenant as sent, so
+    its answer held both acme's hits and "index 'kb' has no documents for tenant ' acme ' ...
+    (results for this index are empty)". Now the warning is about the tenant searched: none here."""
+    client = make_client(TOML)
+    ws = client.app.state.gitkb.workspace
+    _tenanted(ws)
+    out = _search_index(how, ws, client, {"query": "key rotation", "tenant": tenant, "mode": "keyword"})
+    assert out["count"] == 2, out
+    assert not out.get("Warnings"), out
+    plain = ok(
+        ws.document_index("SEARCH", query="key rotation", tenant=tenant, mode="keyword", indexes=["kb"])
+    )
+    assert len(plain["Results"]) == 2 and not plain.get("Warnings"), plain
+
+
+def test_search_index_still_warns_of_a_tenant_with_no_documents(ws: Any) -> None:
+    """Over-fixing guard: a tenant that really has nothing here is still warned about."""
+    _tenanted(ws)
+    out = ok(ws.as_agent("alice").search_index("key rotation", tenant=" globex ", mode="keyword"))
+    assert out["count"] == 0 and any("tenant 'globex'" in w for w in out["Warnings"]), out
