@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import SOURCE, Upstream, ok, wait_until
-from test_gate21_refresh import SECRET, TOML, _world
+from helpers import SOURCE, Upstream, error_code, git, ok, wait_until
+from test_gate21_refresh import BOT, SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
@@ -130,3 +130,61 @@ def test_what_is_pushed_is_the_approved_head_whatever_happens_between_approve_an
     assert "Later." not in upstream.read_remote(BRANCH, f"docs/{RETENTION}")
     shown = ok(ws.show_review(review["review_id"]))
     assert shown["pushed"] and shown["review_state"] == "approved", shown
+
+
+def _nested_sidecar_world(c: TestClient, tmp_path: Path) -> Any:
+    """pub (docs/public/**, alice) and priv (docs/private/**) on one repository, and a file named
+    like a sidecar inside the private folder: neither source reads it as configuration (only the
+    documents root's are) and no walk indexes it."""
+    work = tmp_path / "work"
+    (work / "docs" / "public").mkdir(parents=True)
+    (work / "docs" / "private").mkdir(parents=True)
+    (work / "docs" / "public" / "a.md").write_text("# Public\n\nThe failover runbook.\n")
+    (work / "docs" / "private" / "payroll.md").write_text("# Payroll\n\nalice 100, bob 200.\n")
+    (work / "docs" / "private" / "gitkb.yml").write_text(f"# notes\nowner: hr\nsecret: {SECRET}\nlast: x\n")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "docs")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(remote))
+    ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+    ok(ws.source_add("pub", str(remote), include=["public/**"]))
+    ok(ws.source_add("priv", str(remote), include=["private/**"]))
+    ok(ws.source_sync("pub"))
+    ok(ws.source_sync("priv"))
+    ok(ws.kb_create("ka", ["pub"]))
+    ok(ws.agent_assign("alice", ["ka"], mode="propose"))
+    return ws
+
+
+@pytest.mark.parametrize("how", ["library", "http"])
+def test_an_agent_cannot_read_or_stage_a_sidecar_named_file_in_a_folder_its_source_does_not_feed(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """require_fed let through every file named gitkb.yml / kb-manifest.json at any depth, as if
+    it were configuration; only the documents root's are. alice (pub: docs/public/**) staged a
+    search/replace edit of docs/private/gitkb.yml: the answer's diff held its lines (the secret),
+    and the occurrence count of any search text read it too. Now refused like any file pub does
+    not feed, with nothing staged; the documents root's sidecar stays proposable."""
+    c = make_client(TOML)
+    ws = _nested_sidecar_world(c, tmp_path)
+    args = {
+        "source_id_or_index": "pub",
+        "relative_path": "private/gitkb.yml",
+        "search": "last: x",
+        "replace": "last: y",
+    }
+    probe = {**args, "search": SECRET, "replace": "z"}
+    if how == "library":
+        agent = ws.as_agent("alice")
+        answers = [agent.propose_kb_edit(**args), agent.propose_kb_edit(**probe)]
+    else:
+        bot = {"Authorization": f"Bearer {BOT}"}
+        answers = [c.post("/proposals", json=a, headers=bot).json() for a in (args, probe)]
+    for r in answers:
+        assert SECRET not in json.dumps(r), r
+        assert r.get("Success") is not True, r
+        assert error_code(r) == "invalid_argument" and "not a file source 'pub' feeds" in r["Error"], r
+    assert ok(ws.list_proposals("pub"))["Proposals"] == []
+    root = ok(ws.as_agent("alice").propose_kb_edit("pub", "gitkb.yml", content="include:\n  - public/**\n"))
+    assert root["path"] == "docs/gitkb.yml", root

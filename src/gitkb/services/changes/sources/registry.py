@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import Conflict, InvalidArgument, NotFound, ValidationFailed
-from gitkb.core.exclusions import is_sidecar
 from gitkb.core.files import private_dirs
 from gitkb.core.hosts import url_authority
 from gitkb.core.names import validate_index_name
@@ -107,15 +106,17 @@ def read_source_sidecars(repo: ManagedRepo, commit: str, documents_root: str) ->
 
 def require_fed(row: SourceRow, repo: ManagedRepo, base: str, *paths: str) -> None:
     """Each path is a file the source feeds its indexes (its selection at the synced commit: include,
-    exclude, sidecars), or a sidecar: a proposal reads and writes no other file of the repository
-    (another source's, an excluded one), whose text no index of this source holds."""
+    exclude, sidecars), or a sidecar at its documents root (the only ones read as configuration): a
+    proposal reads and writes no other file of the repository (another source's, an excluded one, a
+    file named like a sidecar in a folder the source does not feed), whose text no index of this
+    source holds."""
     at = row.synced_commit or base
     cfg = effective_config(
         row.settings, row.documents_root, read_source_sidecars(repo, at, row.documents_root)
     )
     for path in paths:
         rel = cfg.relative(path)
-        if rel and (rel in SCHEMA_FILES or is_sidecar(rel) or cfg.selects(path)):
+        if rel and (rel in SCHEMA_FILES or cfg.selects(path)):
             continue
         raise InvalidArgument(
             f"{path!r} is not a file source {row.name!r} feeds its indexes (its include, exclude and"
