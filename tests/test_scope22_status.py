@@ -1,0 +1,165 @@
+"""scope22: an agent's status counts only its own indexes.
+
+get_index_status kept, for an agent, the workspace-wide queue_depth, in_flight, dirty_paths,
+dirty_embeddings, status and caught_up: an agent bound to index ``a`` saw the queue grow and the
+status turn ``building`` when someone ingested into ``b`` (a side channel, and a number not true of
+what it can search). Now each is counted over its indexes (services/operations/scoped_status.py);
+the operator's answer is the workspace's, as before. Checked through the library, an agent's HTTP
+token and the MCP server of ``gitkb mcp --agent``, on SQLite and PostgreSQL.
+
+The work is held where it is: the writer thread runs an ADD_DOCUMENTS into one index and stops at
+the pause point ``ingest.after_write`` (its rows and change-log entries are committed, the
+keyword index has not taken them: a dirty path), and an ADD_TEXT into the same index waits in
+the queue behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from gitkb.mcp import build_server
+from gitkb.mcp.render import parse_block
+from helpers import ok, wait_until
+
+BOT = "s" * 24
+TOML = f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
+POINT = "ingest.after_write"
+BACKENDS = pytest.mark.parametrize("catalog_backend", ["sqlite", "postgresql"], indirect=True)
+HOW = pytest.mark.parametrize("how", ["library", "http", "mcp"])
+CAUGHT_UP = {
+    "status": "queryable",
+    "error": None,
+    "queue_depth": 0,
+    "in_flight": None,
+    "dirty_paths": 0,
+    "dirty_embeddings": 0,
+    "caught_up": True,
+    "Message": "caught up",
+}
+
+
+def _world(c: TestClient) -> Any:
+    ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
+    for name in ("a", "b"):
+        ok(ws.document_index("CREATE_INDEX", index_name=name))
+        ok(ws.document_index("ADD_TEXT", index_name=name, text=f"{name} runbook", filepath=f"{name}.md"))
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.agent_assign("alice", ["ka"]))
+    ok(ws.build_embeddings())
+    wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="the workspace caught up")
+    return ws
+
+
+def _status(c: TestClient, ws: Any, how: str) -> dict[str, Any]:
+    if how == "library":
+        return ok(ws.as_agent("alice").get_index_status())
+    if how == "mcp":
+
+        async def main() -> Any:
+            async with Client(build_server(ws, "alice")) as client:
+                return await client.call_tool("get_index_status", {})
+
+        r = anyio.run(main)
+        assert not r.is_error, r.content[0].text
+        text = r.content[0].text
+        return dict(parse_block(text) if text.startswith("<<<") else json.loads(text))
+    r = c.get("/status", headers={"Authorization": f"Bearer {BOT}"})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+@contextmanager
+def _held(ws: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: str) -> Iterator[None]:
+    """An ADD_DOCUMENTS into ``index`` running (stopped after its catalog write) and an ADD_TEXT
+    into it queued behind; both finish when the block ends."""
+    where, docs = tmp_path / "pause", tmp_path / "docs"
+    where.mkdir()
+    docs.mkdir()
+    (docs / "held.md").write_text("# Held\n\npayroll of the held ingest\n")
+    monkeypatch.setenv("GITKB_PAUSE_AT", POINT)
+    monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+    jobs = [
+        ws.promoted("document_index", action="ADD_DOCUMENTS", index_name=index, filepath=str(docs), wait=0)
+    ]
+    try:
+        wait_until(lambda: (where / f"{POINT}.reached").exists(), timeout=60, what="the held ingest")
+        jobs.append(ws.promoted("document_index", action="ADD_TEXT", index_name=index, text="queued", wait=0))
+        assert all(j.get("status") == "working" for j in jobs), jobs
+        yield
+    finally:
+        (where / f"{POINT}.go").write_text("")
+        for j in jobs:
+            if j.get("job_id"):
+                ok(ws.wait_job(j["job_id"], timeout=60))
+
+
+@BACKENDS
+@HOW
+def test_work_on_another_index_is_not_in_an_agents_status(
+    make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    c = make_client(TOML)
+    ws = _world(c)
+    with _held(ws, tmp_path, monkeypatch, "b"):
+        operator = ok(ws.get_index_status())
+        agent = _status(c, ws, how)
+    # the operator's answer is the workspace's: b's work shows
+    assert operator["queue_depth"] == 1 and operator["in_flight"] == "action", operator
+    assert operator["dirty_paths"] >= 1 and operator["status"] == "building", operator
+    assert operator["caught_up"] is False, operator
+    # the agent bound to a sees a's: nothing queued, running or dirty
+    assert {k: agent[k] for k in CAUGHT_UP} == CAUGHT_UP, agent
+
+
+@BACKENDS
+@HOW
+def test_work_on_its_own_index_is_in_an_agents_status(
+    make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    c = make_client(TOML)
+    ws = _world(c)
+    with _held(ws, tmp_path, monkeypatch, "a"):
+        operator = ok(ws.get_index_status())
+        agent = _status(c, ws, how)
+    for out in (operator, agent):
+        assert out["queue_depth"] == 1 and out["in_flight"] == "action", out
+        assert out["dirty_paths"] >= 1 and out["status"] == "building", out
+        assert out["caught_up"] is False, out
+    assert agent["Message"].startswith("building; queue 1, in flight action"), agent
+    assert agent["dirty_paths"] == operator["dirty_paths"], (agent, operator)
+
+
+@BACKENDS
+@HOW
+def test_vectors_waiting_in_another_index_are_not_in_an_agents_status(
+    make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The background embedder stopped after upserting b's new chunk, before its watermark moves:
+    b's chunk still waits for its vector and the build is in flight, for the operator only."""
+    c = make_client(TOML)
+    ws = _world(c)
+    where = tmp_path / "pause"
+    where.mkdir()
+    point = "vectors.after_upsert"
+    monkeypatch.setenv("GITKB_PAUSE_AT", point)
+    monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+    try:
+        ok(ws.document_index("ADD_TEXT", index_name="b", text="b payroll, new", filepath="b2.md"))
+        wait_until(lambda: (where / f"{point}.reached").exists(), timeout=60, what="the held vectors")
+        operator = ok(ws.get_index_status())
+        agent = _status(c, ws, how)
+    finally:
+        (where / f"{point}.go").write_text("")
+    assert operator["dirty_embeddings"] >= 1 and operator["in_flight"] == "build_embeddings", operator
+    assert operator["caught_up"] is False, operator
+    assert {k: agent[k] for k in CAUGHT_UP} == CAUGHT_UP, agent
+    wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="b's vectors")
