@@ -33,7 +33,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.http.config import ServerConfig
 from gitkb.http.hosts import HostGate, OriginGate
-from gitkb.http.limits import TOP_N_DEFAULTS, capped, guarded, server_caps
+from gitkb.http.limits import TOP_N_DEFAULTS, capped, guarded, reindex_roots, server_caps
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -87,6 +87,9 @@ def within_limits(
         rest = {k: v for k, v in args.items() if k != "action"}
         rest = guarded(limits, action, rest, caller.principal, top_n_default=default)
         return {"action": args["action"], **rest}
+    if name == "reindex":  # every root of the disk it would walk inside allowed_roots
+        reindex_roots(limits, ws.ctx, args, caller.principal)
+        return args
     if name == "search_index":
         default = scope.load_scope(ws.ctx, agent_id).default_top_k if args.get("top_n") is None else None
         return capped(limits, "SEARCH", args, top_n_default=default)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gitkb.core.embedders import fastembed_minilm as base
+from gitkb.core.embedders.int8_weights import graph_maps, int8_weights
 from gitkb.core.errors import EmbeddingNotConfigured, InvalidArgument
 
 PROVIDER = base.PROVIDER
@@ -49,30 +50,22 @@ def fold_weights(src: Path, dest: Path) -> int:
 
     m = onnx.load(str(src))
     g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    prod = {o: n for n in g.node for o in n.output}
+    maps = graph_maps(g)
     drop_nodes: list[Any] = []
     drop_inits: set[str] = set()
     new_inits = []
-    for n in g.node:
-        if n.op_type != "MatMul":
-            continue
-        mul = prod.get(n.input[1])
-        if mul is None or mul.op_type != "Mul":
-            continue
-        cast = prod.get(mul.input[0])
-        scale = mul.input[1]
-        if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
-            continue
-        q = numpy_helper.to_array(inits[cast.input[0]]).astype(np.float32)
-        w = q * numpy_helper.to_array(inits[scale]).astype(np.float32)
-        new_inits.append(numpy_helper.from_array(w.astype(np.float32), name=mul.output[0]))
-        drop_nodes += [mul, cast]
-        drop_inits |= {cast.input[0], scale}
+    for wt in int8_weights(g, maps, "MatMul", 1):
+        if not maps.read_once(wt.mul.output[0], wt.cast.output[0], wt.values, wt.scale):
+            continue  # the weight or its scale feeds something else too: leave it as it is
+        q = numpy_helper.to_array(maps.inits[wt.values]).astype(np.float32)
+        w = q * numpy_helper.to_array(maps.inits[wt.scale]).astype(np.float32)
+        new_inits.append(numpy_helper.from_array(w.astype(np.float32), name=wt.mul.output[0]))
+        drop_nodes += [wt.mul, wt.cast]
+        drop_inits |= {wt.values, wt.scale}
     for node in drop_nodes:
         g.node.remove(node)
     for name in drop_inits:
-        g.initializer.remove(inits[name])
+        g.initializer.remove(maps.inits[name])
     g.initializer.extend(new_inits)
     onnx.save(m, str(dest))
     return len(new_inits)

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from gitkb.core.embedders.int8_weights import GraphMaps, Int8Weight, graph_maps, int8_weights
 
 QUERY_GRAPHS = ("int8", "exact")
 DEFAULT_QUERY_GRAPH = "int8"
@@ -50,27 +51,17 @@ def build_query_graph(src: Path, dest: Path) -> int:
 
     m = onnx.load(str(src))
     g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    prod = {o: n for n in g.node for o in n.output}
-    uses = Counter(i for n in g.node for i in n.input)
+    maps = graph_maps(g)
     drop_nodes: list[Any] = []
     drop_inits: set[str] = set()
     new_inits: list[Any] = []
     converted = 0
-    for pos, n in enumerate(list(g.node)):
-        if n.op_type != "MatMul":
-            continue
-        mul = prod.get(n.input[1])
-        if mul is None or mul.op_type != "Mul":
-            continue
-        cast = prod.get(mul.input[0])
-        scale = mul.input[1]
-        if cast is None or cast.op_type != "Cast" or scale not in inits or cast.input[0] not in inits:
-            continue
-        if any(uses[x] != 1 for x in (mul.output[0], cast.output[0], cast.input[0], scale)):
+    for wt in int8_weights(g, maps, "MatMul", 1):
+        n = wt.node
+        if not maps.read_once(wt.mul.output[0], wt.cast.output[0], wt.values, wt.scale):
             continue  # the weight or its scale feeds something else too: leave it as it is
-        q = numpy_helper.to_array(inits[cast.input[0]])
-        s = numpy_helper.to_array(inits[scale]).astype(np.float32).reshape(-1)
+        q = numpy_helper.to_array(maps.inits[wt.values])
+        s = numpy_helper.to_array(maps.inits[wt.scale]).astype(np.float32).reshape(-1)
         if q.dtype != np.int8 or q.ndim != 2 or s.shape != (q.shape[1],):
             continue  # not a per-column int8 weight
         k, cols = q.shape
@@ -96,17 +87,16 @@ def build_query_graph(src: Path, dest: Path) -> int:
             block_size=BLOCK,
             accuracy_level=4,
         )
-        g.node.insert(pos + 1 + converted, node)  # after the MatMul it replaces: inputs stay defined
-        drop_nodes += [n, mul, cast]
-        drop_inits |= {cast.input[0], scale}
+        g.node.insert(wt.pos + 1 + converted, node)  # after the MatMul it replaces: inputs stay defined
+        drop_nodes += [n, wt.mul, wt.cast]
+        drop_inits |= {wt.values, wt.scale}
         converted += 1
-    for n in list(g.node):
-        if n.op_type == "Gather":
-            _gather_rows_first(g, n, prod, inits, uses, drop_nodes)
+    for wt in int8_weights(g, maps, "Gather", 0):
+        _gather_rows_first(g, wt, maps, drop_nodes)
     for node in drop_nodes:
         g.node.remove(node)
     for name in drop_inits:
-        g.initializer.remove(inits[name])
+        g.initializer.remove(maps.inits[name])
     g.initializer.extend(new_inits)
     if not any(o.domain == "com.microsoft" for o in m.opset_import):
         m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
@@ -114,37 +104,32 @@ def build_query_graph(src: Path, dest: Path) -> int:
     return converted
 
 
-def _gather_rows_first(
-    g: Any, n: Any, prod: dict[str, Any], inits: dict[str, Any], uses: Counter[str], drop: list[Any]
-) -> bool:
+def _gather_rows_first(g: Any, wt: Int8Weight, maps: GraphMaps, drop: list[Any]) -> bool:
     """``Gather(Cast(int8 table) * row_scale, ids)`` as ``Cast(Gather(table, ids)) * Gather(row_scale, ids)``.
 
     The same values (each gathered row times its scale, in fp32), but onnxruntime no longer folds
     the whole table to fp32 at load: the word-piece table stays 11.7 MB of int8 instead of 47 MB."""
     from onnx import helper  # heavy: graph editing, only when the graph is built
 
-    mul = prod.get(n.input[0])
-    if mul is None or mul.op_type != "Mul" or any(a.name == "axis" and a.i != 0 for a in n.attribute):
+    n = wt.node
+    if any(a.name == "axis" and a.i != 0 for a in n.attribute):
         return False
-    cast = prod.get(mul.input[0])
-    if cast is None or cast.op_type != "Cast" or cast.input[0] not in inits or mul.input[1] not in inits:
+    if not maps.read_once(wt.mul.output[0], wt.cast.output[0]):
         return False
-    if uses[mul.output[0]] != 1 or uses[cast.output[0]] != 1:
-        return False
-    table, scale = inits[cast.input[0]], inits[mul.input[1]]
+    table, scale = maps.inits[wt.values], maps.inits[wt.scale]
     if len(table.dims) != 2 or list(scale.dims) != [table.dims[0], 1]:
         return False
     out = n.output[0]
     nodes = [
-        helper.make_node("Gather", [cast.input[0], n.input[1]], [f"{out}_q"], name=f"{n.name}_q", axis=0),
+        helper.make_node("Gather", [wt.values, n.input[1]], [f"{out}_q"], name=f"{n.name}_q", axis=0),
         helper.make_node("Cast", [f"{out}_q"], [f"{out}_f"], name=f"{n.name}_f", to=1),
-        helper.make_node("Gather", [mul.input[1], n.input[1]], [f"{out}_s"], name=f"{n.name}_s", axis=0),
+        helper.make_node("Gather", [wt.scale, n.input[1]], [f"{out}_s"], name=f"{n.name}_s", axis=0),
         helper.make_node("Mul", [f"{out}_f", f"{out}_s"], [out], name=f"{n.name}_rows"),
     ]
     at = list(g.node).index(n)
     for k, node in enumerate(nodes):
         g.node.insert(at + 1 + k, node)
-    drop += [n, mul, cast]
+    drop += [n, wt.mul, wt.cast]
     return True
 
 

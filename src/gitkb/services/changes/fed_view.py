@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.core.errors import InvalidArgument
+from gitkb.services.changes.sources.refresh_text import refresh_message
 from gitkb.services.changes.sources.registry import open_repo, require_fed, resolve_source
 from gitkb.services.context import Context
 from gitkb.stores.catalog import proposals as prop_rows
@@ -69,12 +70,7 @@ def fed_refresh(ctx: Context, out: dict[str, Any]) -> dict[str, Any]:
     elif out.get("unchanged"):
         out["Message"] = f"the {len(out['Proposals'])} staged proposal(s) already build on {at}"
     else:
-        msg = f"Refreshed on {at}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
-        if out["conflicts"]:
-            msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
-        if out["reviews_superseded"]:
-            msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
-        out["Message"] = msg
+        out["Message"] = refresh_message(at, out["applied"], out["conflicts"], out["reviews_superseded"])
     return out
 
 

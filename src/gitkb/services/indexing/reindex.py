@@ -35,6 +35,22 @@ def _roots(ctx: Context, row: IndexRow) -> list[tuple[Path, Path]]:
     return [(Path(root), Path(base)) for root, base in index_rows.roots(ctx.catalog.conn, row.id)]
 
 
+def walked_indexes(ctx: Context, index_name: Any = None) -> list[IndexRow]:
+    """The indexes a reindex of ``index_name`` (None: every index) walks: those fed from the disk
+    (a git-fed index follows its source's managed clone, gitkb's own, through a source sync)."""
+    rows = [get_index(ctx, index_name)] if index_name else index_rows.list_all(ctx.catalog.conn)
+    return [row for row in rows if not row.settings.get("source")]
+
+
+def walked_roots(ctx: Context, index_name: Any = None) -> dict[str, list[str]]:
+    """The folders and files of the server's disk a reindex of ``index_name`` (None: every index)
+    would read, as recorded by ADD_DOCUMENTS, by index name (an index without any is left out:
+    documents added as text have no root). An interface that limits a caller's reach to some
+    roots asks this before the reindex runs (``gitkb.http.limits.reindex_roots``)."""
+    out = {row.name: [str(root) for root, _ in _roots(ctx, row)] for row in walked_indexes(ctx, index_name)}
+    return {name: roots for name, roots in out.items() if roots}
+
+
 def _under(path: str | None, root: Path) -> bool:
     if not path:
         return False
@@ -67,14 +83,12 @@ def reindex(
     ``modified``, ``deleted``, ``unchanged``, ``skipped``, ``left_out``), the same counts per index
     under ``indexes``, and the paths under ``paths``. With ``force`` every file parsed again counts
     as added. ``left_out``: files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
-    rows = [get_index(ctx, index_name)] if index_name else index_rows.list_all(ctx.catalog.conn)
+    rows = walked_indexes(ctx, index_name)
     t0 = time.perf_counter()
     paths: dict[str, list[Any]] = {k: [] for k in COUNTS}
     per_index: dict[str, dict[str, int]] = {}
     with ctx.write_lock:
         for row in rows:
-            if row.settings.get("source"):
-                continue  # git-fed indexes follow their source (source sync), not the disk
             report = IngestReport()
             deleted: list[str] = []
             left_out: list[str] = []

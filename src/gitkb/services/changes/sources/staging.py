@@ -15,6 +15,7 @@ from gitkb.core.paging import page_of, paged
 from gitkb.services.changes import audit
 from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.branches import move
+from gitkb.services.changes.sources.refresh_text import refresh_message
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.context import Context
 from gitkb.stores.catalog import proposals as prop_rows
@@ -298,12 +299,9 @@ def refresh_proposals(ctx: Context, source: Any, *, actor: str = "operator") -> 
         detail={"base": onto, "applied": out["applied"], "conflicts": out["conflicts"]},
     )
     out["branch_head"] = tip
-    msg = f"Refreshed on {row.branch} at {onto[:12]}: {len(out['applied'])} applied, {len(out['conflicts'])} conflict(s)"
-    if out["conflicts"]:
-        msg += "; a conflicting proposal can be discarded (gitkb proposals discard ID) or proposed again against the new text"
-    if out["reviews_superseded"]:
-        msg += f"; superseded review(s) {', '.join(out['reviews_superseded'])}: open a new one"
-    out["Message"] = msg
+    out["Message"] = refresh_message(
+        f"{row.branch} at {onto[:12]}", out["applied"], out["conflicts"], out["reviews_superseded"]
+    )
     return out
 
 
