@@ -59,19 +59,20 @@ def _world(c: TestClient) -> Any:
     return ws
 
 
-def _status(c: TestClient, ws: Any, how: str) -> dict[str, Any]:
+def _status(c: TestClient | None, ws: Any, how: str, agent: str = "alice") -> dict[str, Any]:
     if how == "library":
-        return ok(ws.as_agent("alice").get_index_status())
+        return ok(ws.as_agent(agent).get_index_status())
     if how == "mcp":
 
         async def main() -> Any:
-            async with Client(build_server(ws, "alice")) as client:
+            async with Client(build_server(ws, agent)) as client:
                 return await client.call_tool("get_index_status", {})
 
         r = anyio.run(main)
         assert not r.is_error, r.content[0].text
         text = r.content[0].text
         return dict(parse_block(text) if text.startswith("<<<") else json.loads(text))
+    assert c is not None and agent == "alice"  # the token's agent
     r = c.get("/status", headers={"Authorization": f"Bearer {BOT}"})
     assert r.status_code == 200, r.text
     return dict(r.json())
@@ -163,3 +164,30 @@ def test_vectors_waiting_in_another_index_are_not_in_an_agents_status(
     assert operator["caught_up"] is False, operator
     assert {k: agent[k] for k in CAUGHT_UP} == CAUGHT_UP, agent
     wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="b's vectors")
+
+
+@pytest.mark.parametrize("how", ["library", "mcp"])
+def test_a_failed_build_of_another_index_is_not_an_agents_failure(
+    source_ws: Any, upstream: Any, how: str
+) -> None:
+    """A sync of the source feeding ``handbook`` fails (its remote is gone): the operator's status is
+    ``failed`` with git's error (a server path); an agent bound to ``a`` only is queryable and caught
+    up, with no error, and an agent bound to ``handbook`` sees the failure, its own index's."""
+    ws = source_ws
+    ok(ws.document_index("CREATE_INDEX", index_name="a"))
+    ok(ws.document_index("ADD_TEXT", index_name="a", text="a runbook", filepath="a.md"))
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.kb_create("kh", ["handbook"]))
+    ok(ws.agent_assign("alice", ["ka"]))
+    ok(ws.agent_assign("hank", ["kh"]))
+    ok(ws.build_embeddings())
+    wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="the workspace caught up")
+    upstream.remote.rename(upstream.remote.with_name("remote.gone"))
+    assert ws.source_sync("handbook")["Success"] is False
+    operator = ok(ws.get_index_status())
+    assert operator["status"] == "failed" and str(upstream.remote) in operator["error"], operator
+    alice = _status(None, ws, how, "alice")
+    assert {k: alice[k] for k in CAUGHT_UP} == CAUGHT_UP, alice
+    hank = _status(None, ws, how, "hank")
+    assert hank["status"] == "failed" and hank["error"] == operator["error"], hank
+    assert hank["caught_up"] is False and hank["Message"].startswith("failed; queue 0"), hank
