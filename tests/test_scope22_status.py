@@ -191,3 +191,34 @@ def test_a_failed_build_of_another_index_is_not_an_agents_failure(
     hank = _status(None, ws, how, "hank")
     assert hank["status"] == "failed" and hank["error"] == operator["error"], hank
     assert hank["caught_up"] is False and hank["Message"].startswith("failed; queue 0"), hank
+
+
+def test_a_sync_counts_for_the_indexes_its_source_feeds_and_a_reindex_of_all_for_every_index(
+    source_ws: Any, upstream: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind b's held ingest: a sync of ``handbook`` (the source feeding index ``handbook``) and a
+    reindex of every index wait. The agent bound to ``handbook`` counts both, the one bound to ``a``
+    the reindex only (it rebuilds ``a`` too), the operator all of them."""
+    ws = source_ws
+    for name in ("a", "b"):
+        ok(ws.document_index("CREATE_INDEX", index_name=name))
+        ok(ws.document_index("ADD_TEXT", index_name=name, text=f"{name} runbook", filepath=f"{name}.md"))
+    ok(ws.kb_create("ka", ["a"]))
+    ok(ws.kb_create("kh", ["handbook"]))
+    ok(ws.agent_assign("alice", ["ka"]))
+    ok(ws.agent_assign("hank", ["kh"]))
+    upstream.write("docs/new.md", "# New\n\na new page\n")
+    upstream.commit_push("a new page")
+    with _held(ws, tmp_path, monkeypatch, "b"):
+        sync = ws.promoted("source_sync", source="handbook", wait=0)
+        everything = ws.promoted("reindex", wait=0)
+        assert sync.get("status") == everything.get("status") == "working", (sync, everything)
+        operator = ok(ws.get_index_status())
+        alice = ok(ws.as_agent("alice").get_index_status())
+        hank = ok(ws.as_agent("hank").get_index_status())
+    assert operator["queue_depth"] == 3 and operator["in_flight"] == "action", operator
+    assert alice["queue_depth"] == 1 and alice["in_flight"] is None and alice["dirty_paths"] == 0, alice
+    assert hank["queue_depth"] == 2 and hank["in_flight"] is None and hank["dirty_paths"] == 0, hank
+    assert alice["caught_up"] is hank["caught_up"] is False, (alice, hank)
+    for job in (sync, everything):
+        ok(ws.wait_job(job["job_id"], timeout=60))

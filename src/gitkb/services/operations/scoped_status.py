@@ -12,13 +12,17 @@ waits on work queued for index B:
   job or the background embedder) only while these indexes have chunks waiting for a vector.
 * dirty paths and embeddings are the change-log entries and waiting chunks of these indexes;
 * ``status`` is ``building`` while a building job for them runs, ``failed`` when the last build
-  finished for them failed (or the keyword index is damaged: every index's searches fail).
+  finished for them failed (looked for among the last ``FINISHED_SCAN`` finished builds), or the
+  keyword index is damaged (every index's searches fail).
+
+No index (an agent bound to nothing live): no job is for it and every count is 0.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from gitkb.core.errors import GitkbError
@@ -34,40 +38,55 @@ from gitkb.stores.catalog.jobs import JobRow
 from gitkb.stores.keyword_schema import REPAIR
 
 FINISHED_PAGE = 100  # finished build jobs read at a time while looking for the last one of these indexes
+FINISHED_SCAN = 1000  # and at most this many: an older failure no later build touched is not reported
 
 
-def job_indexes(ctx: Context, job: JobRow, ids_by_ref: dict[str, str]) -> frozenset[str] | None:
-    """The ids of the indexes ``job`` works on; None when it names none (it is for every index).
-    ``ids_by_ref`` maps every index's name and id to its id."""
-    params = job.params
-    if job.kind == "action":
-        inner = params.get("params")
-        params = inner if isinstance(inner, dict) else {}
-    named = False
-    out: set[str] = set()
-    for key in ("index_name", "indexes"):
-        value = params.get(key)
-        if value in (None, "", []):
-            continue
-        named = True
-        for ref in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(ref, str) and ref in ids_by_ref:
-                out.add(ids_by_ref[ref])
-    source = params.get("source") if job.kind != "action" else None
-    if source not in (None, ""):
-        named = True
-        with contextlib.suppress(GitkbError):  # a source removed since feeds nothing now
-            out |= set(resolve_source(ctx, source).index_ids)
-    return frozenset(out) if named else None
+@dataclass
+class JobTargets:
+    """Which jobs are for ``ids``: ``ids_by_ref`` maps every index's name and id to its id, and the
+    indexes each ``source`` a job names feeds are read once per answer."""
 
+    ctx: Context
+    ids: frozenset[str]
+    ids_by_ref: dict[str, str]
+    fed: dict[str, frozenset[str]] = field(default_factory=dict)
 
-def _for(
-    ctx: Context, job: JobRow, ids: frozenset[str], ids_by_ref: dict[str, str], waiting_vectors: bool
-) -> bool:
-    targets = job_indexes(ctx, job, ids_by_ref)
-    if targets is None:
-        return waiting_vectors if job.kind in EMBEDDING_KINDS else True
-    return bool(targets & ids)
+    def indexes(self, job: JobRow) -> frozenset[str] | None:
+        """The ids of the indexes ``job`` works on; None when it names none (it is for every index)."""
+        params = job.params
+        if job.kind == "action":
+            inner = params.get("params")
+            params = inner if isinstance(inner, dict) else {}
+        named = False
+        out: set[str] = set()
+        for key in ("index_name", "indexes"):
+            value = params.get(key)
+            if value in (None, "", []):
+                continue
+            named = True
+            for ref in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(ref, str) and ref in self.ids_by_ref:
+                    out.add(self.ids_by_ref[ref])
+        source = params.get("source") if job.kind != "action" else None
+        if isinstance(source, str) and source:
+            named = True
+            out |= self._fed_by(source)
+        return frozenset(out) if named else None
+
+    def _fed_by(self, source: str) -> frozenset[str]:
+        if source not in self.fed:
+            self.fed[source] = frozenset()
+            with contextlib.suppress(GitkbError):  # a source removed since feeds nothing now
+                self.fed[source] = frozenset(resolve_source(self.ctx, source).index_ids)
+        return self.fed[source]
+
+    def concerns(self, job: JobRow, *, waiting_vectors: bool) -> bool:
+        if not self.ids:
+            return False
+        targets = self.indexes(job)
+        if targets is None:
+            return waiting_vectors if job.kind in EMBEDDING_KINDS else True
+        return bool(targets & self.ids)
 
 
 def _building(job: JobRow) -> bool:
@@ -75,13 +94,11 @@ def _building(job: JobRow) -> bool:
 
 
 def _finished_builds(ctx: Context) -> Iterator[JobRow]:
-    offset = 0
-    while True:
+    for offset in range(0, FINISHED_SCAN, FINISHED_PAGE):
         page = job_rows.finished_page(ctx.catalog.conn, BUILD_KINDS, limit=FINISHED_PAGE, offset=offset)
         yield from page
         if len(page) < FINISHED_PAGE:
             return
-        offset += FINISHED_PAGE
 
 
 def status_of_indexes(ctx: Context, index_ids: Collection[str]) -> dict[str, Any]:
@@ -91,15 +108,16 @@ def status_of_indexes(ctx: Context, index_ids: Collection[str]) -> dict[str, Any
     ids_by_ref: dict[str, str] = {}
     for row in index_rows.list_all(conn, include_hidden=True):
         ids_by_ref[row.name] = ids_by_ref[row.id] = row.id
+    targets = JobTargets(ctx, ids, ids_by_ref)
     waiting = {ident: pending_chunks(ctx, ident, ids) for ident in wanted_identities(ctx)} if ids else {}
     dirty_emb = sum(waiting.values())
-    mine = [j for j in job_rows.active(conn) if _for(ctx, j, ids, ids_by_ref, dirty_emb > 0)]
+    mine = [j for j in job_rows.active(conn) if targets.concerns(j, waiting_vectors=dirty_emb > 0)]
     running = [j for j in mine if j.state == "running"]
     queue_depth = len(mine) - len(running)
     in_flight = running[0] if running else None
     vector_build = next((b for b in running_builds(ctx) if waiting.get(b.identity)), None)
     dirty_paths = changes.dirty_documents_in(conn, ctx.keywords_mark, ids)
-    last_build = next((j for j in _finished_builds(ctx) if _for(ctx, j, ids, ids_by_ref, True)), None)
+    last_build = next((j for j in _finished_builds(ctx) if targets.concerns(j, waiting_vectors=True)), None)
     error = last_build.error if last_build is not None and last_build.state == "failed" else None
     if in_flight is not None and _building(in_flight):
         status = "building"
