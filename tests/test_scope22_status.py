@@ -59,21 +59,25 @@ def _world(c: TestClient) -> Any:
     return ws
 
 
-def _status(c: TestClient | None, ws: Any, how: str, agent: str = "alice") -> dict[str, Any]:
+def _status(
+    c: TestClient | None, ws: Any, how: str, agent: str = "alice", tool: str = "get_index_status"
+) -> dict[str, Any]:
     if how == "library":
-        return ok(ws.as_agent(agent).get_index_status())
+        return ok(getattr(ws.as_agent(agent), tool)())
     if how == "mcp":
 
         async def main() -> Any:
             async with Client(build_server(ws, agent)) as client:
-                return await client.call_tool("get_index_status", {})
+                return await client.call_tool(tool, {})
 
         r = anyio.run(main)
         assert not r.is_error, r.content[0].text
         text = r.content[0].text
         return dict(parse_block(text) if text.startswith("<<<") else json.loads(text))
     assert c is not None and agent == "alice"  # the token's agent
-    r = c.get("/status", headers={"Authorization": f"Bearer {BOT}"})
+    r = c.get(
+        "/status" if tool == "get_index_status" else "/embeddings", headers={"Authorization": f"Bearer {BOT}"}
+    )
     assert r.status_code == 200, r.text
     return dict(r.json())
 
@@ -163,6 +167,38 @@ def test_vectors_waiting_in_another_index_are_not_in_an_agents_status(
     assert operator["dirty_embeddings"] >= 1 and operator["in_flight"] == "build_embeddings", operator
     assert operator["caught_up"] is False, operator
     assert {k: agent[k] for k in CAUGHT_UP} == CAUGHT_UP, agent
+    wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="b's vectors")
+
+
+@BACKENDS
+@HOW
+def test_an_agents_embeddings_status_counts_only_its_own_indexes(
+    make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """embeddings_status had the same side channel: its chunk_count, pending_embeddings and Message
+    counted every index, and the embedder's busy flag, its last runs and the Chroma collections
+    (names and counts) were every index's. While b's new chunk waits for its vector, the agent
+    bound to a sees a's one chunk and nothing waiting, and none of those views."""
+    c = make_client(TOML)
+    ws = _world(c)
+    where = tmp_path / "pause"
+    where.mkdir()
+    point = "vectors.after_upsert"
+    monkeypatch.setenv("GITKB_PAUSE_AT", point)
+    monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
+    try:
+        ok(ws.document_index("ADD_TEXT", index_name="b", text="b payroll, new", filepath="b2.md"))
+        wait_until(lambda: (where / f"{point}.reached").exists(), timeout=60, what="the held vectors")
+        operator = ok(ws.embeddings_status())
+        agent = _status(c, ws, how, tool="embeddings_status")
+    finally:
+        (where / f"{point}.go").write_text("")
+    assert operator["chunk_count"] == 3 and operator["pending_embeddings"] >= 1, operator
+    assert operator["worker"]["busy"] is True and operator["collections"], operator
+    assert agent["chunk_count"] == 1 and agent["pending_embeddings"] == 0, agent
+    assert agent["Message"] == "hashing/hashing-384: 1 chunk(s), 0 waiting for vectors", agent
+    assert not {"worker", "last_runs", "collections", "path"} & set(agent), agent
+    assert set(agent["indexes"]) == {"a"}, agent
     wait_until(lambda: ok(ws.get_index_status())["caught_up"], timeout=60, what="b's vectors")
 
 

@@ -272,12 +272,25 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
     return out
 
 
+# What an agent's embeddings_status leaves out: they describe every index (the Chroma collections
+# with their names and counts, the background embedder's busy flag, the last runs of any index).
+AGENT_EMBEDDINGS_DROPPED = ("path", "collections", "vector_store_error", "worker", "last_runs")
+
+
 def filter_embeddings_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
-    """embeddings_status for an agent: per-index entries of its own indexes only, no server paths."""
+    """embeddings_status for an agent: per-index entries of its own indexes only, their chunk and
+    waiting counts (``scoped_status.embedding_counts``), no server paths or workspace-wide views."""
     if not scope.scoped or out.get("Success") is False:
         return out
     out = _filter_inventory(ctx, scope, out)
-    out.pop("path", None)
+    for key in AGENT_EMBEDDINGS_DROPPED:
+        out.pop(key, None)
+    chunks, waiting = scoped_status.embedding_counts(ctx, scope.readable)
+    out["chunk_count"], out["pending_embeddings"] = chunks, waiting
+    if "Message" in out:
+        out["Message"] = (
+            f"{out.get('identity') or 'no identity'}: {chunks} chunk(s), {waiting} waiting for vectors"
+        )
     return out
 
 

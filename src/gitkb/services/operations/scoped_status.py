@@ -145,3 +145,18 @@ def status_of_indexes(ctx: Context, index_ids: Collection[str]) -> dict[str, Any
         else f"{status}; queue {queue_depth}, in flight {flight or 'nothing'}, dirty paths {dirty_paths},"
         f" dirty embeddings {dirty_emb}",
     }
+
+
+def embedding_counts(ctx: Context, index_ids: Collection[str]) -> tuple[int, int]:
+    """embeddings_status's ``chunk_count`` and ``pending_embeddings`` over ``index_ids`` only: the
+    chunks of those with embeddings on, and those still waiting for a vector."""
+    conn = ctx.catalog.conn
+    ids = frozenset(index_ids)
+    if not ids:
+        return 0, 0
+    chunks = sum(
+        index_rows.stats(conn, r.id)["chunk_count"]
+        for r in index_rows.list_all(conn)
+        if r.embeddings and r.id in ids
+    )
+    return chunks, sum(pending_chunks(ctx, ident, ids) for ident in wanted_identities(ctx))
