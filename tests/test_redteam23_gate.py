@@ -188,3 +188,27 @@ def test_an_agent_cannot_read_or_stage_a_sidecar_named_file_in_a_folder_its_sour
     assert ok(ws.list_proposals("pub"))["Proposals"] == []
     root = ok(ws.as_agent("alice").propose_kb_edit("pub", "gitkb.yml", content="include:\n  - public/**\n"))
     assert root["path"] == "docs/gitkb.yml", root
+
+
+@pytest.mark.parametrize("how", ["library", "mcp", "http"])
+def test_an_agent_is_told_a_fetch_failed_not_the_servers_remote_path_or_gits_words(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """The remote is unreachable: refresh_proposals and open_kb_pull_request go on with the last
+    fetched head and warn. alice's Warnings held git's own message: 'git fetch with
+    /tmp/.../remote.git failed: fatal: ... does not appear to be a git repository' (where the
+    server keeps the repository, or its internal URL). Now a fixed sentence; the operator's answer
+    keeps git's words."""
+    c = make_client(TOML)
+    ws, _ids = _world(c, tmp_path)
+    (tmp_path / "remote.git").rename(tmp_path / "moved.git")
+    for name, args in (
+        ("refresh_proposals", {"source": "pub"}),
+        ("open_kb_pull_request", {"source_id_or_index": "pub"}),
+    ):
+        out = _as_alice(c, ws, how, name, args)
+        text = json.dumps(out)
+        assert str(tmp_path) not in text and "remote.git" not in text and "fatal" not in text, out
+        assert out["Warnings"] and all("could not fetch" in w for w in out["Warnings"]), out
+    mine = ok(ws.refresh_proposals("pub"))
+    assert any("remote.git" in w for w in mine["Warnings"]), mine

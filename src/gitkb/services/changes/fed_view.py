@@ -53,10 +53,29 @@ def _superseded_shown(ctx: Context, source: str, base: str, review_ids: list[str
     return out
 
 
+# What an agent is told of a failed fetch (its Warnings): git's own words name where the server
+# keeps the remote (a path on its disk, an internal URL); the operator's answer keeps them.
+AGENT_FETCH_WARNING = (
+    "could not fetch from the remote of source {source!r}; {then} (the operator sees why: gitkb source sync)"
+)
+
+
+def _agent_warnings(warnings: list[str], source: str, then: str) -> list[str]:
+    """An agent's Warnings: each fetch failure as one fixed sentence, any other warning as is."""
+    fixed = AGENT_FETCH_WARNING.format(source=source, then=then)
+    out = [fixed if w.startswith("could not fetch ") else w for w in warnings]
+    return list(dict.fromkeys(out))
+
+
 def fed_refresh(ctx: Context, out: dict[str, Any]) -> dict[str, Any]:
     """``refresh_proposals``' answer cut to the fed proposals (an agent's call), its counts and
     message made again from what is left."""
     row = resolve_source(ctx, out["source"])
+    if out.get("Warnings"):
+        out = {
+            **out,
+            "Warnings": _agent_warnings(out["Warnings"], row.name, "refreshed on the last fetched head"),
+        }
     shown = fed_ids(ctx, out["source"], str(out["base"]), [str(e["proposal_id"]) for e in out["Proposals"]])
     out = {**out, "Proposals": [e for e in out["Proposals"] if e["proposal_id"] in shown]}
     out["applied"] = [i for i in out["applied"] if i in shown]
@@ -154,7 +173,7 @@ def fed_review(
         )
     asked = r.requested_by or ""  # another's: its kind only (local:<user> names an account)
     view["requested_by"] = asked if asked == caller else asked.split(":")[0]
-    shown_warnings = list(warnings)
+    shown_warnings = _agent_warnings(list(warnings), row.name, "approving checks the remote again")
     if r.overwrites and not r.pushed:
         shown_warnings.append(
             f"approving this review overwrites {len(r.overwrites)} commit(s) on {r.branch!r} that gitkb"
