@@ -13,9 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from fastapi.testclient import TestClient
+from mcp import Client
 
+from gitkb.mcp import build_server
+from gitkb.mcp.render import parse_block
 from helpers import SOURCE, Upstream, error_code, git, ok, wait_until
 from test_gate21_refresh import BOT, SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
@@ -212,3 +216,38 @@ def test_an_agent_is_told_a_fetch_failed_not_the_servers_remote_path_or_gits_wor
         assert out["Warnings"] and all("could not fetch" in w for w in out["Warnings"]), out
     mine = ok(ws.refresh_proposals("pub"))
     assert any("remote.git" in w for w in mine["Warnings"]), mine
+
+
+@pytest.mark.parametrize("how", ["library", "mcp"])
+def test_an_agents_cite_check_with_the_remote_away_gets_no_git_message(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """cite_check (offered to agents) checks a citation at the branch head fetched now; with the
+    remote away it checks the last fetched head and warned with git's stderr ('fatal: ... does not
+    appear to be a git repository | ... access rights'). Now a fixed sentence for an agent; the
+    operator's keeps git's words. (The remote's URL itself is in source_uri, as in every citation.)"""
+    c = make_client(TOML)
+    ws, _ids = _world(c, tmp_path)
+    hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
+    chunk = hit.get("chunk_id") or hit["id"]
+    (tmp_path / "remote.git").rename(tmp_path / "moved.git")
+    if how == "library":
+        out = ok(ws.as_agent("alice").cite_check(chunk))
+    else:
+        out = _mcp_as_alice(ws, "cite_check", {"chunk_id": chunk})
+    warned = json.dumps(out["Warnings"])  # source_uri names the remote by design, as every citation does
+    assert "remote.git" not in warned and "fatal" not in warned and "repository" not in warned, out
+    assert all("could not fetch" in w for w in out["Warnings"]), out
+    mine = ok(ws.cite_check(chunk))
+    assert any("remote.git" in w for w in mine["Warnings"]), mine
+
+
+def _mcp_as_alice(ws: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def main() -> Any:
+        async with Client(build_server(ws, "alice")) as client:
+            return await client.call_tool(name, args)
+
+    r = anyio.run(main)
+    assert not r.is_error, r.content[0].text
+    text = r.content[0].text
+    return dict(parse_block(text) if text.startswith("<<<") else json.loads(text))

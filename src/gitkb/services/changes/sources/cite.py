@@ -57,11 +57,23 @@ def _read(repo: ManagedRepo, commit: str, path: str) -> str | None:
         return None
 
 
+# An agent's warning when the remote is away: git's own words name where the server keeps it.
+AGENT_FETCH_WARNING = "could not fetch the branch from the source's remote; checked the last fetched head"
+
+
 def cite_check(
     ctx: Context, chunk_id: Any, *, may_read: Callable[[str], bool] | None = None
 ) -> dict[str, Any]:
     """``may_read``: whether the caller may read an index (by id); a chunk of one it may not reads
-    as an unknown chunk id, before anything about it is looked at (its source, its remote)."""
+    as an unknown chunk id, before anything about it is looked at (its source, its remote). A
+    scoped caller (``may_read`` given) is told a failed fetch in a fixed sentence."""
+    out = _checked(ctx, chunk_id, may_read)
+    if may_read is not None and out.get("Warnings"):
+        out["Warnings"] = [AGENT_FETCH_WARNING]
+    return out
+
+
+def _checked(ctx: Context, chunk_id: Any, may_read: Callable[[str], bool] | None) -> dict[str, Any]:
     if not isinstance(chunk_id, str) or not chunk_id.strip().startswith("kchk_"):
         raise InvalidArgument("chunk_id must be a chunk id from a search result (kchk_...)")
     conn = ctx.catalog.conn
