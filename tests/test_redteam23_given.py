@@ -6,11 +6,13 @@ from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
 from helpers import ok
+from test_eval import beir_folder
 
 BOT = "c" * 24
 TOML = f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
@@ -69,3 +71,29 @@ def test_search_index_still_warns_of_a_tenant_with_no_documents(ws: Any) -> None
     _tenanted(ws)
     out = ok(ws.as_agent("alice").search_index("key rotation", tenant=" globex ", mode="keyword"))
     assert out["count"] == 0 and any("tenant 'globex'" in w for w in out["Warnings"]), out
+
+
+BAD_TOP_N = [True, False, 0, -1, 101, 10**30, "10", 10.0, [10]]
+
+
+@pytest.mark.parametrize("bad", BAD_TOP_N, ids=repr)
+def test_eval_top_n_out_of_range_or_of_another_type_is_refused_before_anything_is_built(
+    ws: Any, tmp_path: Any, bad: Any
+) -> None:
+    """Held: gitkb eval's top_n is the action table's 1-100 integer on the library (a boolean, a
+    float, a string, a huge or negative number refused), before the eval index is built."""
+    root = beir_folder(tmp_path / "tiny")
+    for r in (ws.eval_beir(str(root), split="test", top_n=bad), ws.eval_qa(str(root), top_n=bad, ask=False)):
+        assert r["Success"] is False and r["code"] == "invalid_argument" and "top_n" in r["Error"], r
+    assert ok(ws.document_index("LIST_INDICES"))["Indices"] == []
+
+
+@pytest.mark.parametrize("bad", ["-5", "101", "ten", "1e3", "10.0", ""])
+def test_cli_eval_top_n_refuses_what_the_library_refuses(home: Any, tmp_path: Any, bad: str) -> None:
+    from gitkb.cli.main import cli  # the CLI's own import, as tests/test_eval.py does
+
+    root = beir_folder(tmp_path / "tiny")
+    res = CliRunner().invoke(
+        cli, ["--home", str(home), "eval", "beir", str(root), "--split", "test", "--top-n", bad]
+    )
+    assert res.exit_code == 2 and "--top-n" in res.output, res.output
