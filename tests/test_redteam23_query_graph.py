@@ -140,3 +140,29 @@ def test_a_stale_graph_that_is_a_symlink_goes_but_not_its_target(
     assert _cos_to(reference, tmp_path / "cache") >= 0.999
     assert outside.read_bytes() == b"keep me"
     assert not (model_dir / "query-int8-000000000000.onnx").is_symlink()
+
+
+def test_a_directory_planted_at_the_graphs_name_falls_back_to_the_documents_graph_and_says_so(
+    tmp_path: Path, reference: np.ndarray
+) -> None:
+    """Held: nothing is loaded from it; queries use the documents' graph (bit for bit its
+    vector) and the embedder says why."""
+    target = _target(tmp_path)
+    target.mkdir()
+    (target / "model.onnx").write_bytes(b"not a graph")
+    e = _embedder(tmp_path)
+    got = np.array(e.embed_query(QUERY))
+    assert e.query_graph == "exact" and e.query_graph_error, e.query_graph_error
+    assert float(got @ reference) > 0.99999
+
+
+@pytest.mark.xfail(strict=True, reason=THROUGH)
+def test_a_directory_named_like_a_stale_graph_does_not_cost_the_int8_graph(tmp_path: Path) -> None:
+    """The clean-up after a build unlinks every other query-int8-*.onnx; a directory of that name
+    raises IsADirectoryError there, after the graph was built, and the embedder falls back to the
+    documents' graph for good (a planted folder turns the int8 graph off)."""
+    model_dir = fm.assemble_model_dir(tmp_path)
+    (model_dir / "query-int8-000000000000.onnx").mkdir()
+    e = _embedder(tmp_path)
+    e.embed_query(QUERY)
+    assert e.query_graph == "int8", e.query_graph_error
