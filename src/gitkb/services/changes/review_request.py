@@ -95,9 +95,8 @@ def request_review(
     ``requested_by`` None: ``local:<user>``.
 
     ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
-    come first, and the review's head is the last of them. None or empty: all staged ones. Either
-    way the review lists its proposals in branch order (base first), not in staging order.
-    An agent: ``fed_only`` (the answer shows the fed proposals, ``fed_view``) and ``targets``."""
+    come first, and the review's head is the last of them. None or empty: all staged ones (either
+    way listed in branch order). An agent: ``fed_only`` (shows the fed ones, ``fed_view``), ``targets``."""
     requester = _requester(requested_by)
     _strings(target_index=target_index, title=title, body=body, commit_message=commit_message)
     row = resolve_source(ctx, source_id_or_index)
