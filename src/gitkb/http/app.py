@@ -30,6 +30,7 @@ from gitkb.http.limits import BodyGate
 from gitkb.http.metrics import HttpMeters, RequestMeter
 from gitkb.http.metrics import router as metrics_router
 from gitkb.http.routes import all_routers
+from gitkb.http.routes.search import document_top_n
 from gitkb.http.state import AppState
 from gitkb.http.ui import mount_ui
 from gitkb.workspace import Workspace
@@ -136,4 +137,5 @@ def create_app(
     mount_ui(app)  # the web page at /ui (templates and static files in the package)
 
     mount_docs(app)
+    document_top_n(app, cfg)  # /openapi.json: top_n within this server's [server] max_top_n
     return app
