@@ -60,13 +60,13 @@ class AskBody(SearchBody):
 
 @router.post("/search", dependencies=AUTH, summary="Search: every hit is a citation")
 async def search(request: Request, body: SearchBody) -> JSONResponse:
-    params = guard_params(request, "SEARCH", body.params())
+    params = await guard_params(request, "SEARCH", body.params())
     return await action(request, "SEARCH", write=False, **params)
 
 
 @router.post("/ask", dependencies=AUTH, summary="Ask: an answer with citations (ASK)")
 async def ask(request: Request, body: AskBody) -> JSONResponse:
-    params = guard_params(request, "ASK", body.params())
+    params = await guard_params(request, "ASK", body.params())
     return await action(request, "ASK", write=False, **params)
 
 

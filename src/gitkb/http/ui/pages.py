@@ -221,7 +221,7 @@ async def search(
             "index_name": index or None,
             "top_n": top_n,  # left out: the default (an agent's: its binding's), at most the cap
         }
-        params = guard_params(request, action, {k: v for k, v in given.items() if v is not None})
+        params = await guard_params(request, action, {k: v for k, v in given.items() if v is not None})
         got = await ws_call(request, "document_index", action, **params)
         result, error = (got, None) if got.get("Success") else (None, got)
     ctx = {
