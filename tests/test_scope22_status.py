@@ -28,6 +28,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
+from gitkb.services.dispatch.scope import AGENT_FAILED
 from helpers import ok, wait_until
 
 BOT = "s" * 24
@@ -225,7 +226,8 @@ def test_a_failed_build_of_another_index_is_not_an_agents_failure(
     alice = _status(None, ws, how, "alice")
     assert {k: alice[k] for k in CAUGHT_UP} == CAUGHT_UP, alice
     hank = _status(None, ws, how, "hank")
-    assert hank["status"] == "failed" and hank["error"] == operator["error"], hank
+    assert hank["status"] == "failed" and hank["error"] == AGENT_FAILED, hank  # not git's text:
+    assert str(upstream.remote.parent) not in json.dumps(hank), hank  # it names the server's paths
     assert hank["caught_up"] is False and hank["Message"].startswith("failed; queue 0"), hank
 
 

@@ -252,6 +252,12 @@ AGENT_STATUS_KEYS = (
 )
 
 
+AGENT_FAILED = "the last build of one of its indexes failed: the operator sees why (gitkb status)"
+AGENT_DAMAGED = (
+    "the keyword index is damaged: searches fail until the operator repairs it (gitkb verify --repair)"
+)
+
+
 def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
     """get_index_status for an agent: only ``AGENT_STATUS_KEYS``, each counted over its own indexes
     (``scoped_status``: their jobs, dirty paths and embeddings, status and caught_up; skipped
@@ -261,6 +267,8 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
     out = {k: out[k] for k in AGENT_STATUS_KEYS if k in out}
     own = scoped_status.status_of_indexes(ctx, scope.readable)
     out.update({k: v for k, v in own.items() if k in out})
+    if out.get("error"):  # a build's error text names server paths (git's remote, the catalog, a folder)
+        out["error"] = AGENT_DAMAGED if ctx.keywords.damage is not None else AGENT_FAILED
     if isinstance(out.get("skipped_files"), list):
         out["skipped_files"] = [
             f for f in out["skipped_files"] if isinstance(f, dict) and scope.can_read(str(f.get("index_id")))
