@@ -18,23 +18,12 @@ from gitkb.core.action_table import MAX_TOP_K, MAX_TOP_N
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import ActionBody, action
 from gitkb.http.config import ServerConfig
+from gitkb.http.errors import ERROR_ENVELOPE
 from gitkb.http.limits import TOP_N_DEFAULTS
 from gitkb.http.routes.actions import guard_params
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["search"])
-# The error envelope of a refused call (http/errors.py), as a 400 answers it.
-ERROR_ENVELOPE: dict[str, Any] = {
-    "type": "object",
-    "required": ["Success", "Error", "code", "next_steps", "details"],
-    "properties": {
-        "Success": {"const": False},
-        "Error": {"type": "string", "examples": ["top_n is 31; this server's limit is 30"]},
-        "code": {"type": "string", "examples": ["invalid_argument"]},
-        "next_steps": {"type": "array", "items": {"type": "string"}},
-        "details": {"type": "object"},
-    },
-}
 
 
 class SearchBody(ActionBody):
