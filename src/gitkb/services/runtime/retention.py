@@ -30,18 +30,21 @@ def prune_retired(ctx: Context) -> dict[str, Any]:
         return {"pruned": False, "removed": 0, "live": 0}
     before = time.time() - ctx.settings.catalog_retired_days * DAY_SECONDS
     with ctx.catalog.write() as conn:
-        aged, live = retired.prune(conn, before=before)
+        aged, live = retired.prune(conn, before=before, days=ctx.settings.catalog_retired_days)
     if aged or live:
         log.info("pruned retired chunks: %d past the retention, %d still live", aged, live)
     return {"pruned": True, "removed": aged, "live": live}
 
 
 def retired_view(ctx: Context) -> dict[str, Any]:
-    """For ``gitkb status``: the retired rows kept, the retention, and what the prunes removed."""
+    """For ``gitkb status``: the retired rows kept, this node's retention, what the prunes removed
+    and the retention of the prune that set ``pruned_before`` (``pruned_with_days``: on a shared
+    catalog the writer prunes with its own, which may be another node's)."""
     s = retired.stats(ctx.catalog.conn)
     return {
         "rows": s.rows,
         "retention_days": ctx.settings.catalog_retired_days,
         "pruned_before": s.pruned_before,
         "pruned": s.pruned,
+        "pruned_with_days": s.pruned_days,
     }

@@ -20,6 +20,7 @@ from gitkb.stores.catalog.jobs import get_state, set_state
 _CHECKED = "retired_checked_upto"  # the latest retired_at the last prune looked at
 _BEFORE = "retired_pruned_before"  # rows retired before this were pruned (absent: none ever was)
 _PRUNED = "retired_pruned"  # rows the age prunes removed, in all
+_DAYS = "retired_pruned_days"  # the retention of the prune that set _BEFORE (nodes may differ)
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,10 @@ class RetiredStats:
     rows: int
     pruned_before: float | None  # rows retired before this time were pruned (None: none ever was)
     pruned: int  # rows removed for their age, in all
+    pruned_days: float | None = None  # the retention (days) of the prune that set pruned_before
 
 
-def prune(conn: Conn, *, before: float) -> tuple[int, int]:
+def prune(conn: Conn, *, before: float, days: float | None = None) -> tuple[int, int]:
     """Remove the retirements older than ``before``, and those recorded since the last prune whose
     chunk is live (a document's change retires all its chunks, the unchanged ones stay: a citation of
     a live chunk is checked against it, never its retired row; one that leaves later is recorded
@@ -111,6 +113,8 @@ def prune(conn: Conn, *, before: float) -> tuple[int, int]:
         set_state(conn, _CHECKED, repr(float(latest)))
     if aged:
         old = get_state(conn, _BEFORE)
+        if days is not None and (not old or before > float(old)):  # the writer's retention, not a reader's
+            set_state(conn, _DAYS, repr(float(days)))
         set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
         set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + aged))
     return aged, live
@@ -120,4 +124,10 @@ def stats(conn: Conn) -> RetiredStats:
     """How many retired rows there are, and what the prunes removed."""
     rows = int(conn.execute("SELECT COUNT(*) FROM retired_chunks").fetchone()[0])
     before = get_state(conn, _BEFORE)
-    return RetiredStats(rows, float(before) if before else None, int(get_state(conn, _PRUNED, "0") or 0))
+    days = get_state(conn, _DAYS)
+    return RetiredStats(
+        rows,
+        float(before) if before else None,
+        int(get_state(conn, _PRUNED, "0") or 0),
+        float(days) if days else None,
+    )

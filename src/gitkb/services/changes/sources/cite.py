@@ -149,10 +149,11 @@ def _checked(ctx: Context, chunk_id: Any, may_read: Callable[[str], bool] | None
 def _unknown(ctx: Context, chunk_id: str) -> NotFound:
     """A chunk id neither in an index nor retired: never indexed, or (once the writer pruned retired
     rows) retired before the retention and no longer known."""
-    pruned = retired_rows.stats(ctx.catalog.conn).pruned_before
+    stats = retired_rows.stats(ctx.catalog.conn)
+    pruned = stats.pruned_before
     if pruned is None:
         return NotFound(f"no chunk {chunk_id!r}: it was never indexed here")
-    days = ctx.settings.catalog_retired_days
+    days = stats.pruned_days or ctx.settings.catalog_retired_days  # the prune's (a shared catalog's writer's)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(pruned))
     return NotFound(
         f"chunk {chunk_id!r} is no longer known here: it was never indexed here, or it left the index"
