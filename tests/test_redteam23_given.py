@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,7 +13,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import ok
+from helpers import SOURCE, ok
 from test_eval import beir_folder
 
 BOT = "c" * 24
@@ -97,3 +99,36 @@ def test_cli_eval_top_n_refuses_what_the_library_refuses(home: Any, tmp_path: An
         cli, ["--home", str(home), "eval", "beir", str(root), "--split", "test", "--top-n", bad]
     )
     assert res.exit_code == 2 and "--top-n" in res.output, res.output
+
+
+CRLF = "# Retention\r\n\r\nKeep logs 30 days.\r\nOld line\rend\r\n"
+
+
+def test_cli_propose_stages_the_content_files_bytes_as_the_library_does(
+    source_ws: Any, tmp_path: Any
+) -> None:
+    """``gitkb propose --content-file`` read the file with universal newlines (Path.read_text): a
+    CRLF file (or a lone CR) was staged with LF line ends, every line of a CRLF document changed,
+    while the library and HTTP stage the text as given. Now the file's exact text is staged."""
+    from gitkb.cli.main import cli  # the CLI's own import, as tests/test_proposal_refresh.py does
+
+    ws = source_ws
+    lib = ok(ws.propose_kb_edit(SOURCE, "policies/crlf-library.md", content=CRLF))
+    home = str(ws.home)
+    ws.close()
+    f = tmp_path / "new.md"
+    f.write_bytes(CRLF.encode("utf-8"))
+    res = CliRunner().invoke(
+        cli,
+        ["--home", home, "propose", SOURCE, "policies/crlf-cli.md", "--content-file", str(f)],
+        catch_exceptions=False,
+    )
+    assert res.exit_code == 0, res.output
+    [repo] = list((Path(home) / "repos").iterdir())
+    branch = f"gitkb/proposals/{SOURCE}"
+    for path in ("docs/policies/crlf-library.md", "docs/policies/crlf-cli.md"):
+        blob = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{branch}:{path}"], capture_output=True, check=True
+        ).stdout
+        assert blob == CRLF.encode("utf-8"), (path, blob)
+    assert lib["op"] == "add"

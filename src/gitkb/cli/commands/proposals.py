@@ -51,7 +51,7 @@ def propose(
         run(lambda ws: ws.propose_kb_rename(source, path, rename_to, note), _render_staged)
     elif content_file is not None:
         try:
-            text = content_file.read_text("utf-8")
+            text = content_file.read_bytes().decode("utf-8")  # its line ends as they are (read_text: LF)
         except UnicodeDecodeError as exc:
             raise click.UsageError(f"{content_file} is not UTF-8 text: {exc}") from None
         if not text:
