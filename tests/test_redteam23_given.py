@@ -132,3 +132,30 @@ def test_cli_propose_stages_the_content_files_bytes_as_the_library_does(
         ).stdout
         assert blob == CRLF.encode("utf-8"), (path, blob)
     assert lib["op"] == "add"
+
+
+def test_cli_add_text_from_standard_input_stores_the_text_as_sent(home: Path, ws: Any) -> None:
+    """``gitkb add-text INDEX -`` read standard input as text (universal newlines): CRLF and a lone
+    CR arrived as LF, so the stored text, its character offsets and its line numbers (a lone CR is
+    no line break to the library) differed from the same text given to the library or HTTP."""
+    from gitkb.cli.main import cli  # the CLI's own import, as tests/test_eval.py does
+
+    text = "line one\r\nline two\rthree\r\n"
+    ok(ws.document_index("CREATE_INDEX", index_name="t"))
+    ok(ws.document_index("ADD_TEXT", index_name="t", text=text, filepath="lib.md"))
+    ws.close()
+    res = CliRunner().invoke(
+        cli,
+        ["--home", str(home), "add-text", "t", "-", "--filepath", "cli.md", "--no-wait"],
+        input=text.encode(),
+    )
+    assert res.exit_code == 0, res.output
+    from gitkb import Workspace  # a fresh handle on the same home, after the CLI's
+
+    with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as w:
+        got = {
+            p: ok(w.document_index("GET_DOCUMENT", index_name="t", filepath=p))["Chunks"]
+            for p in ("lib.md", "cli.md")
+        }
+    assert [c["text"] for c in got["cli.md"]] == [c["text"] for c in got["lib.md"]] == [text], got
+    assert [c["location"] for c in got["cli.md"]] == [c["location"] for c in got["lib.md"]], got

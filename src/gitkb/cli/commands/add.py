@@ -66,8 +66,11 @@ def add_text(
     index: str, text: str, metadata: str | None, filepath: str | None, no_wait: bool, **opts: Any
 ) -> None:
     """Add raw TEXT (or '-' to read standard input) to INDEX."""
-    if text == "-":
-        text = sys.stdin.read()
+    if text == "-":  # the bytes as sent: a text stream would turn CRLF and a lone CR into LF
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.UsageError(f"standard input is not UTF-8 text: {exc}") from None
     meta = None
     if metadata:
         try:
