@@ -251,3 +251,22 @@ def _mcp_as_alice(ws: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     assert not r.is_error, r.content[0].text
     text = r.content[0].text
     return dict(parse_block(text) if text.startswith("<<<") else json.loads(text))
+
+
+@pytest.mark.parametrize("name", ["café.md", 'quote"d.md', "back\\slash.md"])
+def test_an_agents_review_answer_shows_the_diff_of_its_own_file_whatever_its_name(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, name: str
+) -> None:
+    """fed_view cut the review's diff by its ``diff --git a/P b/P`` lines, but git (libgit2) quotes a
+    path with a non-ASCII letter, a tab or a quote ("a/caf\\303\\251.md"): alice's own proposal
+    on docs/public/café.md was in changed_files and proposal_ids and missing from the diff she got.
+    The hidden payroll edit stays out."""
+    c = make_client(TOML)
+    ws, ids = _world(c, tmp_path)
+    agent = ws.as_agent("alice")
+    mine = ok(agent.propose_kb_edit("pub", f"public/{name}", content="# New\n\nA fed page, fresh text.\n"))
+    out = ok(agent.open_kb_pull_request("pub"))
+    assert mine["proposal_id"] in out["proposal_ids"], out
+    assert "A fed page, fresh text." in out["diff"], out["diff"]
+    assert out["diff"].count("diff --git ") == 3, out["diff"]  # a.md, c.md and the new file
+    assert "bob 250" not in out["diff"] and SECRET not in json.dumps(out), out

@@ -122,11 +122,28 @@ AGENT_REVIEW_KEYS = (
 )
 
 
+_ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"}
+
+
+def _git_quoted(path: str) -> str:
+    """``path`` as a ``diff --git`` line writes it: quoted, C escapes and octal bytes, when it holds a
+    quote, a backslash, a control character or a non-ASCII letter (git's and libgit2's rule)."""
+    raw = path.encode("utf-8", "surrogatepass")
+    if not any(b in _ESCAPES or b < 0x20 or b >= 0x7F for b in raw):
+        return path
+    body = "".join(_ESCAPES.get(b) or (f"\\{b:03o}" if b < 0x20 or b >= 0x7F else chr(b)) for b in raw)
+    return f'"{body}"'
+
+
 def _diff_of(diff: str, files: list[dict[str, str]]) -> str:
     """The sections of a unified diff of exactly ``files`` (``{path, old_path?}``); any other section,
     and text before the first ``diff --git`` line (the overwrite warning), is left out. A line of a
-    section's body never starts with ``diff --git`` (it starts with `` ``, ``+``, ``-``, ``@`` or ``\\``)."""
-    heads = {f"diff --git a/{f.get('old_path') or f['path']} b/{f['path']}" for f in files}
+    section's body never starts with ``diff --git`` (it starts with `` ``, ``+``, ``-``, ``@`` or ``\\``).
+    A path git quotes (a non-ASCII letter, a quote, a backslash) is matched quoted."""
+    heads = {
+        f"diff --git {_git_quoted('a/' + (f.get('old_path') or f['path']))} {_git_quoted('b/' + f['path'])}"
+        for f in files
+    }
     kept: list[str] = []
     keep = False
     for line in diff.splitlines(keepends=True):
