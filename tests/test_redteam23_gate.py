@@ -270,3 +270,33 @@ def test_an_agents_review_answer_shows_the_diff_of_its_own_file_whatever_its_nam
     assert "A fed page, fresh text." in out["diff"], out["diff"]
     assert out["diff"].count("diff --git ") == 3, out["diff"]  # a.md, c.md and the new file
     assert "bob 250" not in out["diff"] and SECRET not in json.dumps(out), out
+
+
+@pytest.mark.parametrize("how", ["library", "mcp"])
+def test_an_agents_cite_check_reads_no_file_its_source_stopped_feeding(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """alice cited docs/public/a.md; then the documents root's gitkb.yml excluded it (its text
+    turned private) and the sync retired its chunks. cite_check of her old chunk id answered
+    ``stale`` with ``head_text``: the file's lines at the branch head now, the private text in
+    them. Now ``passage: not_fed`` and no text; the operator still reads it."""
+    c = make_client(TOML)
+    ws, _ids = _world(c, tmp_path)
+    hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
+    chunk = hit.get("chunk_id") or hit["id"]
+    work = tmp_path / "work"
+    (work / "docs" / "gitkb.yml").write_text("exclude:\n  - public/a.md\n")
+    (work / "docs" / "public" / "a.md").write_text(f"# Public\n\nNow private: {SECRET} bob 999.\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "a.md is private now")
+    git(work, "push", "-q", str(tmp_path / "remote.git"), "main")
+    ok(ws.source_sync("pub"))
+    out = (
+        ok(ws.as_agent("alice").cite_check(chunk))
+        if how == "library"
+        else _mcp_as_alice(ws, "cite_check", {"chunk_id": chunk})
+    )
+    assert out["status"] == "stale" and out["passage"] == "not_fed", out
+    assert SECRET not in json.dumps(out) and "head_text" not in out, out
+    mine = ok(ws.cite_check(chunk))
+    assert SECRET in mine["head_text"], mine

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
-from gitkb.services.changes.sources.registry import open_repo
+from gitkb.services.changes.sources.registry import open_repo, require_fed
 from gitkb.services.context import Context
 from gitkb.stores.catalog import retired as retired_rows
 from gitkb.stores.catalog import sources as source_rows
@@ -83,7 +83,7 @@ def _checked(ctx: Context, chunk_id: Any, may_read: Callable[[str], bool] | None
         retired = get_retired(conn, chunk_id.strip())
         if retired is None or (may_read is not None and not may_read(retired.index_id)):
             raise _unknown(ctx, chunk_id.strip())
-        return _stale(ctx, retired)
+        return _stale(ctx, retired, scoped=may_read is not None)
     hits = {k: v for k, v in hits.items() if may_read is None or may_read(v[1].index_id)}
     if not hits:
         raise _unknown(ctx, chunk_id.strip())
@@ -174,7 +174,7 @@ def _head(repo: ManagedRepo, branch: str, fallback: str) -> tuple[str, list[str]
         ]
 
 
-def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
+def _stale(ctx: Context, r: RetiredChunk, *, scoped: bool = False) -> dict[str, Any]:
     """A chunk id no longer in the index: what its cited lines say at the branch head now, and the
     chunk that covers them now (``current_chunk_id``, None when none does)."""
     meta = r.metadata.get("gitkb_source")
@@ -210,6 +210,15 @@ def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
     out.update(source=row.name, branch=row.branch, commit=commit, head_commit=head)
     if warnings:
         out["Warnings"] = warnings
+    if scoped and not _still_fed(
+        row, repo, head, r.path
+    ):  # an agent reads no file its source stopped feeding
+        out["passage"] = "not_fed"
+        out["Message"] = (
+            f"chunk {r.chunk_id} is stale: source {row.name!r} no longer feeds {r.path} to its indexes"
+            " (search_index again for where the topic went)"
+        )
+        return out
     try:
         now = _read(repo, head, r.path)
     except (NotFound, InvalidArgument):
@@ -246,3 +255,13 @@ def _stale(ctx: Context, r: RetiredChunk) -> dict[str, Any]:
         f"; chunk {covering.id} holds those lines now" if covering is not None else ""
     )
     return out
+
+
+def _still_fed(row: Any, repo: ManagedRepo, head: str, path: str) -> bool:
+    """Whether the source feeds ``path`` to its indexes now (its selection at the synced commit: a
+    sidecar's exclude, a changed include), the rule proposals follow (``registry.require_fed``)."""
+    try:
+        require_fed(row, repo, head, path)
+    except InvalidArgument:
+        return False
+    return True
