@@ -300,3 +300,27 @@ def test_an_agents_cite_check_reads_no_file_its_source_stopped_feeding(
     assert SECRET not in json.dumps(out) and "head_text" not in out, out
     mine = ok(ws.cite_check(chunk))
     assert SECRET in mine["head_text"], mine
+
+
+@pytest.mark.parametrize("how", ["library", "mcp", "http"])
+def test_an_agent_is_told_a_push_failed_not_gits_message(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """The operator approved the review; the remote's pre-receive hook refused the push, so the
+    review stays approved with push_error git's stderr (the remote's path on the server, the
+    hook's words). alice's open_kb_pull_request of the same branch state returned it in Message:
+    'approved but not pushed (git push ... /tmp/.../remote.git ...)'. Now a fixed sentence."""
+    c = make_client(TOML)
+    ws, _ids = _world(c, tmp_path)
+    review = ok(ws.open_kb_pull_request("pub"))
+    hook = tmp_path / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho 'rejected: {SECRET} policy' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    refused = ws.approve_review(review["review_id"])
+    assert refused["Success"] is False, refused
+    assert ok(ws.show_review(review["review_id"]))["push_error"], "the push should have failed"
+    out = _as_alice(c, ws, how, "open_kb_pull_request", {"source_id_or_index": "pub"})
+    assert out["existing"] and out["review_id"] == review["review_id"], out
+    text = json.dumps(out)
+    assert SECRET not in text and "remote.git" not in text and str(tmp_path) not in text, out
+    assert "approved but not pushed" in out["Message"], out

@@ -175,6 +175,11 @@ def fed_review(
         if _is_fed(row, repo, r.base_sha, f["path"], *([f["old_path"]] if f.get("old_path") else []))
     ]
     view = {k: out[k] for k in AGENT_REVIEW_KEYS if k in out}
+    if r.state == "approved" and not r.pushed and r.push_error:  # git's or the forge's words: the operator's
+        view["Message"] = (
+            f"Review {r.id} is approved but not pushed: the push failed; a reviewer approves it again to"
+            " retry (the operator sees why: gitkb review show)"
+        )
     view["proposal_ids"] = [i for i in r.proposal_ids if i in shown]
     view["changed_files"] = files
     view["diff"] = _diff_of(r.diff, files)
@@ -185,7 +190,7 @@ def fed_review(
         view["title"] = r.title if mine and title.strip() and title.strip() == r.title else None
         view["body"] = r.body if mine and body.strip() and body.strip() == r.body else None
         view["Message"] = (
-            f"{out['Message']}. The review also holds {others} other staged proposal(s) of source"
+            f"{view['Message']}. The review also holds {others} other staged proposal(s) of source"
             f" {row.name!r}, on files it does not feed your knowledge bases (not shown)"
         )
     asked = r.requested_by or ""  # another's: its kind only (local:<user> names an account)
