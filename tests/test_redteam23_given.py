@@ -14,7 +14,7 @@ from mcp import Client
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
 from helpers import SOURCE, ok
-from test_eval import beir_folder
+from test_eval import beir_folder, qa_folder
 
 BOT = "c" * 24
 TOML = f'[[server.tokens]]\nname = "bot"\ntoken = "{BOT}"\nscopes = ["read"]\nagent = "alice"\n'
@@ -159,3 +159,32 @@ def test_cli_add_text_from_standard_input_stores_the_text_as_sent(home: Path, ws
         }
     assert [c["text"] for c in got["cli.md"]] == [c["text"] for c in got["lib.md"]] == [text], got
     assert [c["location"] for c in got["cli.md"]] == [c["location"] for c in got["lib.md"]], got
+
+
+def test_eval_refuses_to_write_its_corpus_into_a_git_fed_index(source_ws: Any, tmp_path: Path) -> None:
+    """Held: ``gitkb eval beir DIR --index handbook`` reuses an existing index by name; into the
+    git-fed one agents read it is refused (managed_repo_guard, the ingest services' own check) with
+    nothing written, for beir and qa; a new eval index is built as before."""
+    ws = source_ws
+    root = beir_folder(tmp_path / "tiny")
+    hits = len(
+        ok(ws.document_index("SEARCH", query="a", index_name=SOURCE, mode="keyword", top_n=100))["Results"]
+    )
+    for r in (
+        ws.eval_beir(str(root), split="test", index_name=SOURCE),
+        ws.eval_qa(str(qa_folder(tmp_path / "qa")), index_name=SOURCE, ask=False),
+    ):
+        assert r["Success"] is False and r["code"] == "managed_repo_guard", r
+    docs = ok(ws.document_index("LIST_DOCUMENTS", index_name=SOURCE, count=50))
+    assert all(not str(d.get("filepath", "")).startswith(("corpus/", "beir/")) for d in docs["Documents"]), (
+        docs
+    )
+    assert (
+        len(
+            ok(ws.document_index("SEARCH", query="a", index_name=SOURCE, mode="keyword", top_n=100))[
+                "Results"
+            ]
+        )
+        == hits
+    )
+    assert ok(ws.eval_beir(str(root), split="test"))["index_name"] != SOURCE
