@@ -324,3 +324,24 @@ def test_an_agent_is_told_a_push_failed_not_gits_message(
     text = json.dumps(out)
     assert SECRET not in text and "remote.git" not in text and str(tmp_path) not in text, out
     assert "approved but not pushed" in out["Message"], out
+
+
+def test_an_agents_cite_check_reads_no_file_the_head_stopped_feeding_before_the_sync(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
+) -> None:
+    """As above, but the exclude is on the branch head and not synced yet: cite_check fetches the
+    head and read the excluded file's lines there (the selection was read at the synced commit)."""
+    c = make_client(TOML)
+    ws, _ids = _world(c, tmp_path)
+    hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
+    chunk = hit.get("chunk_id") or hit["id"]
+    ok(ws.source_sync("pub"))  # _world's upstream edit of a.md: the cited chunk is retired
+    work = tmp_path / "work"
+    (work / "docs" / "gitkb.yml").write_text("exclude:\n  - public/a.md\n")
+    (work / "docs" / "public" / "a.md").write_text(f"# Public\n\nNow private: {SECRET} bob 999.\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "a.md is private now")
+    git(work, "push", "-q", str(tmp_path / "remote.git"), "main")
+    out = ok(ws.as_agent("alice").cite_check(chunk))  # no sync yet
+    assert out["status"] == "stale" and out["passage"] == "not_fed", out
+    assert SECRET not in json.dumps(out), out

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
+from gitkb.core.errors import GitkbError, InvalidArgument, NotFound, ValidationFailed
 from gitkb.services.changes.sources.registry import open_repo, require_fed
 from gitkb.services.context import Context
 from gitkb.stores.catalog import retired as retired_rows
 from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.catalog.retired import RetiredChunk, chunk_covering, get_retired
+from gitkb.stores.catalog.sources import SourceRow
 from gitkb.stores.repos import ManagedRepo
 
 
@@ -257,11 +259,13 @@ def _stale(ctx: Context, r: RetiredChunk, *, scoped: bool = False) -> dict[str, 
     return out
 
 
-def _still_fed(row: Any, repo: ManagedRepo, head: str, path: str) -> bool:
-    """Whether the source feeds ``path`` to its indexes now (its selection at the synced commit: a
-    sidecar's exclude, a changed include), the rule proposals follow (``registry.require_fed``)."""
+def _still_fed(row: SourceRow, repo: ManagedRepo, head: str, path: str) -> bool:
+    """Whether the source feeds ``path`` to its indexes now: by its selection at the synced commit
+    (the rule proposals follow, ``registry.require_fed``) and at the head read from the remote (a
+    sidecar's exclude pushed there, not synced yet)."""
     try:
         require_fed(row, repo, head, path)
-    except InvalidArgument:
+        require_fed(replace(row, synced_commit=head), repo, head, path)
+    except (InvalidArgument, ValidationFailed):  # a sidecar that does not validate at the head: not fed
         return False
     return True
