@@ -25,6 +25,7 @@ from test_gate21_refresh import BOT, SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
+MARK = "kingfishermarker"
 PAYROLL_TITLE = "docs: edit docs/private/payroll.md"
 
 
@@ -345,3 +346,24 @@ def test_an_agents_cite_check_reads_no_file_the_head_stopped_feeding_before_the_
     out = ok(ws.as_agent("alice").cite_check(chunk))  # no sync yet
     assert out["status"] == "stale" and out["passage"] == "not_fed", out
     assert SECRET not in json.dumps(out), out
+
+
+@pytest.mark.parametrize("how", ["library", "http"])
+def test_an_agents_refresh_shows_no_lines_of_a_file_the_new_head_stopped_feeding(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
+) -> None:
+    """alice's staged edit of docs/public/a.md; the branch head then excludes a.md (the documents
+    root's gitkb.yml) and puts private text in it. Her refresh_proposals (before any sync) made the
+    edit again on that head, conflicting, and answered the file's current lines there: the
+    private text. The file is not fed at the head the refresh builds on: not shown."""
+    c = make_client(TOML)
+    ws, ids = _world(c, tmp_path)
+    work = tmp_path / "work"
+    (work / "docs" / "gitkb.yml").write_text("exclude:\n  - public/a.md\n")
+    (work / "docs" / "public" / "a.md").write_text(f"# Public\n\nNow private: {MARK} bob 999.\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "a.md is private now")
+    git(work, "push", "-q", str(tmp_path / "remote.git"), "main")
+    out = _as_alice(c, ws, how, "refresh_proposals", {"source": "pub"})
+    assert MARK not in json.dumps(out) and SECRET not in json.dumps(out), out
+    assert ids["operator_public"] in out["applied"], out  # c.md is still fed and shown
