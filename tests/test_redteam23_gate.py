@@ -367,3 +367,26 @@ def test_an_agents_refresh_shows_no_lines_of_a_file_the_new_head_stopped_feeding
     out = _as_alice(c, ws, how, "refresh_proposals", {"source": "pub"})
     assert MARK not in json.dumps(out) and SECRET not in json.dumps(out), out
     assert ids["operator_public"] in out["applied"], out  # c.md is still fed and shown
+
+
+def test_an_agents_proposal_reads_no_file_the_fetched_head_stopped_feeding(
+    make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
+) -> None:
+    """Nothing staged; the head fetched excludes docs/public/a.md (pushed, not synced yet) and holds
+    private text in it. alice's search/replace edit of a.md built on that head: the answer's diff
+    showed the lines around the edit, and the occurrence count read the file. Refused now."""
+    c = make_client(TOML)
+    ws, ids = _world(c, tmp_path)
+    for pid in ids.values():
+        ok(ws.discard_proposal(pid))
+    ok(ws.source_sync("pub"))
+    work = tmp_path / "work"
+    (work / "docs" / "gitkb.yml").write_text("exclude:\n  - public/a.md\n")
+    (work / "docs" / "public" / "a.md").write_text(f"# Public\n\nNow private: {MARK} bob 999.\nend\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "a.md is private now")
+    git(work, "push", "-q", str(tmp_path / "remote.git"), "main")
+    ws.as_agent("alice").refresh_proposals("pub")  # fetches the head: the staging base now
+    r = ws.as_agent("alice").propose_kb_edit("pub", "public/a.md", search="end", replace="fin")
+    assert MARK not in json.dumps(r), r
+    assert r.get("Success") is not True and error_code(r) == "invalid_argument", r

@@ -10,10 +10,9 @@ when a person approves the review; they tell an agent nothing of what it may not
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from gitkb.core.errors import InvalidArgument, ValidationFailed
+from gitkb.core.errors import InvalidArgument
 from gitkb.services.changes.sources.refresh_text import refresh_message
 from gitkb.services.changes.sources.registry import open_repo, require_fed, resolve_source
 from gitkb.services.context import Context
@@ -24,12 +23,10 @@ from gitkb.stores.repos import ManagedRepo
 
 def _is_fed(row: SourceRow, repo: ManagedRepo, base: str, *paths: str) -> bool:
     """Fed by the source's selection at its synced commit and at ``base`` (a refresh's fetched head:
-    an exclude pushed there and not synced yet hides the file too; both only ever narrow)."""
+    an exclude pushed there and not synced yet hides the file too; ``require_fed``)."""
     try:
         require_fed(row, repo, base, *paths)
-        if base != row.synced_commit:
-            require_fed(replace(row, synced_commit=base), repo, base, *paths)
-    except (InvalidArgument, ValidationFailed):  # a sidecar that does not validate there: not fed
+    except InvalidArgument:
         return False
     return True
 

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from gitkb.core.errors import GitkbError, InvalidArgument, NotFound, ValidationFailed
+from gitkb.core.errors import GitkbError, InvalidArgument, NotFound
 from gitkb.services.changes.sources.registry import open_repo, require_fed
 from gitkb.services.context import Context
 from gitkb.stores.catalog import retired as retired_rows
@@ -264,8 +263,7 @@ def _still_fed(row: SourceRow, repo: ManagedRepo, head: str, path: str) -> bool:
     (the rule proposals follow, ``registry.require_fed``) and at the head read from the remote (a
     sidecar's exclude pushed there, not synced yet)."""
     try:
-        require_fed(row, repo, head, path)
-        require_fed(replace(row, synced_commit=head), repo, head, path)
-    except (InvalidArgument, ValidationFailed):  # a sidecar that does not validate at the head: not fed
+        require_fed(row, repo, head, path)  # at the synced commit and at head
+    except InvalidArgument:
         return False
     return True

@@ -106,14 +106,26 @@ def read_source_sidecars(repo: ManagedRepo, commit: str, documents_root: str) ->
 
 def require_fed(row: SourceRow, repo: ManagedRepo, base: str, *paths: str) -> None:
     """Each path is a file the source feeds its indexes (its selection at the synced commit: include,
-    exclude, sidecars), or a sidecar at its documents root (the only ones read as configuration): a
+    exclude, sidecars; and at ``base`` too when it is another commit: a fetched head's exclude, not
+    synced yet, already holds), or a sidecar at its documents root (the only ones read as configuration): a
     proposal reads and writes no other file of the repository (another source's, an excluded one, a
     file named like a sidecar in a folder the source does not feed), whose text no index of this
     source holds."""
-    at = row.synced_commit or base
-    cfg = effective_config(
-        row.settings, row.documents_root, read_source_sidecars(repo, at, row.documents_root)
-    )
+    ats = [row.synced_commit or base] + ([base] if row.synced_commit and base != row.synced_commit else [])
+    for at in ats:  # the synced selection and, when newer, the one at base (an exclude not synced yet)
+        _require_selected(row, repo, at, paths)
+
+
+def _require_selected(row: SourceRow, repo: ManagedRepo, at: str, paths: tuple[str, ...]) -> None:
+    try:
+        sidecars = read_source_sidecars(repo, at, row.documents_root)
+    except ValidationFailed as exc:  # a sidecar that does not validate there selects nothing
+        raise InvalidArgument(
+            f"source {row.name!r} cannot tell which files it feeds at {at[:12]}: {exc.message}; nothing was"
+            " staged",
+            details={"paths": list(paths)},
+        ) from None
+    cfg = effective_config(row.settings, row.documents_root, sidecars)
     for path in paths:
         rel = cfg.relative(path)
         if rel and (rel in SCHEMA_FILES or cfg.selects(path)):
