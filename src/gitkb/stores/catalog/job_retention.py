@@ -1,0 +1,126 @@
+"""Finished jobs past the retention (``[catalog] jobs_days``): the writer's prune, and what it removed.
+
+:func:`prune` removes the finished jobs (``completed``, ``failed``, ``cancelled``) that finished
+before a time, never a queued or running one, and keeps the newest finished job of each kind and
+index even when older (:func:`retention_key`: the kind, the action and the indexes or source a job
+names, so the last build of every index that status reports stays: ``services.operations.status``
+and ``scoped_status`` read the newest ``completed``/``failed`` build, for all or for some indexes).
+What the prunes removed is recorded (``writer_state``: ``jobs_pruned_before``, ``jobs_pruned``) so
+a removed job's id can answer that it was removed (:func:`removed_before`), not "no job".
+
+The prune reads the finished rows (ids, kinds, params: a finished job keeps no staged text), newest
+first, only when some job finished or aged past the retention since the last prune (two indexed
+reads on ``jobs_finished``, migration ``m028_jobs23_finished_index``): an idle server costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gitkb.stores.catalog.engine import Conn
+from gitkb.stores.catalog.jobs import FINISHED, created_of, get_state, set_state
+
+_CHECKED = "jobs_checked"  # "<before> <latest finished_at>" the last prune looked at
+_BEFORE = "jobs_pruned_before"  # jobs finished before this were removed (absent: none ever was)
+_PRUNED = "jobs_pruned"  # jobs the prunes removed, in all
+_BATCH = 500  # ids per DELETE
+
+
+@dataclass(frozen=True)
+class JobStats:
+    rows: int  # jobs in the table, of any state
+    finished: int
+    pruned_before: float | None
+    pruned: int
+
+
+def retention_key(kind: str, params: dict[str, Any], state: str) -> str:
+    """Jobs with the same key concern the same indexes the same way for status (the kind, the
+    action, ``index_name`` / ``indexes``, the ``source``), and cancelled ones are apart from those
+    that completed or failed (status reads only those): the newest of each key is kept."""
+    inner: Any = params
+    action = None
+    if kind == "action":
+        action = params.get("action")
+        inner = params.get("params") if isinstance(params.get("params"), dict) else {}
+    group = "cancelled" if state == "cancelled" else "ended"
+    source = None if kind == "action" else inner.get("source")
+    named = [kind, action, inner.get("index_name"), inner.get("indexes"), source, group]
+    return json.dumps(named, sort_keys=True, default=str)
+
+
+def _due(conn: Conn, before: float) -> tuple[bool, str]:
+    """Whether a prune can remove anything the last one did not look at: a job finished since (the
+    newest finish time moved: a job the last prune kept as the newest of its key may have a newer one
+    now), or one aged past the retention since; and the mark to record once pruned."""
+    latest = conn.execute("SELECT MAX(finished_at) FROM jobs").fetchone()[0]
+    mark = f"{before!r} {float(latest or 0)!r}"
+    last = get_state(conn, _CHECKED)
+    if last is None:
+        return latest is not None, mark
+    last_before, last_latest = (float(x) for x in last.split())
+    if float(latest or 0) != last_latest:  # a job finished since (or rows were restored, or aged)
+        return True, mark
+    aged = conn.execute(
+        "SELECT 1 FROM jobs WHERE finished_at >= ? AND finished_at < ? LIMIT 1", (last_before, before)
+    ).fetchone()
+    return aged is not None, mark
+
+
+def prune(conn: Conn, *, before: float) -> int:
+    """Remove the finished jobs that finished before ``before``, but the newest of each
+    :func:`retention_key`; call inside a write transaction. Returns how many were removed."""
+    due, mark = _due(conn, before)
+    if not due:
+        return 0
+    marks = ",".join("?" * len(FINISHED))
+    rows = conn.execute(
+        f"SELECT id, kind, params, state, finished_at FROM jobs WHERE state IN ({marks})"
+        " ORDER BY finished_at DESC, id DESC",
+        FINISHED,
+    )
+    seen: set[str] = set()
+    doomed: list[str] = []
+    for r in rows.fetchall():
+        try:
+            params = json.loads(r["params"] or "{}")
+        except json.JSONDecodeError:
+            params = {}
+        key = retention_key(str(r["kind"]), params if isinstance(params, dict) else {}, str(r["state"]))
+        if key in seen and r["finished_at"] is not None and float(r["finished_at"]) < before:
+            doomed.append(str(r["id"]))
+        seen.add(key)
+    for at in range(0, len(doomed), _BATCH):
+        part = doomed[at : at + _BATCH]
+        conn.execute(f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(part))})", part)
+    set_state(conn, _CHECKED, mark)
+    if doomed:
+        old = get_state(conn, _BEFORE)
+        set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
+        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + len(doomed)))
+    return len(doomed)
+
+
+def stats(conn: Conn) -> JobStats:
+    """How many jobs there are, and what the prunes removed."""
+    rows = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    marks = ",".join("?" * len(FINISHED))
+    finished = int(
+        conn.execute(f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks})", FINISHED).fetchone()[0]
+    )
+    before = get_state(conn, _BEFORE)
+    pruned = int(get_state(conn, _PRUNED, "0") or 0)
+    return JobStats(rows, finished, float(before) if before else None, pruned)
+
+
+def removed_before(conn: Conn, job_id: str) -> float | None:
+    """For an id no job has: the time before which finished jobs were removed, when the id is one
+    this catalog made before it (its creation time is in it, :func:`jobs.created_of`); else None
+    (never a job here, or made after the last prune)."""
+    before = get_state(conn, _BEFORE)
+    created = created_of(job_id)
+    if before is None or created is None or created >= float(before):
+        return None
+    return float(before)
