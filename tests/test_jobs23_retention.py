@@ -211,3 +211,15 @@ def test_a_bad_jobs_days_is_refused_where_the_config_is_read(tmp_path: Path, bad
         load_settings(tmp_path, catalog_jobs_days=json.loads(bad))
     assert load_settings(tmp_path, env={"GITKB_CATALOG_JOBS_DAYS": "7"}).catalog_jobs_days == 7
     assert load_settings(tmp_path).catalog_jobs_days == DEFAULT_JOBS_DAYS == 30
+
+
+def test_the_finish_time_is_indexed_on_both_backends(ws: Any) -> None:
+    """m028_jobs23_finished_index: the prune's check of what finished or aged since reads an index."""
+    conn = ws.ctx.catalog.conn
+    if ws.ctx.catalog.backend["engine"] == "postgresql":
+        rows = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_finished'").fetchall()
+    else:
+        rows = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs_finished'").fetchall()
+    assert len(rows) == 1 and "finished_at" in str(rows[0][0]), rows
+    applied = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+    assert "m028_jobs23_finished_index" in applied
