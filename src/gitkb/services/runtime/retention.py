@@ -60,8 +60,11 @@ def prune_jobs(ctx: Context, *, now: float | None = None) -> dict[str, Any]:
     if not ctx.is_writer:
         return {"pruned": False, "removed": 0}
     before = (time.time() if now is None else now) - ctx.settings.catalog_jobs_days * DAY_SECONDS
+    planned = job_retention.plan(ctx.catalog.conn, before=before)  # read outside the write lock
+    if planned is None:
+        return {"pruned": True, "removed": 0}
     with ctx.catalog.write() as conn:
-        removed = job_retention.prune(conn, before=before)
+        removed = job_retention.apply(conn, planned)
     if removed:
         log.info("pruned %d finished jobs past the retention", removed)
     return {"pruned": True, "removed": removed}

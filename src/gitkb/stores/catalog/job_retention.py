@@ -1,16 +1,18 @@
 """Finished jobs past the retention (``[catalog] jobs_days``): the writer's prune, and what it removed.
 
-:func:`prune` removes the finished jobs (``completed``, ``failed``, ``cancelled``) that finished
-before a time, never a queued or running one, and keeps the newest finished job of each kind and
-index even when older (:func:`retention_key`: the kind, the action and the indexes or source a job
-names, so the last build of every index that status reports stays: ``services.operations.status``
-and ``scoped_status`` read the newest ``completed``/``failed`` build, for all or for some indexes).
+:func:`plan` finds (a read) and :func:`apply` removes the finished jobs (``completed``, ``failed``,
+``cancelled``) that finished before a time, never a queued or running one, and keeps the newest
+finished job of each kind and index even when older (:func:`retention_key`: the kind, the action and
+the indexes or source a job names, so the last build of every index that status reports stays:
+``services.operations.status`` and ``scoped_status`` read the newest ``completed``/``failed`` build,
+for all or for some indexes).
 What the prunes removed is recorded (``writer_state``: ``jobs_pruned_before``, ``jobs_pruned``) so
 a removed job's id can answer that it was removed (:func:`removed_before`), not "no job".
 
-The prune reads the finished rows (ids, kinds, params: a finished job keeps no staged text), newest
-first, only when some job finished or aged past the retention since the last prune (two indexed
-reads on ``jobs_finished``, migration ``m028_jobs23_finished_index``): an idle server costs nothing.
+The plan reads the finished rows (ids, kinds, params: a finished job keeps no staged text), newest
+first, outside the write transaction, and only when some job finished or aged past the retention
+since the last prune (two indexed reads on ``jobs_finished``, migration
+``m028_jobs23_finished_index``): an idle server reads no job row.
 """
 
 from __future__ import annotations
@@ -69,12 +71,21 @@ def _due(conn: Conn, before: float) -> tuple[bool, str]:
     return aged is not None, mark
 
 
-def prune(conn: Conn, *, before: float) -> int:
-    """Remove the finished jobs that finished before ``before``, but the newest of each
-    :func:`retention_key`; call inside a write transaction. Returns how many were removed."""
+@dataclass(frozen=True)
+class PrunePlan:
+    before: float
+    doomed: list[str]  # the ids to remove
+    mark: str  # what the prune looked at (``_CHECKED``)
+
+
+def plan(conn: Conn, *, before: float) -> PrunePlan | None:
+    """The finished jobs that finished before ``before``, but the newest of each
+    :func:`retention_key`; None when nothing aged or finished since the last prune. A read: the
+    writer runs it outside its write transaction (a finished row changes only by a prune, the
+    writer's), then :func:`apply` removes them."""
     due, mark = _due(conn, before)
     if not due:
-        return 0
+        return None
     marks = ",".join("?" * len(FINISHED))
     rows = conn.execute(
         f"SELECT id, kind, params, state, finished_at FROM jobs WHERE state IN ({marks})"
@@ -92,15 +103,28 @@ def prune(conn: Conn, *, before: float) -> int:
         if key in seen and r["finished_at"] is not None and float(r["finished_at"]) < before:
             doomed.append(str(r["id"]))
         seen.add(key)
-    for at in range(0, len(doomed), _BATCH):
-        part = doomed[at : at + _BATCH]
-        conn.execute(f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(part))})", part)
-    set_state(conn, _CHECKED, mark)
-    if doomed:
+    return PrunePlan(before, doomed, mark)
+
+
+def apply(conn: Conn, planned: PrunePlan) -> int:
+    """Remove what :func:`plan` found (each still finished before its time) and record it; call inside
+    a write transaction. Returns how many were removed."""
+    removed = 0
+    marks = ",".join("?" * len(FINISHED))
+    for at in range(0, len(planned.doomed), _BATCH):
+        part = planned.doomed[at : at + _BATCH]
+        cur = conn.execute(
+            f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(part))}) AND state IN ({marks})"
+            " AND finished_at < ?",
+            (*part, *FINISHED, planned.before),
+        )
+        removed += max(int(cur.rowcount), 0)
+    set_state(conn, _CHECKED, planned.mark)
+    if removed:
         old = get_state(conn, _BEFORE)
-        set_state(conn, _BEFORE, repr(max(before, float(old)) if old else before))
-        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + len(doomed)))
-    return len(doomed)
+        set_state(conn, _BEFORE, repr(max(planned.before, float(old)) if old else planned.before))
+        set_state(conn, _PRUNED, str(int(get_state(conn, _PRUNED, "0") or 0) + removed))
+    return removed
 
 
 def stats(conn: Conn) -> JobStats:
