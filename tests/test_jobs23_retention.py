@@ -129,7 +129,7 @@ def test_a_removed_job_id_says_so_on_every_interface_and_a_never_known_one_does_
     assert "was removed" not in ws.get_job_result(never)["Error"]
     assert prune_jobs(ws.ctx, now=time.time() + LATER)["removed"] >= 1
 
-    for answer in (ws.get_job_result(gone), ws.wait_job(gone, timeout=1)):
+    for answer in (ws.get_job_result(gone), ws.wait_job(gone, timeout=1), ws.cancel_job(gone)):
         assert answer["Success"] is False and answer["code"] == "not_found", answer
         assert f"job {gone!r} was removed: finished jobs are kept 30 days" in answer["Error"], answer
         assert answer["jobs_days"] == 30 and answer["jobs_pruned_before"] > time.time()
