@@ -23,6 +23,7 @@ from gitkb.services.operations.scoped_status import status_of_indexes
 from gitkb.services.runtime import jobs
 from gitkb.services.runtime.retention import DAY_SECONDS, prune_jobs
 from gitkb.stores.catalog import indexes as index_rows
+from gitkb.stores.catalog import job_retention
 from gitkb.stores.catalog import jobs as job_rows
 from helpers import error_code, error_message, ok, wait_until
 
@@ -106,6 +107,22 @@ def test_queued_and_running_jobs_are_kept_however_old(ws: Any) -> None:
         release.set()
         wait_until(lambda: ws.get_job_result(queued.id)["status"] == "completed", timeout=10)
         jobs.remove_kind("test_block23")
+
+
+def test_a_long_unpruned_table_is_pruned_a_bounded_part_at_a_time(
+    ws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most ``MAX_PER_PRUNE`` jobs go per prune (the oldest first), and the next prune goes on
+    even when nothing finished or aged since."""
+    monkeypatch.setattr(job_retention, "MAX_PER_PRUNE", 3)
+    made = [finished(ws, "reindex", {"index_name": "x"}, "completed") for _ in range(8)]
+    later = time.time() + LATER
+    assert prune_jobs(ws.ctx, now=later)["removed"] == 3
+    assert not {made[0], made[1], made[2]} & ids_left(ws)
+    assert prune_jobs(ws.ctx, now=later)["removed"] == 3
+    assert prune_jobs(ws.ctx, now=later)["removed"] == 1  # the newest of the key stays
+    assert prune_jobs(ws.ctx, now=later)["removed"] == 0
+    assert made[-1] in ids_left(ws) and not set(made[:-1]) & ids_left(ws)
 
 
 def _mcp_job(ws: Any, agent: str | None, job_id: str) -> Any:

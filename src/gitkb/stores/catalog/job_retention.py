@@ -28,6 +28,8 @@ _CHECKED = "jobs_checked"  # "<before> <latest finished_at>" the last prune look
 _BEFORE = "jobs_pruned_before"  # jobs finished before this were removed (absent: none ever was)
 _PRUNED = "jobs_pruned"  # jobs the prunes removed, in all
 _BATCH = 500  # ids per DELETE
+MAX_PER_PRUNE = 20_000  # jobs one prune removes at most (the oldest first): the first prune of a long
+# unpruned table holds the write transaction for a bounded time; the next prune goes on
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def _due(conn: Conn, before: float) -> tuple[bool, str]:
 class PrunePlan:
     before: float
     doomed: list[str]  # the ids to remove
-    mark: str  # what the prune looked at (``_CHECKED``)
+    mark: str | None  # what the prune looked at (``_CHECKED``); None: more is left for the next prune
 
 
 def plan(conn: Conn, *, before: float) -> PrunePlan | None:
@@ -103,6 +105,8 @@ def plan(conn: Conn, *, before: float) -> PrunePlan | None:
         if key in seen and r["finished_at"] is not None and float(r["finished_at"]) < before:
             doomed.append(str(r["id"]))
         seen.add(key)
+    if len(doomed) > MAX_PER_PRUNE:  # newest first: keep the oldest; the next prune is due again
+        return PrunePlan(before, doomed[-MAX_PER_PRUNE:], None)
     return PrunePlan(before, doomed, mark)
 
 
@@ -119,7 +123,8 @@ def apply(conn: Conn, planned: PrunePlan) -> int:
             (*part, *FINISHED, planned.before),
         )
         removed += max(int(cur.rowcount), 0)
-    set_state(conn, _CHECKED, planned.mark)
+    if planned.mark is not None:
+        set_state(conn, _CHECKED, planned.mark)
     if removed:
         old = get_state(conn, _BEFORE)
         set_state(conn, _BEFORE, repr(max(planned.before, float(old)) if old else planned.before))
