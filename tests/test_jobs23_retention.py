@@ -143,12 +143,13 @@ def test_a_removed_job_id_says_so_on_every_interface_and_a_never_known_one_does_
     gone = ok(ws.list_jobs(count=1))["Jobs"][0]["job_id"]
     ok(ws.document_index("ADD_TEXT", index_name="a", filepath="m.md", text="two notes"))  # the newest stays
     never = "job_" + "0" * 24
-    assert "was removed" not in ws.get_job_result(never)["Error"]
+    assert "were removed" not in ws.get_job_result(never)["Error"]
     assert prune_jobs(ws.ctx, now=time.time() + LATER)["removed"] >= 1
 
     for answer in (ws.get_job_result(gone), ws.wait_job(gone, timeout=1), ws.cancel_job(gone)):
         assert answer["Success"] is False and answer["code"] == "not_found", answer
-        assert f"job {gone!r} was removed: finished jobs are kept 30 days" in answer["Error"], answer
+        assert f"no job {gone!r} now: its id dates from before" in answer["Error"], answer
+        assert "finished jobs are kept 30 days" in answer["Error"], answer
         assert answer["jobs_days"] == 30 and answer["jobs_pruned_before"] > time.time()
     for bad in (never, "job_nope"):
         answer = ws.get_job_result(bad)
@@ -156,21 +157,23 @@ def test_a_removed_job_id_says_so_on_every_interface_and_a_never_known_one_does_
 
     for args in (["jobs", "get", gone], ["jobs", "wait", gone]):
         res = CliRunner().invoke(cli, ["--home", str(home), *args])
-        assert res.exit_code == 1 and "was removed" in res.output and "jobs_days" in res.output, res.output
+        assert res.exit_code == 1 and "were removed" in res.output and "jobs_days" in res.output, res.output
     res = CliRunner().invoke(cli, ["--home", str(home), "jobs", "get", never])
-    assert res.exit_code == 1 and "was removed" not in res.output and "no job" in res.output, res.output
+    assert res.exit_code == 1 and "were removed" not in res.output and "no job" in res.output, res.output
 
     http = make_client()
     r = http.get(f"/jobs/{gone}")
-    assert r.status_code == 404 and error_code(r) == "not_found" and "was removed" in error_message(r), r.text
+    assert r.status_code == 404 and error_code(r) == "not_found" and "were removed" in error_message(r), (
+        r.text
+    )
     r = http.get(f"/jobs/{never}")
     assert r.status_code == 404 and error_message(r) == f"no job {never!r}", r.text
 
     for agent in (None, "bot"):  # the operator's stdio server and an agent's
         result = _mcp_job(ws, agent, gone)
-        assert result.is_error and "was removed" in result.content[0].text, result.content[0].text
+        assert result.is_error and "were removed" in result.content[0].text, result.content[0].text
         result = _mcp_job(ws, agent, never)
-        assert result.is_error and "was removed" not in result.content[0].text, result.content[0].text
+        assert result.is_error and "were removed" not in result.content[0].text, result.content[0].text
 
 
 def test_the_writer_prunes_when_it_takes_the_lease_and_when_idle(ws: Any, make_ws: Any, home: Path) -> None:

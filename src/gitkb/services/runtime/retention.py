@@ -83,17 +83,18 @@ def jobs_view(ctx: Context) -> dict[str, Any]:
 
 
 def unknown_job(ctx: Context, job_id: str) -> NotFound:
-    """The answer for an id no job has: removed by the retention when the id was made here before
-    the last prune's horizon, else "no job" as ever."""
+    """The answer for an id no job has. An id whose time digits date it before the last prune's
+    horizon says so (it was removed, or never was: an id alone cannot tell, so the message holds
+    for both), else "no job" as ever."""
     before = job_retention.removed_before(ctx.catalog.conn, job_id)
     if before is None:
         return NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
     days = ctx.settings.catalog_jobs_days
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(before))
     return NotFound(
-        f"job {job_id!r} was removed: finished jobs are kept {days} days ([catalog] jobs_days), and"
-        f" those that finished before {when} were removed; its outcome is in what it changed"
-        " (get_index_status, the documents)",
+        f"no job {job_id!r} now: its id dates from before {when}, when the jobs that had finished"
+        f" were removed (finished jobs are kept {days} days, [catalog] jobs_days); if it ran, its"
+        " outcome is in what it changed (get_index_status, the documents)",
         next_steps=["list the jobs kept with `gitkb jobs list`"],
         details={"jobs_pruned_before": before, "jobs_days": days},
     )
