@@ -5,6 +5,7 @@ removed job's id answers ``not_found`` saying so on every interface, ``status`` 
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -22,9 +23,10 @@ from gitkb.mcp import build_server
 from gitkb.services.operations.scoped_status import status_of_indexes
 from gitkb.services.runtime import jobs
 from gitkb.services.runtime.retention import DAY_SECONDS, prune_jobs
+from gitkb.stores.catalog import Catalog, job_retention
 from gitkb.stores.catalog import indexes as index_rows
-from gitkb.stores.catalog import job_retention
 from gitkb.stores.catalog import jobs as job_rows
+from gitkb.stores.catalog.migrations import migrate
 from helpers import error_code, error_message, ok, wait_until
 
 STATUS_KEYS = ("status", "error", "last_reindex_error", "last_build_embeddings_error", "caught_up")
@@ -243,3 +245,38 @@ def test_the_finish_time_is_indexed_on_both_backends(ws: Any) -> None:
     assert len(rows) == 1 and "finished_at" in str(rows[0][0]), rows
     applied = {r[0] for r in conn.execute("SELECT name FROM migrations")}
     assert "m028_jobs23_finished_index" in applied
+
+
+def test_jobs_of_before_the_key_column_are_keyed_and_the_prune_reads_by_index(tmp_path: Path) -> None:
+    """m029_jobs23_retention_key: jobs of a catalog made before it get the key insert gives, so the
+    prune finds their older duplicates; the plan's supersession check seeks ``jobs_retention`` (a
+    plain scan of every finished row per aged job took seconds at 70,000 rows: bench/jobs_prune.py)."""
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    migrate(conn, upto="m028_jobs23_finished_index")
+    params = json.dumps({"action": "ADD_TEXT", "params": {"index_name": "a"}})
+    old = time.time() - 40 * DAY_SECONDS
+    for job_id, at in (("job_older", old), ("job_newer", old + 1), ("job_other", old)):
+        conn.execute(
+            "INSERT INTO jobs(id, kind, params, state, created_at, finished_at) VALUES (?, ?, ?, 'completed', ?, ?)",
+            (job_id, "action" if job_id != "job_other" else "reindex", params, at, at),
+        )
+    conn.commit()
+    migrate(conn)
+    conn.commit()
+    keys = dict(conn.execute("SELECT id, retention_key FROM jobs").fetchall())
+    assert keys["job_older"] == keys["job_newer"] == job_rows.retention_key("action", json.loads(params))
+    assert keys["job_other"] == job_rows.retention_key("reindex", json.loads(params)) != keys["job_older"]
+    conn.close()
+    cat = Catalog(path)
+    try:
+        planned = job_retention.plan(cat.conn, before=time.time() - 30 * DAY_SECONDS)
+        assert planned is not None and planned.doomed == ["job_older"], planned
+        plan_rows = cat.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT 1 FROM jobs n WHERE n.retention_key = ? AND n.state IN ('completed')"
+            " AND n.finished_at >= ? AND (n.finished_at > ? OR n.id > ?)",
+            ("k", 0.0, 0.0, "x"),
+        ).fetchall()
+        assert any("jobs_retention" in str(tuple(r)) for r in plan_rows), [tuple(r) for r in plan_rows]
+    finally:
+        cat.close()

@@ -2,24 +2,24 @@
 
 :func:`plan` finds (a read) and :func:`apply` removes the finished jobs (``completed``, ``failed``,
 ``cancelled``) that finished before a time, never a queued or running one, and keeps the newest
-finished job of each kind and index even when older (:func:`retention_key`: the kind, the action and
+finished job of each kind and index even when older (``jobs.retention_key``: the kind, the action and
 the indexes or source a job names, so the last build of every index that status reports stays:
 ``services.operations.status`` and ``scoped_status`` read the newest ``completed``/``failed`` build,
 for all or for some indexes).
 What the prunes removed is recorded (``writer_state``: ``jobs_pruned_before``, ``jobs_pruned``) so
 a removed job's id can answer that it was removed (:func:`removed_before`), not "no job".
 
-The plan reads the finished rows (ids, kinds, params: a finished job keeps no staged text), newest
-first, outside the write transaction, and only when some job finished or aged past the retention
-since the last prune (two indexed reads on ``jobs_finished``, migration
-``m028_jobs23_finished_index``): an idle server reads no job row.
+The plan reads, outside the write transaction, the ids of the finished jobs past the retention that
+a newer finished job of the same key supersedes: an indexed read (``jobs_finished`` for the rows
+past the retention, ``jobs_retention`` on the key each row carries, migrations
+``m028_jobs23_finished_index`` and ``m029_jobs23_retention_key``), never every finished row; and
+only when some job finished or aged past the retention since the last prune: an idle server reads
+no job row.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from gitkb.stores.catalog.engine import Conn
 from gitkb.stores.catalog.jobs import FINISHED, created_of, get_state, set_state
@@ -28,6 +28,9 @@ _CHECKED = "jobs_checked"  # "<before> <latest finished_at>" the last prune look
 _BEFORE = "jobs_pruned_before"  # jobs finished before this were removed (absent: none ever was)
 _PRUNED = "jobs_pruned"  # jobs the prunes removed, in all
 _BATCH = 500  # ids per DELETE
+# Status reads the newest completed-or-failed build and, apart, cancelled jobs: the newest of each
+# key is kept in each group.
+_GROUPS = (("completed", "failed"), ("cancelled",))
 MAX_PER_PRUNE = 20_000  # jobs one prune removes at most (the oldest first): the first prune of a long
 # unpruned table holds the write transaction for a bounded time; the next prune goes on
 
@@ -38,21 +41,6 @@ class JobStats:
     finished: int
     pruned_before: float | None
     pruned: int
-
-
-def retention_key(kind: str, params: dict[str, Any], state: str) -> str:
-    """Jobs with the same key concern the same indexes the same way for status (the kind, the
-    action, ``index_name`` / ``indexes``, the ``source``), and cancelled ones are apart from those
-    that completed or failed (status reads only those): the newest of each key is kept."""
-    inner: Any = params
-    action = None
-    if kind == "action":
-        action = params.get("action")
-        inner = params.get("params") if isinstance(params.get("params"), dict) else {}
-    group = "cancelled" if state == "cancelled" else "ended"
-    source = None if kind == "action" else inner.get("source")
-    named = [kind, action, inner.get("index_name"), inner.get("indexes"), source, group]
-    return json.dumps(named, sort_keys=True, default=str)
 
 
 def _due(conn: Conn, before: float) -> tuple[bool, str]:
@@ -82,31 +70,25 @@ class PrunePlan:
 
 def plan(conn: Conn, *, before: float) -> PrunePlan | None:
     """The finished jobs that finished before ``before``, but the newest of each
-    :func:`retention_key`; None when nothing aged or finished since the last prune. A read: the
+    ``jobs.retention_key``; None when nothing aged or finished since the last prune. A read: the
     writer runs it outside its write transaction (a finished row changes only by a prune, the
     writer's), then :func:`apply` removes them."""
     due, mark = _due(conn, before)
     if not due:
         return None
-    marks = ",".join("?" * len(FINISHED))
-    rows = conn.execute(
-        f"SELECT id, kind, params, state, finished_at FROM jobs WHERE state IN ({marks})"
-        " ORDER BY finished_at DESC, id DESC",
-        FINISHED,
-    )
-    seen: set[str] = set()
     doomed: list[str] = []
-    for r in rows.fetchall():
-        try:
-            params = json.loads(r["params"] or "{}")
-        except json.JSONDecodeError:
-            params = {}
-        key = retention_key(str(r["kind"]), params if isinstance(params, dict) else {}, str(r["state"]))
-        if key in seen and r["finished_at"] is not None and float(r["finished_at"]) < before:
-            doomed.append(str(r["id"]))
-        seen.add(key)
-    if len(doomed) > MAX_PER_PRUNE:  # newest first: keep the oldest; the next prune is due again
-        return PrunePlan(before, doomed[-MAX_PER_PRUNE:], None)
+    for states in _GROUPS:
+        marks = ",".join("?" * len(states))
+        rows = conn.execute(
+            f"SELECT j.id FROM jobs j WHERE j.state IN ({marks}) AND j.finished_at < ? AND EXISTS ("
+            f"SELECT 1 FROM jobs n WHERE n.retention_key = j.retention_key AND n.state IN ({marks})"
+            " AND n.finished_at >= j.finished_at AND (n.finished_at > j.finished_at OR n.id > j.id))"
+            " ORDER BY j.finished_at, j.id LIMIT ?",
+            (*states, before, *states, MAX_PER_PRUNE + 1),
+        )
+        doomed += [str(r["id"]) for r in rows.fetchall()]
+    if len(doomed) > MAX_PER_PRUNE:  # the oldest first; the next prune is due again
+        return PrunePlan(before, doomed[:MAX_PER_PRUNE], None)
     return PrunePlan(before, doomed, mark)
 
 

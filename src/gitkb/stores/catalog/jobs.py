@@ -108,6 +108,21 @@ def _row(r: Any) -> JobRow:
     )
 
 
+def retention_key(kind: str, params: dict[str, Any]) -> str:
+    """Jobs with the same key concern the same indexes the same way for status (the kind, the
+    action, ``index_name`` / ``indexes``, the ``source``): the finished-job retention keeps the
+    newest of each (``job_retention``). Stored on the row at insert (column ``retention_key``,
+    migration ``m029_jobs23_retention_key``) so the prune finds its rows with an indexed read."""
+    inner: Any = params
+    action = None
+    if kind == "action":
+        action = params.get("action")
+        inner = params.get("params") if isinstance(params.get("params"), dict) else {}
+    source = None if kind == "action" else inner.get("source")
+    named = [kind, action, inner.get("index_name"), inner.get("indexes"), source]
+    return json.dumps(named, sort_keys=True, default=str)
+
+
 def insert(
     conn: Conn,
     kind: str,
@@ -122,8 +137,8 @@ def insert(
     now = time.time()
     job_id = new_id(now)
     conn.execute(
-        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts,"
+        " retention_key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (
             job_id,
             kind,
@@ -135,6 +150,7 @@ def insert(
             now,
             now if state == "running" else None,
             1 if state == "running" else 0,
+            retention_key(kind, params),
         ),
     )
     if staged:
