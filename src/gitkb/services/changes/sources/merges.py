@@ -22,8 +22,10 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services.changes import audit
 from gitkb.services.changes.review_push import reconcile_in_flight
@@ -45,8 +47,11 @@ def sync_dedupe_key(source_id: str, commit: str) -> str:
     return f"{SYNC_JOB_KIND}:{source_id}:{commit}"
 
 
-def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) -> dict[str, Any]:
-    """Queue the source's sync to ``commit`` once; ``wait``: block until it has run."""
+def request_sync(
+    ctx: Context, source: Any, commit: str, *, wait: bool = False, held_to: tuple[Path, ...] | None = None
+) -> dict[str, Any]:
+    """Queue the source's sync to ``commit`` once; ``wait``: block until it has run; ``held_to``:
+    a remote caller's allowed roots, which the job carries (``disk_roots.HELD_TO``)."""
     row = resolve_source(ctx, source)
     if not isinstance(commit, str) or not commit.strip():
         raise InvalidArgument("a sync request needs the commit to sync to")
@@ -71,7 +76,8 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
     job = earlier or jobs.submit(
         ctx,
         SYNC_JOB_KIND,
-        {"source": row.name, "commit": commit, "full": False},
+        {"source": row.name, "commit": commit, "full": False}
+        | ({} if held_to is None else {disk_roots.HELD_TO: [str(r) for r in held_to]}),
         dedupe_key=key,
         check_limit=False,
     )
