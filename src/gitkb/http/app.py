@@ -24,12 +24,13 @@ from gitkb.core.errors import StoreUnavailable
 from gitkb.http.config import ServerConfig, load_server_config
 from gitkb.http.discovery import read_record, remove_record, write_record
 from gitkb.http.docs_page import mount_docs
-from gitkb.http.errors import install_handlers
+from gitkb.http.errors import document_errors, install_handlers
 from gitkb.http.hosts import HostGate
 from gitkb.http.limits import BodyGate
 from gitkb.http.metrics import HttpMeters, RequestMeter
 from gitkb.http.metrics import router as metrics_router
 from gitkb.http.routes import all_routers
+from gitkb.http.routes.search import document_top_n
 from gitkb.http.state import AppState
 from gitkb.http.ui import mount_ui
 from gitkb.workspace import Workspace
@@ -136,4 +137,6 @@ def create_app(
     mount_ui(app)  # the web page at /ui (templates and static files in the package)
 
     mount_docs(app)
+    document_top_n(app, cfg)  # /openapi.json: top_n within this server's [server] max_top_n
+    document_errors(app)  # /openapi.json: a 422 is the error envelope, as the handler answers it
     return app

@@ -120,6 +120,44 @@ def ok_body(**fields: Any) -> dict[str, Any]:
     return {"Success": True, **jsonable_encoder(fields)}
 
 
+# The error envelope every refused call answers (``error_body``), as OpenAPI documents it.
+ERROR_ENVELOPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["Success", "Error", "code", "next_steps", "details"],
+    "properties": {
+        "Success": {"const": False},
+        "Error": {"type": "string", "examples": ["top_n is 31; this server's limit is 30"]},
+        "code": {"type": "string", "examples": ["invalid_argument"]},
+        "next_steps": {"type": "array", "items": {"type": "string"}},
+        "details": {"type": "object"},
+    },
+}
+
+
+def document_errors(app: FastAPI) -> None:
+    """``app``'s OpenAPI documents each route's 422 as what it answers: the error envelope (code
+    ``validation``, or ``invalid_argument`` for an unknown parameter), not FastAPI's
+    ``HTTPValidationError`` (the schema is FastAPI's, rebuilt when the routes change)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        for path in schema.get("paths", {}).values():
+            for op in path.values():
+                bad = op.get("responses", {}).get("422") if isinstance(op, dict) else None
+                if bad is not None:
+                    bad["description"] = (
+                        "validation: the request does not match the schema (invalid_argument: an"
+                        " unknown parameter); the error envelope, details.errors lists each problem"
+                    )
+                    bad["content"] = {"application/json": {"schema": ERROR_ENVELOPE}}
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def error_response(
     code: str,
     message: str,

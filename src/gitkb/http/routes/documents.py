@@ -48,7 +48,7 @@ class RenameDocument(ActionBody):
 async def _guarded(
     request: Request, name: str, *, write: bool, long: bool = False, **params: Any
 ) -> JSONResponse:
-    return await action(request, name, write=write, long=long, **guard_params(request, name, params))
+    return await action(request, name, write=write, long=long, **await guard_params(request, name, params))
 
 
 @router.post(

@@ -101,5 +101,5 @@ async def search_index(
         # the binding's default (the operator's, with no agent), which may lie over this server's cap
         agent = await run_blocking(get_state(request), agent_default, request, params.get("agent_id"))
         default = agent or DEFAULT_TOP_K
-    params = guard_params(request, "SEARCH", params, top_n_default=default)
+    params = await guard_params(request, "SEARCH", params, top_n_default=default)
     return await call(request, "search_index", **params)

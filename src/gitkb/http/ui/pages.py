@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from gitkb.core.errors import Forbidden, GitkbError, Unauthorized
 from gitkb.http.errors import error_response, from_exception, ok_body, respond, status_for
-from gitkb.http.routes.actions import guard_params
+from gitkb.http.limits import TOP_N_DEFAULTS, run_blocking
+from gitkb.http.routes.actions import agent_default, guard_params
 from gitkb.http.state import get_state
 from gitkb.http.ui.page import UiRoute, expect, render, viewer_or_none, ws_call
 from gitkb.http.ui.render import highlight_lines
@@ -189,6 +190,14 @@ def top_n_choices(limit: int | None, asked: int | None) -> list[int]:
     return sorted(picks | ({asked} if asked is not None else set()))
 
 
+async def default_top_n(request: Request, action: str, limit: int | None) -> int:
+    """How many results a SEARCH / ASK left at "default" returns for this page's caller: its agent's
+    binding default (none: the action's), at most this server's cap (as ``guard_params`` fills it)."""
+    agent = await run_blocking(get_state(request), agent_default, request, None)
+    n = agent if agent is not None else TOP_N_DEFAULTS[action]
+    return n if limit is None else min(n, limit)
+
+
 @router.get("/search")
 async def search(
     request: Request,
@@ -204,15 +213,15 @@ async def search(
     limit = get_state(request).cfg.max_top_n  # [server] max_top_n: asked for by default, never over
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    action = "ASK" if tab == "ask" else "SEARCH"
     if q.strip():
-        action = "ASK" if tab == "ask" else "SEARCH"
         given: dict[str, Any] = {
             "query": q,
             "mode": mode or None,
             "index_name": index or None,
             "top_n": top_n,  # left out: the default (an agent's: its binding's), at most the cap
         }
-        params = guard_params(request, action, {k: v for k, v in given.items() if v is not None})
+        params = await guard_params(request, action, {k: v for k, v in given.items() if v is not None})
         got = await ws_call(request, "document_index", action, **params)
         result, error = (got, None) if got.get("Success") else (None, got)
     ctx = {
@@ -225,6 +234,7 @@ async def search(
         "top_n": top_n,
         "top_n_choices": top_n_choices(limit, top_n),
         "top_n_limit": limit,
+        "top_n_default": await default_top_n(request, action, limit),  # what "default" will use
         "modes": MODES,
         "index_names": names,
         "result": result,

@@ -19,7 +19,7 @@ from gitkb.services.changes import audit, fed_view
 from gitkb.services.changes import review_push as rp
 from gitkb.services.changes.proposals import author
 from gitkb.services.changes.review import describe, fresh_base, waiting
-from gitkb.services.changes.sources.branch_order import on_branch
+from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.registry import open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.staging import restack
 from gitkb.services.context import Context
@@ -95,8 +95,8 @@ def request_review(
     ``requested_by`` None: ``local:<user>``.
 
     ``proposal_ids``: review (and push) only these staged proposals; the branch is reordered so they
-    come first, and the review's head is the last of them. None or empty: all staged ones.
-    An agent: ``fed_only`` (the answer shows the fed proposals, ``fed_view``) and ``targets``."""
+    come first, and the review's head is the last of them. None or empty: all staged ones (either
+    way listed in branch order). An agent: ``fed_only`` (shows the fed ones, ``fed_view``), ``targets``."""
     requester = _requester(requested_by)
     _strings(target_index=target_index, title=title, body=body, commit_message=commit_message)
     row = resolve_source(ctx, source_id_or_index)
@@ -105,7 +105,7 @@ def request_review(
     repo = open_repo(ctx, row)
     branch = proposal_branch(row)
     conn = ctx.catalog.conn
-    staged = prop_rows.list_proposals(conn, source_id=row.id, states=("staged",))
+    staged = staged_on_branch(conn, row.id)  # the order the branch, its diff and a choice follow
     head = repo.head(branch)
     if not staged or head is None:
         raise InvalidArgument(
@@ -246,13 +246,12 @@ def _choose(
     wanted: Any,
     visible: set[str] | None = None,
 ) -> tuple[list[prop_rows.ProposalRow], str]:
-    """The chosen staged proposals first on the branch (replayed when needed); returns them and the
-    commit of the last one, the head the review pushes. ``visible``: the staged ids the caller may
-    name (an agent's: the fed ones); any other reads as not staged."""
+    """The chosen staged proposals (``staged``: in branch order) first on the branch (replayed when
+    needed); returns them and the commit of the last one, the head the review pushes. ``visible``:
+    the staged ids the caller may name (an agent's: the fed ones); any other reads as not staged."""
     if not isinstance(wanted, list | tuple) or not all(isinstance(x, str) and x.strip() for x in wanted):
         raise InvalidArgument("proposal_ids must be a list of proposal ids (prop_...)")
     ids = {x.strip() for x in wanted}
-    staged = on_branch(staged)
     unknown = sorted(ids - ({p.id for p in staged} if visible is None else visible))
     if unknown:
         raise NotFound(

@@ -4,6 +4,8 @@ chunks still waiting after an identity's watermark (``vectors:<identity>``), the
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from gitkb.services.context import Context
 from gitkb.services.derived.identity import identity_state
 from gitkb.stores.catalog import changes
@@ -39,13 +41,14 @@ def wanted_identities(ctx: Context) -> list[str]:
     return sorted({b.identity for b in live_bindings(ctx).values()})
 
 
-def pending_chunks(ctx: Context, identity: str) -> int:
-    """Chunks still waiting for a vector in ``identity`` (an estimate for progress bars)."""
+def pending_chunks(ctx: Context, identity: str, index_ids: Collection[str] | None = None) -> int:
+    """Chunks still waiting for a vector in ``identity`` (an estimate for progress bars); with
+    ``index_ids``, those of these indexes only (an agent's status)."""
     conn = ctx.catalog.conn
     wm = changes.watermark(conn, watermark_name(identity))
     total = 0
     for b in live_bindings(ctx).values():
-        if b.identity != identity:
+        if b.identity != identity or (index_ids is not None and b.index_id not in index_ids):
             continue
         total += vs.plain_adds_after(conn, b.index_id, wm, b.since_seq)
         if vs.has_reembed_after(conn, b.index_id, wm, b.since_seq):

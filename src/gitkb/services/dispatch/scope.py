@@ -31,6 +31,7 @@ from gitkb.services.access import knowledge
 from gitkb.services.changes.sources.registry import resolve_source
 from gitkb.services.context import Context
 from gitkb.services.dispatch import actions
+from gitkb.services.operations import scoped_status
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import knowledge as kb_rows
@@ -251,12 +252,23 @@ AGENT_STATUS_KEYS = (
 )
 
 
+AGENT_FAILED = "the last build of one of its indexes failed: the operator sees why (gitkb status)"
+AGENT_DAMAGED = (
+    "the keyword index is damaged: searches fail until the operator repairs it (gitkb verify --repair)"
+)
+
+
 def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
-    """get_index_status for an agent: only ``AGENT_STATUS_KEYS``, skipped files and the document
-    count of its own indexes, and a message made of what it keeps."""
+    """get_index_status for an agent: only ``AGENT_STATUS_KEYS``, each counted over its own indexes
+    (``scoped_status``: their jobs, dirty paths and embeddings, status and caught_up; skipped
+    files and documents), and a message made of what it keeps."""
     if not scope.scoped or out.get("Success") is False:
         return out
     out = {k: out[k] for k in AGENT_STATUS_KEYS if k in out}
+    own = scoped_status.status_of_indexes(ctx, scope.readable)
+    out.update({k: v for k, v in own.items() if k in out})
+    if out.get("error"):  # a build's error text names server paths (git's remote, the catalog, a folder)
+        out["error"] = AGENT_DAMAGED if ctx.keywords.damage is not None else AGENT_FAILED
     if isinstance(out.get("skipped_files"), list):
         out["skipped_files"] = [
             f for f in out["skipped_files"] if isinstance(f, dict) and scope.can_read(str(f.get("index_id")))
@@ -265,20 +277,28 @@ def filter_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[
         out["documents_indexed"] = doc_rows.count_in(ctx.catalog.conn, sorted(scope.readable))
     elif out.get("documents_indexed_error"):
         out["documents_indexed_error"] = "the catalog could not be read"  # its text may name the database
-    if "Message" in out and not out.get("caught_up"):
-        out["Message"] = (
-            f"{out.get('status')}; queue {out.get('queue_depth')}, in flight {out.get('in_flight') or 'nothing'},"
-            f" dirty paths {out.get('dirty_paths')}, dirty embeddings {out.get('dirty_embeddings')}"
-        )
     return out
 
 
+# What an agent's embeddings_status leaves out: they describe every index (the Chroma collections
+# with their names and counts, the background embedder's busy flag, the last runs of any index).
+AGENT_EMBEDDINGS_DROPPED = ("path", "collections", "vector_store_error", "worker", "last_runs")
+
+
 def filter_embeddings_status(ctx: Context, scope: AgentScope, out: dict[str, Any]) -> dict[str, Any]:
-    """embeddings_status for an agent: per-index entries of its own indexes only, no server paths."""
+    """embeddings_status for an agent: per-index entries of its own indexes only, their chunk and
+    waiting counts (``scoped_status.embedding_counts``), no server paths or workspace-wide views."""
     if not scope.scoped or out.get("Success") is False:
         return out
     out = _filter_inventory(ctx, scope, out)
-    out.pop("path", None)
+    for key in AGENT_EMBEDDINGS_DROPPED:
+        out.pop(key, None)
+    chunks, waiting = scoped_status.embedding_counts(ctx, scope.readable)
+    out["chunk_count"], out["pending_embeddings"] = chunks, waiting
+    if "Message" in out:
+        out["Message"] = (
+            f"{out.get('identity') or 'no identity'}: {chunks} chunk(s), {waiting} waiting for vectors"
+        )
     return out
 
 

@@ -9,7 +9,7 @@ stores the new watermark.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from gitkb.stores.catalog.engine import Conn
@@ -108,6 +108,20 @@ def dirty_documents(conn: Conn, name: str) -> int:
     wm = watermark(conn, name)
     r = conn.execute(
         "SELECT COUNT(DISTINCT COALESCE(document_rowid, -seq)) FROM changes WHERE seq > ?", (wm,)
+    ).fetchone()
+    return int(r[0])
+
+
+def dirty_documents_in(conn: Conn, name: str, index_ids: Collection[str]) -> int:
+    """``dirty_documents`` counted over the entries of these indexes only (none: 0)."""
+    ids = sorted(set(index_ids))
+    if not ids:
+        return 0
+    marks = ",".join("?" * len(ids))
+    r = conn.execute(
+        "SELECT COUNT(DISTINCT COALESCE(document_rowid, -seq)) FROM changes"
+        f" WHERE seq > ? AND index_id IN ({marks})",
+        (watermark(conn, name), *ids),
     ).fetchone()
     return int(r[0])
 

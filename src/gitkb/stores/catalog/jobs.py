@@ -267,6 +267,30 @@ def running(conn: Conn) -> list[JobRow]:
     return [_row(r) for r in conn.execute("SELECT * FROM jobs WHERE state='running' ORDER BY started_at")]
 
 
+def active(conn: Conn) -> list[JobRow]:
+    """The jobs queued or running, running first (by start), then queued (oldest first)."""
+    return [
+        _row(r)
+        for r in conn.execute(
+            "SELECT * FROM jobs WHERE state IN ('queued','running')"
+            " ORDER BY CASE WHEN state='running' THEN 0 ELSE 1 END, started_at, created_at, id"
+        )
+    ]
+
+
+def finished_page(conn: Conn, kinds: tuple[str, ...], *, limit: int, offset: int = 0) -> list[JobRow]:
+    """``last_finished``'s jobs (completed or failed, of these kinds), newest first, one page."""
+    marks = ",".join("?" * len(kinds))
+    return [
+        _row(r)
+        for r in conn.execute(
+            f"SELECT * FROM jobs WHERE kind IN ({marks}) AND state IN ('completed','failed')"
+            " ORDER BY finished_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*kinds, limit, offset),
+        )
+    ]
+
+
 def count_state(conn: Conn, state: str) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state=?", (state,)).fetchone()[0])
 
