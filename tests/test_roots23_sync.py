@@ -240,3 +240,53 @@ def test_cli_and_library_sync_a_local_path_source_outside_the_roots(
     upstream.commit_push("another page")
     assert ok(ws.source_sync(SOURCE))["status"] == "synced"
     assert ok(ws.document_index("SEARCH", query="pulsar", mode="keyword"))["Results"]
+
+
+def test_a_source_re_added_outside_the_roots_while_the_remote_sync_waits_is_not_fetched(
+    make_client: Any, upstream: Upstream, allowed: Path, home: Path
+) -> None:
+    """Checked when queued (the source inside the roots), checked again when the job runs: the
+    operator removed the source and added one of the same name outside the roots meanwhile."""
+    from gitkb.services.runtime import jobs  # the job queue: a kind that holds the writer
+
+    inside = allowed / "handbook.git"
+    shutil.copytree(upstream.remote, inside)
+    c = make_client(_toml(allowed))
+    ws = c.app.state.gitkb.workspace
+    ok(ws.source_add(SOURCE, str(inside)))
+    ok(ws.source_sync(SOURCE))
+    upstream.write("docs/runbooks/zz-magnetar.md", NEW_PAGE.replace("quasar", "magnetar"))
+    upstream.commit_push("a page only outside the roots")
+
+    def hold(ctx: Any, params: dict[str, Any], progress: Any) -> dict[str, Any]:
+        from helpers import wait_until  # the test's own poll
+
+        wait_until(
+            lambda: [j for j in ok(ws.list_jobs(state="queued"))["Jobs"] if j["kind"] == "source_sync"],
+            timeout=30,
+            interval=0.02,
+            what="the remote sync queued",
+        )
+        ok(ws.source_remove(SOURCE))
+        ok(ws.source_add(SOURCE, str(upstream.remote)))  # the operator's rights: outside the roots
+        return {"Message": "held"}
+
+    jobs.add_kind("roots23_hold_sync", jobs.JobKind(hold))
+    try:
+        assert ok(ws.promoted("roots23_hold_sync", wait=0))["status"] == "working"
+        r = c.post(f"/sources/{SOURCE}/sync", json={}, headers={"Authorization": f"Bearer {OPS}"})
+        body = r.json()
+        if body.get("status") == "working":  # promoted: the job's own answer
+            done = jobs.wait(ws.ctx, body["job_id"], timeout=30)
+            assert done.state == "failed", done
+            answer = done.result or {}
+        else:
+            assert r.status_code == 403, r.text
+            answer = body["error"] if isinstance(body.get("error"), dict) else body
+    finally:
+        jobs.remove_kind("roots23_hold_sync")
+    assert answer["code"] == "forbidden", answer
+    assert answer["details"]["refused_roots"] == {SOURCE: [str(upstream.remote)]}, answer
+    assert "zz-magnetar" not in json.dumps(answer)
+    assert ok(ws.source_list())["Sources"][0]["synced_commit"] is None  # the re-added one: never synced
+    assert ok(ws.document_index("SEARCH", query="magnetar", mode="keyword"))["Results"] == []
