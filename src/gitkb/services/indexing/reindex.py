@@ -111,10 +111,11 @@ def reindex(
     progress: Progress | None = None,
     held_to: tuple[Path, ...] | None = None,
 ) -> dict[str, Any]:
-    """Walk every recorded root again (``held_to``: only inside these roots, ``refuse_outside``). Answers ``status: completed``, integer counts (``added``,
-    ``modified``, ``deleted``, ``unchanged``, ``skipped``, ``left_out``), the same counts per index
-    under ``indexes``, and the paths under ``paths``. With ``force`` every file parsed again counts
-    as added. ``left_out``: files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
+    """Walk every recorded root again (``held_to``: all inside these roots, ``refuse_outside``).
+    Answers ``status: completed``, integer counts (``added``, ``modified``, ``deleted``,
+    ``unchanged``, ``skipped``, ``left_out``), the same counts per index under ``indexes``, and the
+    paths under ``paths``. With ``force`` every file parsed again counts as added. ``left_out``:
+    files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
     t0 = time.perf_counter()
     paths: dict[str, list[Any]] = {k: [] for k in COUNTS}
     per_index: dict[str, dict[str, int]] = {}
