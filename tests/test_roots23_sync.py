@@ -32,10 +32,12 @@ from test_caps21_mcp import _session, mcp_over_http
 
 OPS = "o" * 24
 ROOT = "a" * 24
+REVIEWER = "v" * 24
 SECRET = "roots23-webhook-secret"
 TOKENS = (
     f'[[server.tokens]]\nname = "ops"\ntoken = "{OPS}"\nscopes = ["write"]\n'  # write: + operate
     f'[[server.tokens]]\nname = "root"\ntoken = "{ROOT}"\nscopes = ["admin"]\n'
+    f'[[server.tokens]]\nname = "alice"\ntoken = "{REVIEWER}"\nscopes = ["review"]\n'
 )
 NEW_PAGE = "---\ntitle: Quasar\n---\n# Quasar\n\nThe quasar rotation procedure.\n"
 
@@ -290,3 +292,25 @@ def test_a_source_re_added_outside_the_roots_while_the_remote_sync_waits_is_not_
     assert "zz-magnetar" not in json.dumps(answer)
     assert ok(ws.source_list())["Sources"][0]["synced_commit"] is None  # the re-added one: never synced
     assert ok(ws.document_index("SEARCH", query="magnetar", mode="keyword"))["Results"] == []
+
+
+def test_http_merge_on_the_local_forge_of_a_source_outside_the_roots_is_refused(
+    make_client: Any, upstream: Upstream, allowed: Path, home: Path
+) -> None:
+    """The local forge's merge (its remote a path of this disk) writes the merge there and syncs it,
+    as a webhook would: over HTTP refused before anything is merged; the operator merges."""
+    c = make_client(_toml(allowed))
+    ws = c.app.state.gitkb.workspace
+    ok(ws.source_add(SOURCE, str(upstream.remote)))
+    ok(ws.source_sync(SOURCE))
+    page = "docs/runbooks/rotate-api-keys.md"
+    ok(ws.propose_kb_edit(SOURCE, page, search="every 90 days", replace="every 60 days"))
+    pr = ok(ws.open_kb_pull_request(SOURCE, title="Rotation"))
+    number = ok(ws.approve_review(pr["review_id"]))["number"]
+    head, before = upstream.remote_sha("main"), _counts(home)
+    r = c.post(f"/pulls/{SOURCE}/{number}/merge", headers={"Authorization": f"Bearer {REVIEWER}"})
+    _refused(r, upstream.remote, [allowed])
+    assert upstream.remote_sha("main") == head  # nothing merged
+    assert _counts(home) == before  # no sync queued
+    merged = ok(ws.forge_merge(SOURCE, number))  # the operator's rights
+    assert merged["merge_commit"] == upstream.remote_sha("main") != head

@@ -688,6 +688,7 @@ METHODS: tuple[Action, ...] = (
         "merge a change request on the local forge",
         "gitkb forge merge",
         target="source",
+        reads_disk=True,  # the local forge's remote is a path of this disk: merged into, then synced
     ),
     _m(
         "forge_close",

@@ -236,7 +236,7 @@ class ChangeTools(WorkspaceBase):
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
         """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
-        return merges.forge_merge(self.ctx, source, number, wait=wait)
+        return merges.forge_merge(self.ctx, source, number, wait=wait, held_to=self.disk_roots)
 
     @tool
     def forge_close(self, source: str, number: int) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from gitkb.core import disk_roots
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services.changes import audit
 from gitkb.services.changes.review_push import reconcile_in_flight
+from gitkb.services.changes.sources import reach
 from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.staging import restack
@@ -231,10 +232,18 @@ def _number(number: Any) -> int:
 
 
 def forge_merge(
-    ctx: Context, source: Any, number: Any, *, actor: str = "operator", wait: bool = True
+    ctx: Context,
+    source: Any,
+    number: Any,
+    *,
+    actor: str = "operator",
+    wait: bool = True,
+    held_to: tuple[Path, ...] | None = None,
 ) -> dict[str, Any]:
-    """Merge a local change request into its base on the remote, then request the sync a webhook would."""
-    row = resolve_source(ctx, source)
+    """Merge a local change request into its base on the remote, then request the sync a webhook
+    would. ``held_to`` (a remote caller's allowed roots): a remote that is a path of this disk
+    outside them is refused before it is merged into or synced (``reach.refuse_outside``)."""
+    row = reach.refuse_outside(ctx, source, held_to)
     n = _number(number)
     try:
         cr = _local_forge(ctx, row).merge(n)
@@ -258,7 +267,7 @@ def forge_merge(
         detail={"number": n, "merge_commit": cr.merge_commit_sha},
     )
     assert cr.merge_commit_sha is not None
-    sync = request_sync(ctx, row.name, cr.merge_commit_sha, wait=wait)
+    sync = request_sync(ctx, row.name, cr.merge_commit_sha, wait=wait, held_to=held_to)
     return {
         "Message": f"Merged change request #{n} into {cr.base} as {cr.merge_commit_sha[:12]}; "
         + ("synced" if wait else f"sync queued as job {sync['job_id']}"),
