@@ -36,8 +36,9 @@ class JobTools(WorkspaceBase):
         sc = self._scope()
         try:
             out = jobs.job_result(self.ctx, job_id)
-        except GitkbError:
-            if sc.scoped:  # unknown and foreign ids read the same
+        except GitkbError as exc:
+            # unknown and foreign ids read the same; a removed one says so (its id alone tells it)
+            if sc.scoped and "jobs_pruned_before" not in exc.details:
                 scope.require_own_job(sc, {}, job_id)
             raise
         scope.require_own_job(sc, out, job_id)

@@ -708,6 +708,13 @@ def m027_ops21_retired_retention(conn: Conn) -> None:
     run_script(conn, "CREATE INDEX retired_chunks_at ON retired_chunks(retired_at)")
 
 
+def m028_jobs23_finished_index(conn: Conn) -> None:
+    """Finished jobs are kept ``[catalog] jobs_days`` (part jobs23): an index on ``finished_at`` for the
+    writer's check whether a job finished or aged past the retention since its last prune
+    (``stores.catalog.job_retention``), so an idle server's maintenance reads no job row."""
+    run_script(conn, "CREATE INDEX jobs_finished ON jobs(finished_at)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -730,6 +737,7 @@ MIGRATIONS: list[Migration] = [
     m025_chroma18_workspace_id,
     m026_ingest20c_drop_chunks_hash,
     m027_ops21_retired_retention,
+    m028_jobs23_finished_index,
 ]
 
 
