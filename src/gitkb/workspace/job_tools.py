@@ -70,7 +70,7 @@ class JobTools(WorkspaceBase):
         self, force: bool = False, index_name: str | None = None, progress: Any = None
     ) -> dict[str, Any]:
         """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
-        params = {"force": bool(force), "index_name": index_name}
+        params = self._held("reindex", {"force": bool(force), "index_name": index_name})
         return jobs.run_inline(self.ctx, "reindex", params, progress=progress)
 
     @tool
