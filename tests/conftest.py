@@ -62,6 +62,7 @@ BOTH_BACKENDS = {
     "test_http_reviews.py",
     "test_http_webhooks.py",  # fence18
     "test_jobs.py",
+    "test_jobs23_retention.py",  # the finished-job prune and its index (m028_jobs23_finished_index)
     "test_knowledge.py",
     "test_mcp_e2e.py",  # the stdio child is given the catalog URL (fence18)
     "test_nodes.py",  # nodes sharing one catalog (nodes18)

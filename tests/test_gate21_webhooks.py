@@ -28,7 +28,7 @@ from gitkb.services.changes.webhooks import (
     parse_github,
     repository_identity,
 )
-from helpers import SOURCE, Upstream, catalog, error_code
+from helpers import SOURCE, Upstream, catalog, error_code, with_roots
 
 SECRET = "gate21 webhook secret"
 READER = "r" * 24
@@ -37,7 +37,7 @@ TOML = f'[[server.tokens]]\nname = "viewer"\ntoken = "{READER}"\nscopes = ["read
 
 @pytest.fixture
 def hook(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
-    c = make_client(TOML, peer=("127.0.0.1", 1))
+    c = make_client(with_roots(TOML, upstream.remote), peer=("127.0.0.1", 1))
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     assert ws.source_add(SOURCE, str(upstream.remote))["Success"]
     assert ws.source_sync(SOURCE)["Success"]

@@ -23,7 +23,7 @@ from gitkb.cli.main import cli
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import github_signature
 from gitkb.stores.repos import ManagedRepo
-from helpers import SOURCE, Upstream, catalog, error_code, error_message, git, wait_until
+from helpers import SOURCE, Upstream, catalog, error_code, error_message, git, wait_until, with_roots
 
 SECRET = "inbound-gate-secret"
 TOKENS = {"ci": ("c" * 24, "write"), "viewer": ("v" * 24, "read"), "root": ("a" * 24, "admin")}
@@ -44,7 +44,7 @@ def page(title: str, text: str) -> str:
 
 @pytest.fixture
 def gate(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
-    c = make_client(TOML, peer=("127.0.0.1", 1))
+    c = make_client(with_roots(TOML, upstream.remote), peer=("127.0.0.1", 1))
     # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
     assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
     r = c.post(f"/sources/{SOURCE}/sync", json={}, headers=bearer("ci"))

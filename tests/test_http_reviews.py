@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import SOURCE, Upstream, wait_until
+from helpers import SOURCE, Upstream, wait_until, with_roots
 
 TOKENS = {"writer": "w" * 24, "alice": "v" * 24, "reader": "r" * 24, "root": "a" * 24}
 SCOPES = {"writer": "write", "alice": "review", "reader": "read", "root": "admin"}
@@ -31,7 +31,7 @@ def ok(r: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
-    c = make_client(TOML, peer=("127.0.0.1", 1))
+    c = make_client(with_roots(TOML, upstream.remote), peer=("127.0.0.1", 1))
     # adding a source is admin (here the operator, in-process); a write token syncs it (operate)
     assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
     ok(c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")))

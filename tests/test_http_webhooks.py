@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import github_signature
-from helpers import SOURCE, Upstream, catalog, error_code, error_message, wait_until
+from helpers import SOURCE, Upstream, catalog, error_code, error_message, wait_until, with_roots
 
 SECRET = "It's a Secret to Everybody"
 WRITER = "w" * 24
@@ -30,7 +30,7 @@ TOML = (
 
 @pytest.fixture
 def hook(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
-    c = make_client(TOML, peer=("127.0.0.1", 1))
+    c = make_client(with_roots(TOML, upstream.remote), peer=("127.0.0.1", 1))
     auth = {"Authorization": f"Bearer {WRITER}"}
     # adding a source is admin (the operator here); syncing it is operate, which write includes
     assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]

@@ -307,7 +307,7 @@ def test_a_signed_webhook_sent_to_another_node_syncs_once(
     from gitkb.http import create_app  # heavy: fastapi
     from gitkb.services.changes import webhook_intake
     from gitkb.services.changes.webhooks import github_signature
-    from helpers import SOURCE
+    from helpers import SOURCE, with_roots
 
     a, b = node("a"), node("b")
     ok(a.source_add(SOURCE, str(upstream.remote)))
@@ -333,6 +333,9 @@ def test_a_signed_webhook_sent_to_another_node_syncs_once(
         "X-GitHub-Delivery": str(uuid.uuid4()),
         "X-Hub-Signature-256": github_signature("s3cret", body),
     }
+    for name in ("c", "b2"):  # a webhook is remote: the local-path source syncs inside allowed_roots
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / "gitkb.toml").write_text(with_roots("", upstream.remote))
     apps = [create_app(node_settings(tmp_path / name, catalog)) for name in ("c", "b2")]
     with (
         TestClient(apps[0], client=("127.0.0.1", 1)) as c,

@@ -19,7 +19,7 @@ from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services.changes.review_request import local_requester
-from helpers import SOURCE, Upstream, error_code, error_message, git
+from helpers import SOURCE, Upstream, error_code, error_message, git, with_roots
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 ROTATE = "runbooks/rotate-api-keys.md"
@@ -210,7 +210,7 @@ def as_(name: str) -> dict[str, str]:
 
 @pytest.fixture
 def api(make_client: Callable[..., TestClient], upstream: Upstream) -> TestClient:
-    c = make_client(TOML, peer=("127.0.0.1", 1))
+    c = make_client(with_roots(TOML, upstream.remote), peer=("127.0.0.1", 1))
     # a local-path source is the operator's (over HTTP: admin and inside allowed_roots)
     assert c.app.state.gitkb.workspace.source_add(SOURCE, str(upstream.remote))["Success"]  # type: ignore[attr-defined]
     assert c.post(f"/sources/{SOURCE}/sync", json={}, headers=as_("writer")).status_code == 200

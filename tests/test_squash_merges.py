@@ -22,7 +22,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.services.changes import webhook_intake
 from gitkb.services.changes.webhooks import github_signature
-from helpers import SOURCE, Upstream, git
+from helpers import SOURCE, Upstream, git, with_roots
 
 SECRET = "squash-secret"
 READER = "r" * 24
@@ -57,7 +57,7 @@ def gitlab() -> Iterator[GitLabMock]:
 
 def client(home: Path, upstream: Upstream, forge: dict[str, Any]) -> TestClient:
     home.mkdir(parents=True)
-    (home / "gitkb.toml").write_text(TOML)
+    (home / "gitkb.toml").write_text(with_roots(TOML, upstream.remote))
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     c = TestClient(create_app(settings), client=("127.0.0.1", 1))
     c.__enter__()

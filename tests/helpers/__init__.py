@@ -3,7 +3,7 @@ path (rootdir conftest, ``prepend`` import mode), so a test module writes ``from
 
 from helpers.http_shape import error_code, error_message
 from helpers.results import fails, ok
-from helpers.sources import SOURCE, Upstream, git
+from helpers.sources import SOURCE, Upstream, git, with_roots
 from helpers.wait import WaitTimeout, wait_until
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "git",
     "ok",
     "wait_until",
+    "with_roots",
 ]

@@ -12,9 +12,18 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SOURCE", "Upstream", "git"]
+__all__ = ["SOURCE", "Upstream", "git", "with_roots"]
 
 SOURCE = "handbook"
+
+
+def with_roots(toml: str, *roots: Path) -> str:
+    """``toml`` with ``[server] allowed_roots`` naming ``roots``: over HTTP and the webhooks a
+    source whose url is a path of the disk (the bare ``remote.git``) syncs only inside them."""
+    line = "allowed_roots = [" + ", ".join(f'"{r}"' for r in roots) + "]\n"
+    if "[server]\n" in toml:
+        return toml.replace("[server]\n", "[server]\n" + line, 1)
+    return "[server]\n" + line + toml
 
 
 def git(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:

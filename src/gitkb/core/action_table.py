@@ -85,6 +85,9 @@ class Action:
     target: str | None = None  # the parameter naming the index or source acted on
     builds: bool = False  # while it runs, the indexes it touches report ``building``
     passages: bool = False  # its answer holds retrieved document text (fenced as data for agents)
+    # its job reads this server's disk where its parameters do not name it (the roots ADD_DOCUMENTS
+    # recorded, a source's local-path url): a remote interface's call is held to [server] allowed_roots
+    reads_disk: bool = False
     cli: str = ""  # the CLI command that runs it
     fields: dict[str, Param] = field(init=False, repr=False, compare=False)
 
@@ -391,6 +394,7 @@ METHODS: tuple[Action, ...] = (
         resumable=True,
         target="index_name",
         builds=True,
+        reads_disk=True,
     ),
     _m(
         "purge_expired",
@@ -522,6 +526,7 @@ METHODS: tuple[Action, ...] = (
         resumable=True,
         target="source",
         builds=True,
+        reads_disk=True,
     ),
     _m(
         "source_rollback",
@@ -533,6 +538,7 @@ METHODS: tuple[Action, ...] = (
         resumable=True,
         target="source",
         builds=True,
+        reads_disk=True,
     ),
     _m(
         "source_remove",
@@ -682,6 +688,7 @@ METHODS: tuple[Action, ...] = (
         "merge a change request on the local forge",
         "gitkb forge merge",
         target="source",
+        reads_disk=True,  # the local forge's remote is a path of this disk: merged into, then synced
     ),
     _m(
         "forge_close",

@@ -89,6 +89,24 @@ def check_retired_days(value: object, where: str = "retired_days") -> float:
     return float(value)
 
 
+# How long a finished job (completed, failed, cancelled) stays in the queue's table (``[catalog]
+# jobs_days``): the writer removes older ones, except the newest of each kind and index (what status
+# reads). A removed job's id answers ``not_found`` saying so.
+DEFAULT_JOBS_DAYS = 30
+MAX_JOBS_DAYS = 36_500
+
+
+def check_jobs_days(value: object, where: str = "jobs_days") -> int:
+    """``value`` as a whole number of days from 1 to :data:`MAX_JOBS_DAYS`; InvalidArgument naming
+    ``where`` otherwise (a boolean, a string, a fraction, 0 or a negative number)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_JOBS_DAYS:
+        raise InvalidArgument(
+            f"{where} must be a whole number of days from 1 to {MAX_JOBS_DAYS} (how long a finished job"
+            f" is kept; default {DEFAULT_JOBS_DAYS}), got {value!r}"
+        )
+    return value
+
+
 CREDENTIAL_REFS = ("token_env", "secrets_file", "secrets_key", "username", "ssh_key", "app_id", "app_key_env")
 
 
@@ -182,6 +200,7 @@ class Settings:
     # [catalog] url / GITKB_CATALOG_URL: postgresql://... or sqlite:////abs/path (None: catalog_path)
     catalog_url: str | None = None
     catalog_retired_days: float = DEFAULT_RETIRED_DAYS  # [catalog] retired_days: retired chunks kept
+    catalog_jobs_days: int = DEFAULT_JOBS_DAYS  # [catalog] jobs_days: finished jobs kept
     raw: dict[str, Any] = field(default_factory=dict)  # the whole parsed gitkb.toml, for later sections
 
     @property
@@ -247,6 +266,10 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         except ValueError:
             days = raw_days
         values["catalog_retired_days"] = check_retired_days(days, "GITKB_CATALOG_RETIRED_DAYS")
+    if env.get("GITKB_CATALOG_JOBS_DAYS"):
+        raw_jobs = env["GITKB_CATALOG_JOBS_DAYS"].strip()
+        jobs_days: object = int(raw_jobs) if raw_jobs.lstrip("-").isdigit() else raw_jobs
+        values["catalog_jobs_days"] = check_jobs_days(jobs_days, "GITKB_CATALOG_JOBS_DAYS")
     if env.get("GITKB_NODE"):
         values["node"] = env["GITKB_NODE"]
     return values
@@ -297,6 +320,10 @@ def load_settings(
         values["catalog_retired_days"] = check_retired_days(
             catalog["retired_days"], f"{cfg_file}: [catalog] retired_days"
         )
+    if "jobs_days" in catalog:
+        values["catalog_jobs_days"] = check_jobs_days(
+            catalog["jobs_days"], f"{cfg_file}: [catalog] jobs_days"
+        )
     if "credentials" in raw:
         values["credentials"] = parse_credentials(raw["credentials"])
     values.update(_from_env(env))
@@ -309,6 +336,8 @@ def load_settings(
         values["catalog_retired_days"] = check_retired_days(
             overrides["catalog_retired_days"], "catalog_retired_days"
         )
+    if overrides.get("catalog_jobs_days") is not None:
+        check_jobs_days(overrides["catalog_jobs_days"], "catalog_jobs_days")
     if "credentials" in overrides and overrides["credentials"] is not None:
         values["credentials"] = parse_credentials(overrides["credentials"])
     return replace(s, **values)

@@ -75,12 +75,13 @@ def refuse_unknown_query(request: Request) -> None:
 
 
 def caller_view(request: Request) -> Workspace:
-    """The Workspace as the authenticated caller (the policy checks every call it makes)."""
-    ws = get_state(request).workspace
+    """The Workspace as the authenticated caller (the policy checks every call it makes), its work
+    held to ``[server] allowed_roots`` (a reindex's roots, a local-path source's sync: ``held_to``)."""
+    state = get_state(request)
     p = getattr(request.state, "principal", None) or getattr(request.state, "ui_principal", None)
     if not isinstance(p, Principal):
         raise Unauthorized("not authenticated")  # pragma: no cover - every route authenticates first
-    return ws.as_principal(p)
+    return state.workspace.as_principal(p).held_to(state.cfg.allowed_roots)
 
 
 async def call(

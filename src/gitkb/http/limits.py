@@ -13,10 +13,12 @@
 * ``guarded`` is the one place both HTTP-facing interfaces call (the HTTP API and its
   web page, and ``gitkb mcp --transport http``): an action's parameters within the
   caps, and each of its ``SERVER_PATHS`` inside ``[server] allowed_roots`` (none set:
-  refused). ``reindex_roots`` holds a REINDEX to the same roots: every root of the disk it
-  would walk (recorded by ADD_DOCUMENTS, from any interface, maybe before the roots were
-  narrowed) inside ``allowed_roots``, else the whole call is refused. In-process callers (the CLI, the library, ``gitkb mcp`` over stdio, a
-  process the operator starts) hold the operator's rights and are not checked.
+  refused). Work that reads the disk later, in a job (a reindex walks the roots ADD_DOCUMENTS
+  recorded, a sync fetches a local-path source), is held to the same roots by the Workspace
+  view these interfaces call (``Workspace.held_to``: the job carries them and checks when it is
+  queued and when it runs, ``gitkb.core.disk_roots``). In-process callers (the CLI, the library,
+  ``gitkb mcp`` over stdio, a process the operator starts) hold the operator's rights and are
+  not checked.
 """
 
 from __future__ import annotations
@@ -38,9 +40,7 @@ from gitkb.http.errors import RequestTimeout, error_response
 from gitkb.http.state import AppState
 from gitkb.services.access import policy
 from gitkb.services.access.principals import Principal
-from gitkb.services.context import Context
 from gitkb.services.indexing.documents import DEFAULT_COUNT, MAX_PAGE
-from gitkb.services.indexing.reindex import walked_roots
 from gitkb.services.retrieval.ask import DEFAULT_TOP_N as ASK_TOP_N
 
 T = TypeVar("T")
@@ -230,51 +230,6 @@ def may_run(principal: Principal | None, name: str) -> bool:
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
-
-
-def _allowed(cfg: ServerConfig, path: str) -> bool:
-    real = Path(os.path.realpath(path))
-    return any(_inside(real, root) for root in cfg.allowed_roots)
-
-
-def reindex_roots(
-    cfg: ServerConfig, ctx: Context, params: dict[str, Any], principal: Principal | None
-) -> None:
-    """Refuse (``forbidden``) a REINDEX from ``principal`` (``params``: its ``index_name``; None:
-    every index) that would read a root of this server's disk outside its allowed roots (symlinks
-    resolved; none set: any root), before anything is read or written. One index with such a root
-    refuses the whole call (deny by default: a reindex of every index then reindexes none; name an
-    index to reindex it alone). The roots are those ADD_DOCUMENTS recorded, whichever interface
-    sent it and whenever; an index following a git source (its managed clone) or holding only
-    texts has none and is never refused. Only a caller the policy lets reindex is answered so."""
-    if not may_run(principal, "reindex"):
-        return
-    one = params.get("index_name")
-    refused = {
-        name: outside
-        for name, roots in walked_roots(ctx, one).items()
-        if (outside := [r for r in roots if not _allowed(cfg, r)])
-    }
-    if not refused:
-        return
-    n = sum(len(roots) for roots in refused.values())
-    why = (
-        "outside [server] allowed_roots"
-        if cfg.allowed_roots
-        else "; reading it by path is disabled on this server (no [server] allowed_roots)"
-    )
-    steps = [
-        f"reindex from the server's CLI (gitkb reindex{' --index NAME' if one else ''}): it holds the operator's rights",
-        "or add the root to [server] allowed_roots in gitkb.toml",
-    ]
-    if not one:
-        steps.append("or reindex one index whose roots are all allowed (index_name)")
-    raise Forbidden(
-        f"reindex would read {n} root(s) of this server's disk{' ' if cfg.allowed_roots else ''}{why}"
-        f" (index {', '.join(repr(i) for i in sorted(refused))}); nothing was read",
-        details={"refused_roots": refused, "allowed_roots": [str(r) for r in cfg.allowed_roots]},
-        next_steps=steps,
-    )
 
 
 def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:

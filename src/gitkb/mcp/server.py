@@ -6,8 +6,9 @@ the agent; with ``limits`` (``gitkb mcp --transport http``: the ``[server]``
 config) this server's limits hold as on the HTTP API, through the same
 ``gitkb.http.limits.guarded``: its caps (which the tools' schemas advertise) and
 ``allowed_roots`` for a server-side path (ADD_DOCUMENTS ``filepath`` / ``base_path``;
-none set: refused), for the operator's session (no ``--agent``) too, since whoever
-reaches the port gets it. Over stdio (no ``limits``) the server is a process the
+none set: refused) and for the roots a reindex walks (the caller's view is
+``Workspace.held_to`` those roots: checked when the job is queued and when it runs), for the
+operator's session (no ``--agent``) too, since whoever reaches the port gets it. Over stdio (no ``limits``) the server is a process the
 operator started, with the CLI's rights: no caps, any path the operator can read.
 Every domain failure — bad arguments, a
 refused scope, a missing index — comes back as a tool result with ``Success: false``, the error,
@@ -33,7 +34,7 @@ from gitkb.core.action_table import DOCUMENT_INDEX_NAMES
 from gitkb.core.errors import Forbidden, GitkbError, InvalidArgument
 from gitkb.http.config import ServerConfig
 from gitkb.http.hosts import HostGate, OriginGate
-from gitkb.http.limits import TOP_N_DEFAULTS, capped, guarded, reindex_roots, server_caps
+from gitkb.http.limits import TOP_N_DEFAULTS, capped, guarded, server_caps
 from gitkb.mcp import render, tools
 from gitkb.mcp.spec import ToolFn, ToolSpec, validation_errors
 from gitkb.services.dispatch import scope
@@ -87,9 +88,6 @@ def within_limits(
         rest = {k: v for k, v in args.items() if k != "action"}
         rest = guarded(limits, action, rest, caller.principal, top_n_default=default)
         return {"action": args["action"], **rest}
-    if name == "reindex":  # every root of the disk it would walk inside allowed_roots
-        reindex_roots(limits, ws.ctx, args, caller.principal)
-        return args
     if name == "search_index":
         default = scope.load_scope(ws.ctx, agent_id).default_top_k if args.get("top_n") is None else None
         return capped(limits, "SEARCH", args, top_n_default=default)
@@ -129,6 +127,8 @@ def call(
     args = dict(arguments or {})
     try:
         caller = view(ws, agent_id)
+        if limits is not None:  # over HTTP: a reindex's roots held to allowed_roots, queued and run
+            caller = caller.held_to(limits.allowed_roots)
         offered = {spec.name: (spec, fn) for spec, fn in available(caller, limits)}
     except GitkbError as exc:
         return failure(exc), False

@@ -156,6 +156,15 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
         view._view = True
         return view
 
+    def held_to(self, roots: tuple[Path, ...]) -> Workspace:
+        """The same view, its work held to ``roots`` of this server's disk (``[server]
+        allowed_roots`` of an interface others reach): a reindex or sync it queues carries them and
+        is refused, when queued and when it runs, where it would read outside (``reads_disk``)."""
+        view = copy.copy(self)
+        view.disk_roots = tuple(roots)
+        view._view = True
+        return view
+
     def as_agent(self, agent_id: str) -> Workspace:
         return self.as_principal(principals.agent(agent_id))
 
@@ -214,7 +223,7 @@ class Workspace(JobTools, ChangeTools, KnowledgeTools, EmbeddingTools, Evaluatio
         if not spec.promotable:
             raise InvalidArgument(f"{method} does not run as a job; call it directly")
         self._check(method, params)
-        return self._promote(method, params, wait_s, caller)
+        return self._promote(method, self._held(method, params), wait_s, caller)
 
     def _promote(
         self, kind: str, job_params: dict[str, Any], wait_s: Any, caller: str | None = None

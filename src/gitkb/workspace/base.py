@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gitkb.core import action_table, disk_roots
 from gitkb.core.config import Settings
 from gitkb.core.errors import GitkbError, InvalidArgument, write_crash_log
 from gitkb.services.access import policy
@@ -80,6 +81,9 @@ class WorkspaceBase:
     settings: Settings
     principal: Principal
     ctx: Context
+    # the roots of this server's disk the view's work may read ([server] allowed_roots of an
+    # interface others reach: Workspace.held_to); None: the operator's own (CLI, library, stdio MCP)
+    disk_roots: tuple[Path, ...] | None = None
 
     @property
     def home(self) -> Path:
@@ -95,6 +99,16 @@ class WorkspaceBase:
             refresh_moved(self.ctx)
         except Exception as exc:  # noqa: BLE001 - a checkout that cannot follow never fails a call
             log.warning("refreshing this node's checkouts failed: %s", exc)
+
+    def _held(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A job's ``params`` as this view queues it: an action whose job reads the disk
+        (``reads_disk`` in the action table) from a held view carries the roots it is held to
+        (``disk_roots.HELD_TO``; after the policy's check, so no caller can name it), checked
+        when it is queued and again when it runs."""
+        spec = action_table.ACTIONS.get(kind)
+        if self.disk_roots is None or spec is None or not spec.reads_disk:
+            return params
+        return {**params, disk_roots.HELD_TO: [str(r) for r in self.disk_roots]}
 
     def _scope(self) -> scope.AgentScope:
         """The agent's scope for an agent principal, else the operator's (no limit)."""

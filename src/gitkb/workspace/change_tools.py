@@ -68,13 +68,13 @@ class ChangeTools(WorkspaceBase):
         self, source: str, commit: str | None = None, full: bool = False, progress: Any = None
     ) -> dict[str, Any]:
         """Fetch and re-index only what changed since the last synced commit (a job of the writer)."""
-        params = {"source": source, "commit": commit, "full": bool(full)}
+        params = self._held(merges.SYNC_JOB_KIND, {"source": source, "commit": commit, "full": bool(full)})
         return jobs.run_inline(self.ctx, merges.SYNC_JOB_KIND, params, progress=progress)
 
     @tool
     def source_rollback(self, source: str, commit: str, progress: Any = None) -> dict[str, Any]:
         """Admin: move the source's indexes back to an older commit of its tracked branch (no sync does)."""
-        params = {"source": source, "commit": commit}
+        params = self._held(sync.ROLLBACK_JOB_KIND, {"source": source, "commit": commit})
         return jobs.run_inline(self.ctx, sync.ROLLBACK_JOB_KIND, params, progress=progress)
 
     @tool
@@ -236,7 +236,7 @@ class ChangeTools(WorkspaceBase):
     @tool
     def forge_merge(self, source: str, number: int, wait: bool = True) -> dict[str, Any]:
         """Local forge: merge change request NUMBER into its base, then sync (like a webhook would)."""
-        return merges.forge_merge(self.ctx, source, number, wait=wait)
+        return merges.forge_merge(self.ctx, source, number, wait=wait, held_to=self.disk_roots)
 
     @tool
     def forge_close(self, source: str, number: int) -> dict[str, Any]:

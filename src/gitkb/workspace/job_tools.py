@@ -36,8 +36,9 @@ class JobTools(WorkspaceBase):
         sc = self._scope()
         try:
             out = jobs.job_result(self.ctx, job_id)
-        except GitkbError:
-            if sc.scoped:  # unknown and foreign ids read the same
+        except GitkbError as exc:
+            # unknown and foreign ids read the same; a removed one says so (its id alone tells it)
+            if sc.scoped and "jobs_pruned_before" not in exc.details:
                 scope.require_own_job(sc, {}, job_id)
             raise
         scope.require_own_job(sc, out, job_id)
@@ -69,7 +70,7 @@ class JobTools(WorkspaceBase):
         self, force: bool = False, index_name: str | None = None, progress: Any = None
     ) -> dict[str, Any]:
         """Bring directory-fed indexes up to date with the disk (``force``: parse everything again)."""
-        params = {"force": bool(force), "index_name": index_name}
+        params = self._held("reindex", {"force": bool(force), "index_name": index_name})
         return jobs.run_inline(self.ctx, "reindex", params, progress=progress)
 
     @tool

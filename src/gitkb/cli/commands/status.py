@@ -34,6 +34,12 @@ def _render_status(d: dict[str, Any]) -> None:
     retired = d.get("retired_chunks")
     if retired:  # chunks that left an index, kept [catalog] retired_days for old citations
         click.echo(f"retired chunks:    {retired['rows']} (kept {retired['retention_days']:g} days)")
+    kept = d.get("jobs")
+    if kept:  # the queue's table: finished jobs kept [catalog] jobs_days
+        click.echo(
+            f"jobs:              {kept['rows']} ({kept['finished']} finished, kept {kept['retention_days']} days;"
+            f" {kept['pruned']} removed)"
+        )
     for key in ("error", "last_reindex_error", "last_build_embeddings_error"):
         if d.get(key):
             click.echo(f"{key.replace('_', ' ')}: {d[key]}")

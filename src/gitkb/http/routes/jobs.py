@@ -13,8 +13,6 @@ from fastapi.responses import JSONResponse
 from gitkb.core.errors import InvalidArgument
 from gitkb.http.auth import authenticated
 from gitkb.http.calls import COUNT, START, Body, call
-from gitkb.http.limits import reindex_roots, run_blocking
-from gitkb.http.state import get_state
 
 AUTH = [Depends(authenticated)]  # who is calling; the policy decides what they may do
 router = APIRouter(tags=["status and jobs"])
@@ -50,10 +48,8 @@ async def embeddings_status(request: Request) -> JSONResponse:
     "/reindex", dependencies=AUTH, summary="Re-index directory-fed indexes; long: may answer a job_id"
 )
 async def reindex(request: Request, body: Reindex) -> JSONResponse:
-    state, params = get_state(request), body.params()
-    who = getattr(request.state, "principal", None)  # every root it would walk inside allowed_roots
-    await run_blocking(state, reindex_roots, state.cfg, state.workspace.ctx, params, who)
-    return await call(request, "reindex", write=True, long=True, **params)
+    # held to [server] allowed_roots (the caller's view, calls.caller_view): queued and run
+    return await call(request, "reindex", write=True, long=True, **body.params())
 
 
 @router.post("/embeddings/build", dependencies=AUTH, summary="Embed what lags; long: may answer a job_id")

@@ -84,6 +84,7 @@ async def _accept(
         delivery_id=delivery_id,
         row=row,
         event=event,
+        held_to=state.cfg.allowed_roots,  # a webhook is remote: a local-path source only inside them
         write=True,
     )
     request.state.webhook_outcome = _outcome(result)  # counted by gitkb.http.metrics.RequestMeter

@@ -3,9 +3,10 @@
 * ``local`` — the operator (CLI, library, ``gitkb mcp``, the HTTP API with no token configured):
   every class. ``[server] allowed_roots`` is not a principal's: an interface that others can reach
   applies it to every caller, this one too (the HTTP API and its web page, and ``gitkb mcp
-  --transport http``, whose operator session is ``local``: server-side paths and the roots a
-  reindex walks, ``gitkb.http.limits``); in-process (CLI, library, ``gitkb mcp`` over stdio) it
-  does not apply.
+  --transport http``, whose operator session is ``local``, and the webhooks: server-side paths,
+  ``gitkb.http.limits``; the roots a reindex walks and a local-path source a sync fetches,
+  ``Workspace.held_to`` and ``gitkb.core.disk_roots``); in-process (CLI, library, ``gitkb mcp``
+  over stdio) it does not apply.
 * ``token`` — an HTTP bearer token: its scopes are classes (``write`` also grants ``operate``, as the
   ``write`` scope always allowed reindex, sync and embeddings).
 * ``agent`` — an agent bound to knowledge bases; its classes come from its bindings' modes and never

@@ -9,11 +9,12 @@ server-wide fallback the entry point read from ``GITKB_WEBHOOK_SECRET``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from gitkb.core.errors import Forbidden, GitkbError, NotFound, StoreUnavailable
 from gitkb.services.changes import audit
-from gitkb.services.changes.sources import merges
+from gitkb.services.changes.sources import merges, reach
 from gitkb.services.changes.sources.merges import change_request_merged
 from gitkb.services.changes.sources.sync import check_target
 from gitkb.services.changes.webhooks import WebhookEvent, names_repository, normalise_repo_url
@@ -92,7 +93,9 @@ def set_webhook_secret(ctx: Context, source: str, secret: str | None) -> dict[st
     return {"Message": f"webhook secret for {source!r} {'set' if secret else 'cleared'}", "source": source}
 
 
-def request_sync(ctx: Context, row: SourceRow, commit: str) -> dict[str, Any]:
+def request_sync(
+    ctx: Context, row: SourceRow, commit: str, *, held_to: tuple[Path, ...] | None = None
+) -> dict[str, Any]:
     """Enqueue the source's sync to ``commit``: the same job, deduplicated per (source, commit),
     that a local-forge merge enqueues. ``{job_id, queued, deduplicated, reason?}``.
 
@@ -115,7 +118,7 @@ def request_sync(ctx: Context, row: SourceRow, commit: str) -> dict[str, Any]:
             "status": seen["status"],
             "reason": seen["reason"],
         }
-    return dict(merges.request_sync(ctx, row.name, seen["commit"]))
+    return dict(merges.request_sync(ctx, row.name, seen["commit"], held_to=held_to))
 
 
 def accept(
@@ -125,11 +128,17 @@ def accept(
     delivery_id: str | None,
     row: SourceRow,
     event: WebhookEvent,
+    held_to: tuple[Path, ...] | None = None,
 ) -> dict[str, Any]:
     """A verified delivery → its answer. Replays of a delivery id answer with the first job; a
-    delivery for another repository than the source's is refused (``check_repository``)."""
+    delivery for another repository than the source's is refused (``check_repository``); held to
+    ``held_to`` (the server's allowed roots: a webhook is remote), a source whose url is a path of
+    this disk outside them is refused (``reach.refuse_outside``) before anything is fetched,
+    claimed, settled or queued, and the sync job it queues carries them."""
     check_repository(ctx, provider=provider, delivery_id=delivery_id, row=row, event=event)
     wanted = event.wants_sync and event.branch == row.branch
+    if wanted:  # a settle and a sync fetch from the source's url
+        reach.refuse_outside(ctx, row.id, held_to)
     reason = event.reason
     if event.wants_sync and not wanted:
         reason = f"the event is for branch {event.branch!r}; source {row.name!r} follows {row.branch!r}"
@@ -148,7 +157,7 @@ def accept(
     assert event.commit is not None
     settled = _settle_merge(ctx, row, event)
     try:
-        sync = request_sync(ctx, row, event.commit)
+        sync = request_sync(ctx, row, event.commit, held_to=held_to)
     except BaseException:
         if delivery_id:
             with ctx.catalog.write() as conn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.services.changes.sources.merges import SYNC_JOB_KIND
 from gitkb.services.changes.sources.sync import ROLLBACK_JOB_KIND, rollback_job, sync_job
 from gitkb.services.context import Context
@@ -29,7 +30,11 @@ def _action(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[st
 
 def _reindex(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return reindex.reindex(
-        ctx, force=bool(params.get("force")), index_name=params.get("index_name"), progress=progress
+        ctx,
+        force=bool(params.get("force")),
+        index_name=params.get("index_name"),
+        progress=progress,
+        held_to=disk_roots.held_roots(params),  # a remote caller's: checked again now, before reading
     )
 
 

@@ -13,16 +13,18 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.core.chunk_config import resolve_config
 from gitkb.core.errors import Conflict, InvalidArgument
 from gitkb.core.names import validate_index_name, validate_new_filename
-from gitkb.services.changes.sources.registry import resolve_source
+from gitkb.services.changes.sources import reach
 from gitkb.services.changes.sources.sync import COMMIT_ID
 from gitkb.services.context import Context
 from gitkb.services.indexing.admission import admit_documents, admit_text
 from gitkb.services.indexing.documents import resolve_document
 from gitkb.services.indexing.guard import ensure_not_managed
 from gitkb.services.indexing.indexes import get_index
+from gitkb.services.indexing.reindex import refuse_outside
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_state as vs
@@ -122,8 +124,8 @@ def check_action(ctx: Context, params: dict[str, Any]) -> None:
 
 
 def check_reindex(ctx: Context, params: dict[str, Any]) -> None:
-    if params.get("index_name"):
-        get_index(ctx, params["index_name"])
+    """An unknown index; held to allowed roots (a remote caller's), a root outside them."""
+    refuse_outside(ctx, params.get("index_name") or None, disk_roots.held_roots(params))
 
 
 def check_reembed(ctx: Context, params: dict[str, Any]) -> None:
@@ -136,8 +138,9 @@ def check_reembed(ctx: Context, params: dict[str, Any]) -> None:
 
 def check_sync(ctx: Context, params: dict[str, Any]) -> None:
     """A sync (or rollback) of an unknown source, or to something that is not a commit id, is refused
-    before a job row exists; whether the commit is on the tracked branch needs a fetch, in the job."""
-    resolve_source(ctx, params.get("source"))
+    before a job row exists; whether the commit is on the tracked branch needs a fetch, in the job.
+    Held to allowed roots (a remote caller's): a local-path source outside them is refused too."""
+    reach.refuse_outside(ctx, params.get("source"), disk_roots.held_roots(params))
     commit = params.get("commit")
     if commit not in (None, "") and (not isinstance(commit, str) or not COMMIT_ID.fullmatch(commit)):
         raise InvalidArgument(

@@ -7,6 +7,12 @@ chunks keep their ids and vectors), files gone from disk are deleted.
 ``force`` parses every file again (unchanged chunks still keep their ids).
 A delete or rename made through gitkb (DELETE_DOCUMENT, RENAME_DOCUMENT) holds
 across reindexes until ADD_DOCUMENTS names that file again.
+
+A reindex a remote caller asked for is held to ``[server] allowed_roots`` (``held_to``, the job's
+``gitkb.core.disk_roots.HELD_TO`` parameter): every root it would walk must lie inside them, else
+it is refused whole (``refuse_outside``) before anything is read -- checked before the job is
+queued and again when it runs (a root the operator recorded while the job waited), and the run
+walks exactly the roots it checked.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.core.chunk_config import resolve_config
 from gitkb.core.models import WalkEntry
 from gitkb.core.walking import walk
@@ -42,13 +49,33 @@ def walked_indexes(ctx: Context, index_name: Any = None) -> list[IndexRow]:
     return [row for row in rows if not row.settings.get("source")]
 
 
-def walked_roots(ctx: Context, index_name: Any = None) -> dict[str, list[str]]:
-    """The folders and files of the server's disk a reindex of ``index_name`` (None: every index)
-    would read, as recorded by ADD_DOCUMENTS, by index name (an index without any is left out:
-    documents added as text have no root). An interface that limits a caller's reach to some
-    roots asks this before the reindex runs (``gitkb.http.limits.reindex_roots``)."""
-    out = {row.name: [str(root) for root, _ in _roots(ctx, row)] for row in walked_indexes(ctx, index_name)}
-    return {name: roots for name, roots in out.items() if roots}
+def refuse_outside(
+    ctx: Context, index_name: Any, held_to: tuple[Path, ...] | None
+) -> list[tuple[IndexRow, list[tuple[Path, Path]]]]:
+    """The indexes a reindex of ``index_name`` (None: every index) walks and their roots; with
+    ``held_to`` (a remote caller's allowed roots) refused (``forbidden``, ``details.refused_roots``
+    by index) when one of them lies outside (symlinks resolved; none allowed: any). One index with
+    such a root refuses the whole call (deny by default: a reindex of every index then reindexes
+    none; name an index to reindex it alone). Reads the catalog only."""
+    walked = [(row, _roots(ctx, row)) for row in walked_indexes(ctx, index_name)]
+    if held_to is None:
+        return walked
+    refused = {
+        row.name: outside
+        for row, roots in walked
+        if (outside := [str(root) for root, _ in roots if not disk_roots.inside(root, held_to)])
+    }
+    if not refused:
+        return walked
+    steps = [
+        "reindex from the server's CLI (gitkb reindex"
+        + (" --index NAME" if index_name else "")
+        + "): it holds the operator's rights",
+        "or add the root to [server] allowed_roots in gitkb.toml",
+    ]
+    if not index_name:
+        steps.append("or reindex one index whose roots are all allowed (index_name)")
+    raise disk_roots.refusal("reindex", refused, held_to, by="index", steps=steps)
 
 
 def _under(path: str | None, root: Path) -> bool:
@@ -77,23 +104,28 @@ def _follow_overrides(entries: list[Any], kept: dict[str, str | None]) -> tuple[
 
 
 def reindex(
-    ctx: Context, *, force: bool = False, index_name: Any = None, progress: Progress | None = None
+    ctx: Context,
+    *,
+    force: bool = False,
+    index_name: Any = None,
+    progress: Progress | None = None,
+    held_to: tuple[Path, ...] | None = None,
 ) -> dict[str, Any]:
-    """Walk every recorded root again. Answers ``status: completed``, integer counts (``added``,
-    ``modified``, ``deleted``, ``unchanged``, ``skipped``, ``left_out``), the same counts per index
-    under ``indexes``, and the paths under ``paths``. With ``force`` every file parsed again counts
-    as added. ``left_out``: files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
-    rows = walked_indexes(ctx, index_name)
+    """Walk every recorded root again (``held_to``: all inside these roots, ``refuse_outside``).
+    Answers ``status: completed``, integer counts (``added``, ``modified``, ``deleted``,
+    ``unchanged``, ``skipped``, ``left_out``), the same counts per index under ``indexes``, and the
+    paths under ``paths``. With ``force`` every file parsed again counts as added. ``left_out``:
+    files on disk a user deleted through gitkb (ADD_DOCUMENTS brings them back)."""
     t0 = time.perf_counter()
     paths: dict[str, list[Any]] = {k: [] for k in COUNTS}
     per_index: dict[str, dict[str, int]] = {}
     with ctx.write_lock:
-        for row in rows:
+        for row, roots in refuse_outside(ctx, index_name, held_to):  # walks exactly what it checked, now
             report = IngestReport()
             deleted: list[str] = []
             left_out: list[str] = []
             kept = doc_rows.overrides(ctx.catalog.conn, row.id)
-            for root, base in _roots(ctx, row):
+            for root, base in roots:
                 if not root.exists():
                     deleted.extend(_delete_missing(ctx, row, root, seen=set()))
                     continue

@@ -15,7 +15,7 @@ from gitkb.services.context import Context
 from gitkb.services.derived.vector_locks import running_builds
 from gitkb.services.derived.vector_wants import asks_in_range, pending_chunks, wanted_identities
 from gitkb.services.operations.ef_search import ef_search_view
-from gitkb.services.runtime.retention import retired_view
+from gitkb.services.runtime.retention import jobs_view, retired_view
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes, skipped_files
 from gitkb.stores.catalog import documents as doc_rows
@@ -114,6 +114,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
             "catalog": ctx.catalog.backend,  # engine, and its path or URL without the password
             "vectors": vectors,  # [chroma] ef_search, and the depth collections search at where it differs
             "retired_chunks": retired_view(ctx),  # kept [catalog] retired_days for old citations
+            "jobs": jobs_view(ctx),  # finished jobs kept [catalog] jobs_days
             "query_embedding": query_embedding_view(ctx),
         }
     )

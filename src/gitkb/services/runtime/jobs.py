@@ -31,7 +31,7 @@ from typing import Any
 
 from gitkb.core import errors
 from gitkb.core.action_table import ACTIONS as ACTION_TABLE
-from gitkb.core.errors import Busy, GitkbError, LeaseLost, NotFound
+from gitkb.core.errors import Busy, GitkbError, LeaseLost
 from gitkb.core.paging import page_fields, page_of
 from gitkb.services.context import Context
 from gitkb.services.derived.vector_counts import range_vectors
@@ -46,7 +46,7 @@ from gitkb.services.runtime.job_registry import preflight as preflight
 from gitkb.services.runtime.job_registry import remove_kind as remove_kind
 from gitkb.services.runtime.job_registry import split_staged
 from gitkb.services.runtime.nodes import compact, lost_lease
-from gitkb.services.runtime.retention import prune_retired
+from gitkb.services.runtime.retention import prune_jobs, prune_retired, unknown_job
 from gitkb.services.runtime.ttl import count_expired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
@@ -279,7 +279,7 @@ def wait(ctx: Context, job_id: str, *, timeout: float | None, progress: Progress
             ctx.take_lease()
         job = job_rows.get(ctx.catalog.conn, job_id)
         if job is None:
-            raise NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
+            raise unknown_job(ctx, job_id)
         if progress is not None and job.progress_total:
             progress(job.progress_done, job.progress_total)
         if job.state in job_rows.FINISHED:
@@ -313,7 +313,7 @@ MAINTENANCE_EVERY_SECONDS = 60.0
 
 def schedule_maintenance(ctx: Context) -> None:
     """When idle, at most once a minute: compact the change log (``services.nodes.compact``), prune the
-    retired chunks (``services.runtime.retention``) and queue a
+    retired chunks and the finished jobs (``services.runtime.retention``) and queue a
     purge of expired documents if any are due."""
     now = time.monotonic()
     if now - ctx.caches.maintenance_at < MAINTENANCE_EVERY_SECONDS:
@@ -321,6 +321,7 @@ def schedule_maintenance(ctx: Context) -> None:
     ctx.caches.maintenance_at = now
     compact(ctx)
     prune_retired(ctx)  # retired chunks past [catalog] retired_days
+    prune_jobs(ctx)  # finished jobs past [catalog] jobs_days
     if count_expired(ctx) > 0:
         submit(ctx, "purge_expired", {}, caller="gitkb", dedupe_key="purge_expired", check_limit=False)
 
@@ -361,7 +362,7 @@ def cancel(ctx: Context, job_id: str) -> dict[str, Any]:
     with ctx.catalog.write() as conn:
         job = job_rows.get(conn, job_id)
         if job is None:
-            raise NotFound(f"no job {job_id!r}")
+            raise unknown_job(ctx, job_id)
         if job.state == "queued":
             job_rows.finish(
                 conn, job_id, "cancelled", error="cancelled before it started", error_code="cancelled"
@@ -380,7 +381,7 @@ def job_result(ctx: Context, job_id: Any) -> dict[str, Any]:
         raise errors.InvalidArgument("job_id must be the id a promoted call returned (job_…)")
     job = job_rows.get(ctx.catalog.conn, job_id)
     if job is None:
-        raise NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
+        raise unknown_job(ctx, job_id)
     return job.as_dict()
 
 

@@ -8,6 +8,12 @@ retirement), and the rows of chunks still live (a changed document retires all i
 unchanged ones: ``stores.catalog.retired.prune``), when it takes the lease and in its idle
 maintenance (``jobs.schedule_maintenance``, at most once a minute, next to the change-log
 compaction). Indexed DELETEs: cheap (``bench/retired_prune.py``).
+
+Finished jobs (``[catalog] jobs_days``, default :data:`gitkb.core.config.DEFAULT_JOBS_DAYS`) are
+pruned at the same moments (:func:`prune_jobs`, ``stores.catalog.job_retention``): never a queued or
+running job, and the newest finished job of each kind and index is kept however old, so status's
+last build stays what it was. A removed job's id answers ``not_found`` saying it was removed
+(:func:`unknown_job`); an id never made here keeps the answer "no job".
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import logging
 import time
 from typing import Any
 
+from gitkb.core.errors import NotFound
 from gitkb.services.context import Context
-from gitkb.stores.catalog import retired
+from gitkb.stores.catalog import job_retention, retired
 
 log = logging.getLogger("gitkb.retention")
 
@@ -48,3 +55,49 @@ def retired_view(ctx: Context) -> dict[str, Any]:
         "pruned": s.pruned,
         "pruned_with_days": s.pruned_days,
     }
+
+
+def prune_jobs(ctx: Context, *, now: float | None = None) -> dict[str, Any]:
+    """Remove the finished jobs past ``ctx.settings.catalog_jobs_days`` (the writer only); ``now``
+    is the clock's time (tests age every job by passing a later one)."""
+    if not ctx.is_writer:
+        return {"pruned": False, "removed": 0}
+    before = (time.time() if now is None else now) - ctx.settings.catalog_jobs_days * DAY_SECONDS
+    planned = job_retention.plan(ctx.catalog.conn, before=before)  # read outside the write lock
+    if planned is None:
+        return {"pruned": True, "removed": 0}
+    with ctx.catalog.write() as conn:
+        removed = job_retention.apply(conn, planned)
+    if removed:
+        log.info("pruned %d finished jobs past the retention", removed)
+    return {"pruned": True, "removed": removed}
+
+
+def jobs_view(ctx: Context) -> dict[str, Any]:
+    """For ``gitkb status``: the jobs kept, the retention, and what the prunes removed."""
+    s = job_retention.stats(ctx.catalog.conn)
+    return {
+        "rows": s.rows,
+        "finished": s.finished,
+        "retention_days": ctx.settings.catalog_jobs_days,
+        "pruned_before": s.pruned_before,
+        "pruned": s.pruned,
+    }
+
+
+def unknown_job(ctx: Context, job_id: str) -> NotFound:
+    """The answer for an id no job has. An id whose time digits date it before the last prune's
+    horizon says so (it was removed, or never was: an id alone cannot tell, so the message holds
+    for both), else "no job" as ever."""
+    before = job_retention.removed_before(ctx.catalog.conn, job_id)
+    if before is None:
+        return NotFound(f"no job {job_id!r}", next_steps=["list jobs with `gitkb jobs list`"])
+    days = ctx.settings.catalog_jobs_days
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(before))
+    return NotFound(
+        f"no job {job_id!r} now: its id dates from before {when}, when the jobs that had finished"
+        f" were removed (finished jobs are kept {days} days, [catalog] jobs_days); if it ran, its"
+        " outcome is in what it changed (get_index_status, the documents)",
+        next_steps=["list the jobs kept with `gitkb jobs list`"],
+        details={"jobs_pruned_before": before, "jobs_days": days},
+    )

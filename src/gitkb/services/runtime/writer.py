@@ -29,7 +29,7 @@ from gitkb.services.derived.catchup import catch_up_keywords
 from gitkb.services.derived.embeddings import resume_if_pending
 from gitkb.services.derived.vector_wants import wanted_identities, watermark_name
 from gitkb.services.runtime import jobs, nodes
-from gitkb.services.runtime.retention import prune_retired
+from gitkb.services.runtime.retention import prune_jobs, prune_retired
 from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import jobs as job_rows
 from gitkb.stores.catalog.engine import Conn
@@ -142,6 +142,10 @@ def _start_writing(ctx: Context) -> None:
         prune_retired(ctx)
     except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the retention
         log.warning("could not prune retired chunks: %s", exc)
+    try:  # finished jobs past [catalog] jobs_days, as the idle maintenance does
+        prune_jobs(ctx)
+    except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the retention
+        log.warning("could not prune finished jobs: %s", exc)
     try:  # vectors a dead writer left behind catch up now, not at the next write (a lease taken later)
         resume_if_pending(ctx)
     except Exception as exc:  # noqa: BLE001 - taking the lease never fails on the derived vectors

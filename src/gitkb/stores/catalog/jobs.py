@@ -21,6 +21,23 @@ from gitkb.stores.catalog.engine import Conn, dialect_of
 
 ACTIVE = ("queued", "running")
 FINISHED = ("completed", "failed", "cancelled")
+# A job id is ``job_`` + its creation second (8 hex digits) + 16 random hex digits (since jobs23, so
+# an id whose row the retention removed can say so: ``job_retention.removed_before``); ids made
+# before that are 24 random hex digits, read as a creation time only from this second on.
+ID_TIME_SINCE = 1_796_083_200  # 2026-12-01 UTC
+
+
+def new_id(now: float) -> str:
+    return f"job_{int(now):08x}{uuid.uuid4().hex[:16]}"
+
+
+def created_of(job_id: str) -> float | None:
+    """The creation second a job id carries (None: not a job id, or one older than its format)."""
+    digits = job_id[4:] if job_id.startswith("job_") else ""
+    if len(digits) != 24 or any(c not in "0123456789abcdef" for c in digits):
+        return None
+    second = int(digits[:8], 16)
+    return float(second) if second >= ID_TIME_SINCE else None
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,21 @@ def _row(r: Any) -> JobRow:
     )
 
 
+def retention_key(kind: str, params: dict[str, Any]) -> str:
+    """Jobs with the same key concern the same indexes the same way for status (the kind, the
+    action, ``index_name`` / ``indexes``, the ``source``): the finished-job retention keeps the
+    newest of each (``job_retention``). Stored on the row at insert (column ``retention_key``,
+    migration ``m029_jobs23_retention_key``) so the prune finds its rows with an indexed read."""
+    inner: Any = params
+    action = None
+    if kind == "action":
+        action = params.get("action")
+        inner = params.get("params") if isinstance(params.get("params"), dict) else {}
+    source = None if kind == "action" else inner.get("source")
+    named = [kind, action, inner.get("index_name"), inner.get("indexes"), source]
+    return json.dumps(named, sort_keys=True, default=str)
+
+
 def insert(
     conn: Conn,
     kind: str,
@@ -102,11 +134,11 @@ def insert(
     runner: str | None = None,
     staged: dict[str, str] | None = None,
 ) -> JobRow:
-    job_id = "job_" + uuid.uuid4().hex[:24]
     now = time.time()
+    job_id = new_id(now)
     conn.execute(
-        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO jobs(id, kind, params, state, caller, dedupe_key, runner, created_at, started_at, attempts,"
+        " retention_key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (
             job_id,
             kind,
@@ -118,6 +150,7 @@ def insert(
             now,
             now if state == "running" else None,
             1 if state == "running" else 0,
+            retention_key(kind, params),
         ),
     )
     if staged:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 
 from gitkb.stores.catalog.engine import Conn, dialect_of
+from gitkb.stores.catalog.jobs import retention_key
 
 # Tables whose queries order by SQLite's implicit rowid (insertion order): PostgreSQL gets the
 # same column explicitly.
@@ -708,6 +709,34 @@ def m027_ops21_retired_retention(conn: Conn) -> None:
     run_script(conn, "CREATE INDEX retired_chunks_at ON retired_chunks(retired_at)")
 
 
+def m028_jobs23_finished_index(conn: Conn) -> None:
+    """Finished jobs are kept ``[catalog] jobs_days`` (part jobs23): an index on ``finished_at`` for the
+    writer's check whether a job finished or aged past the retention since its last prune
+    (``stores.catalog.job_retention``), so an idle server's maintenance reads no job row."""
+    run_script(conn, "CREATE INDEX jobs_finished ON jobs(finished_at)")
+
+
+def m029_jobs23_retention_key(conn: Conn) -> None:
+    """Each job row carries its retention key (``jobs.retention_key``: kind, action, indexes,
+    source), indexed with its finish time, so the writer's prune finds the finished jobs past the
+    retention that a newer one of the same key supersedes with an indexed read instead of reading
+    every finished row (``stores.catalog.job_retention.plan``). Rows of before are keyed here."""
+    run_script(
+        conn,
+        "ALTER TABLE jobs ADD COLUMN retention_key TEXT;"
+        " CREATE INDEX jobs_retention ON jobs(retention_key, finished_at)",
+    )
+    keyed = []
+    for job_id, kind, raw in conn.execute("SELECT id, kind, params FROM jobs").fetchall():
+        try:
+            params = json.loads(raw or "{}")
+        except json.JSONDecodeError:
+            params = {}
+        keyed.append((retention_key(str(kind), params if isinstance(params, dict) else {}), job_id))
+    for at in range(0, len(keyed), 1000):
+        conn.executemany("UPDATE jobs SET retention_key = ? WHERE id = ?", keyed[at : at + 1000])
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_jobs_and_writer,
@@ -730,6 +759,8 @@ MIGRATIONS: list[Migration] = [
     m025_chroma18_workspace_id,
     m026_ingest20c_drop_chunks_hash,
     m027_ops21_retired_retention,
+    m028_jobs23_finished_index,
+    m029_jobs23_retention_key,
 ]
 
 

@@ -22,11 +22,14 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument
 from gitkb.services.changes import audit
 from gitkb.services.changes.review_push import reconcile_in_flight
+from gitkb.services.changes.sources import reach
 from gitkb.services.changes.sources.branch_order import staged_on_branch
 from gitkb.services.changes.sources.registry import forge_for, open_repo, proposal_branch, resolve_source
 from gitkb.services.changes.sources.staging import restack
@@ -45,8 +48,11 @@ def sync_dedupe_key(source_id: str, commit: str) -> str:
     return f"{SYNC_JOB_KIND}:{source_id}:{commit}"
 
 
-def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) -> dict[str, Any]:
-    """Queue the source's sync to ``commit`` once; ``wait``: block until it has run."""
+def request_sync(
+    ctx: Context, source: Any, commit: str, *, wait: bool = False, held_to: tuple[Path, ...] | None = None
+) -> dict[str, Any]:
+    """Queue the source's sync to ``commit`` once; ``wait``: block until it has run; ``held_to``:
+    a remote caller's allowed roots, which the job carries (``disk_roots.HELD_TO``)."""
     row = resolve_source(ctx, source)
     if not isinstance(commit, str) or not commit.strip():
         raise InvalidArgument("a sync request needs the commit to sync to")
@@ -71,7 +77,8 @@ def request_sync(ctx: Context, source: Any, commit: str, *, wait: bool = False) 
     job = earlier or jobs.submit(
         ctx,
         SYNC_JOB_KIND,
-        {"source": row.name, "commit": commit, "full": False},
+        {"source": row.name, "commit": commit, "full": False}
+        | ({} if held_to is None else {disk_roots.HELD_TO: [str(r) for r in held_to]}),
         dedupe_key=key,
         check_limit=False,
     )
@@ -225,10 +232,18 @@ def _number(number: Any) -> int:
 
 
 def forge_merge(
-    ctx: Context, source: Any, number: Any, *, actor: str = "operator", wait: bool = True
+    ctx: Context,
+    source: Any,
+    number: Any,
+    *,
+    actor: str = "operator",
+    wait: bool = True,
+    held_to: tuple[Path, ...] | None = None,
 ) -> dict[str, Any]:
-    """Merge a local change request into its base on the remote, then request the sync a webhook would."""
-    row = resolve_source(ctx, source)
+    """Merge a local change request into its base on the remote, then request the sync a webhook
+    would. ``held_to`` (a remote caller's allowed roots): a remote that is a path of this disk
+    outside them is refused before it is merged into or synced (``reach.refuse_outside``)."""
+    row = reach.refuse_outside(ctx, source, held_to)
     n = _number(number)
     try:
         cr = _local_forge(ctx, row).merge(n)
@@ -252,7 +267,7 @@ def forge_merge(
         detail={"number": n, "merge_commit": cr.merge_commit_sha},
     )
     assert cr.merge_commit_sha is not None
-    sync = request_sync(ctx, row.name, cr.merge_commit_sha, wait=wait)
+    sync = request_sync(ctx, row.name, cr.merge_commit_sha, wait=wait, held_to=held_to)
     return {
         "Message": f"Merged change request #{n} into {cr.base} as {cr.merge_commit_sha[:12]}; "
         + ("synced" if wait else f"sync queued as job {sync['job_id']}"),

@@ -41,10 +41,12 @@ import re
 import time
 from typing import Any
 
+from gitkb.core import disk_roots
 from gitkb.core.change_planning import ChangePlan, plan_changes
 from gitkb.core.errors import InvalidArgument
 from gitkb.services.changes import audit
 from gitkb.services.changes.checkouts import refresh_source
+from gitkb.services.changes.sources import reach
 from gitkb.services.changes.sources.apply import Progress, apply_plan
 from gitkb.services.changes.sources.merges import reconcile_merges
 from gitkb.services.changes.sources.planning import change_of, filter_plan, reported
@@ -307,7 +309,9 @@ def _chunk_changes(ctx: Context, since: int) -> tuple[int, int]:
 
 
 def sync_job(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Job-queue adapter: ``{"source": NAME, "commit": SHA?}``; never moves an index back."""
+    """Job-queue adapter: ``{"source": NAME, "commit": SHA?}``; never moves an index back. Held
+    to allowed roots (a remote caller's): a local-path source outside them is refused, unread."""
+    reach.refuse_outside(ctx, params["source"], disk_roots.held_roots(params))
     return sync_source(
         ctx,
         params["source"],
@@ -320,6 +324,7 @@ def sync_job(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[s
 def rollback_job(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Job-queue adapter of the admin action ``source_rollback``: ``{"source": NAME, "commit": SHA}``,
     a commit of the tracked branch, older than the synced one (a newer one is a plain sync)."""
+    reach.refuse_outside(ctx, params["source"], disk_roots.held_roots(params))
     return sync_source(
         ctx, params["source"], commit=params.get("commit"), rollback=True, progress=progress, actor="rollback"
     )
