@@ -211,15 +211,8 @@ def _stale(ctx: Context, r: RetiredChunk, *, scoped: bool = False) -> dict[str, 
     out.update(source=row.name, branch=row.branch, commit=commit, head_commit=head)
     if warnings:
         out["Warnings"] = warnings
-    if scoped and not _still_fed(
-        row, repo, head, r.path
-    ):  # an agent reads no file its source stopped feeding
-        out["passage"] = "not_fed"
-        out["Message"] = (
-            f"chunk {r.chunk_id} is stale: source {row.name!r} no longer feeds {r.path} to its indexes"
-            " (search_index again for where the topic went)"
-        )
-        return out
+    if scoped and not _still_fed(row, repo, head, r.path):  # no file its source stopped feeding
+        return _not_fed(out, r, row)
     try:
         now = _read(repo, head, r.path)
     except (NotFound, InvalidArgument):
@@ -267,3 +260,13 @@ def _still_fed(row: SourceRow, repo: ManagedRepo, head: str, path: str) -> bool:
     except InvalidArgument:
         return False
     return True
+
+
+def _not_fed(out: dict[str, Any], r: RetiredChunk, row: SourceRow) -> dict[str, Any]:
+    """A scoped caller's answer for a passage whose file the source no longer feeds: no text."""
+    out["passage"] = "not_fed"
+    out["Message"] = (
+        f"chunk {r.chunk_id} is stale: source {row.name!r} no longer feeds {r.path} to its indexes"
+        " (search_index again for where the topic went)"
+    )
+    return out
