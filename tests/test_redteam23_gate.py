@@ -90,14 +90,23 @@ ROTATE = "runbooks/rotate-api-keys.md"
 RETENTION = "policies/data-retention.md"
 
 
+@pytest.mark.parametrize("point", ["review.approved", "review.before_push"])
 @pytest.mark.parametrize("between", ["propose", "refresh", "choose"])
 def test_what_is_pushed_is_the_approved_head_whatever_happens_between_approve_and_push(
-    source_ws: Any, upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, between: str
+    source_ws: Any,
+    upstream: Upstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    between: str,
+    point: str,
 ) -> None:
     """approve_review is paused after it recorded the approval, just before ``git push``; meanwhile
     another caller stages a new proposal, refreshes the branch onto a moved base, or opens a review
     of a chosen proposal (which reorders the branch). The remote gets exactly the approved head
-    (its tree: the approved edit, nothing staged later), and the review says so."""
+    (its tree: the approved edit, nothing staged later), and the review says so. Paused right after
+    the approval was recorded (review.approved), a refresh onto a moved base marked the review
+    superseded (its push_sha was not recorded yet), and the push went on: a pushed review reading
+    superseded."""
     ws = source_ws
     first = ok(ws.propose_kb_edit(SOURCE, ROTATE, search="every 90 days", replace="every 60 days"))
     if between == "choose":  # a second proposal staged before, not approved: the one a chooser puts first
@@ -105,15 +114,13 @@ def test_what_is_pushed_is_the_approved_head_whatever_happens_between_approve_an
     review = ok(ws.open_kb_pull_request(SOURCE, proposal_ids=[first["proposal_id"]]))
     where = tmp_path / "pause"
     where.mkdir()
-    monkeypatch.setenv("GITKB_PAUSE_AT", "review.before_push")
+    monkeypatch.setenv("GITKB_PAUSE_AT", point)
     monkeypatch.setenv("GITKB_PAUSE_DIR", str(where))
     out: dict[str, Any] = {}
     t = threading.Thread(target=lambda: out.update(answer=ws.approve_review(review["review_id"])))
     t.start()
     try:
-        wait_until(
-            lambda: (where / "review.before_push.reached").exists() or out, timeout=60, what="the pause"
-        )
+        wait_until(lambda: (where / f"{point}.reached").exists() or out, timeout=60, what="the pause")
         assert not out, out
         monkeypatch.delenv("GITKB_PAUSE_AT")
         if between == "propose":
@@ -125,7 +132,7 @@ def test_what_is_pushed_is_the_approved_head_whatever_happens_between_approve_an
         else:
             ok(ws.open_kb_pull_request(SOURCE, proposal_ids=[second["proposal_id"]]))
     finally:
-        (where / "review.before_push.go").write_text("")
+        (where / f"{point}.go").write_text("")
         t.join(90)
     ok(out["answer"])
     pushed = upstream.remote_sha(BRANCH)

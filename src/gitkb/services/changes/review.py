@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
+from gitkb.core.faults import pause_point
 from gitkb.core.paging import page_of, paged
 from gitkb.services.changes import audit
 from gitkb.services.changes import review_push as rp
@@ -246,9 +247,14 @@ def approve_review(
                 ],
             )
         expected = _check_overwrites(ctx, r, row, repo, reviewer, overwrite)
+        # the push in flight is recorded with the approval: a refresh or a choice by another caller
+        # in between would otherwise mark the review superseded while it is pushed all the same
+        fields: dict[str, Any] = {"pushing_sha": r.push_sha, "expected_remote_sha": expected}
         if r.state == "pending":
-            with ctx.catalog.write() as w:
-                prop_rows.update_review(w, r.id, state="approved", reviewer=reviewer, decided_at=time.time())
+            fields.update(state="approved", reviewer=reviewer, decided_at=time.time())
+        with ctx.catalog.write() as w:
+            prop_rows.update_review(w, r.id, **fields)
+        if r.state == "pending":
             audit.record(
                 ctx,
                 actor=reviewer,
@@ -261,6 +267,7 @@ def approve_review(
                     "overwrites": [c["sha"] for c in get_review(ctx, r.id).overwrites],
                 },
             )
+        pause_point("review.approved")  # tests: another caller acts between the approval and the push
         cr = rp.push_and_open(ctx, get_review(ctx, r.id), row, repo, reviewer, expected)
         return _approved(ctx, get_review(ctx, r.id), row, cr)
 
