@@ -2,12 +2,14 @@
 query-int8-<digest>.onnx`` (``core/embedders/minilm_query.ensure_query_graph``), with the real model.
 
 The name is predictable (the digest of the installed model file's path, size and mtime and the
-builder's version), and a file found there is loaded as is. What was tried: a graph planted there
+builder's version), and a file found there was loaded as is. What was tried: a graph planted there
 as a symlink to a file elsewhere, or as a file another user owns (it returns other vectors than
 the documents' graph: every search would rank by them); a model folder that is a symlink to
 another user's directory (stale-graph removal deletes files there); a stale graph that is a
-symlink to a file outside (only the link goes). core/embedders is the lead's: what got through is
-marked ``xfail(strict=True)`` and reported, so the test fails (XPASS) once it is fixed.
+symlink to a file outside (only the link goes). What got through was fixed by the lead
+(``minilm_query.ensure_query_graph`` loads only a regular file of this user's in a folder of this
+user's that no one else may write, and ``FastEmbedMiniLM._agreeing`` checks the graph's vector of a
+probe text against the documents' graph before any query runs on it).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ import pytest
 from gitkb.core.embedders import fastembed_minilm as fm
 from gitkb.core.embedders import minilm_query
 from gitkb.core.embedders.registry import create_embedder
+from gitkb.core.errors import EmbeddingNotConfigured
 
 NOBODY = 65534
 QUERY = "how do I rotate the API keys"
-THROUGH = "through (core/embedders is the lead's): reported in redteam23's report"
 
 
 def _embedder(cache: Path, **options: Any) -> Any:
@@ -78,7 +80,6 @@ def test_an_honest_cache_answers_the_documents_vectors(tmp_path: Path, reference
     assert _cos_to(reference, tmp_path) >= 0.999
 
 
-@pytest.mark.xfail(strict=True, reason=THROUGH)
 def test_a_graph_planted_as_a_symlink_is_not_loaded(
     tmp_path: Path, tampered: Path, reference: np.ndarray
 ) -> None:
@@ -87,7 +88,6 @@ def test_a_graph_planted_as_a_symlink_is_not_loaded(
     assert _cos_to(reference, tmp_path) >= 0.999  # got: the tampered graph's vector (cosine 0.07)
 
 
-@pytest.mark.xfail(strict=True, reason=THROUGH)
 def test_a_graph_another_user_owns_is_not_loaded(
     tmp_path: Path, tampered: Path, reference: np.ndarray
 ) -> None:
@@ -99,25 +99,55 @@ def test_a_graph_another_user_owns_is_not_loaded(
     assert _cos_to(reference, tmp_path) >= 0.999
 
 
-def test_the_tampered_graph_really_answers_other_vectors(
+def test_the_tampered_graph_really_answers_other_vectors(tampered: Path, reference: np.ndarray) -> None:
+    """The attack itself: loaded directly, the planted graph moves the query's vector (so the
+    tests above and below pass because it is refused, not because it would not load)."""
+    import onnxruntime as ort  # heavy: only this test loads a graph by hand
+
+    e = _embedder(tampered.parent / "probe-cache", query_graph="exact")
+    session = ort.InferenceSession(str(tampered), providers=["CPUExecutionProvider"])
+    got = e._run([e._tok.encode(QUERY)], session)[0]
+    assert float(got @ reference) < 0.99
+
+
+def test_a_tampered_graph_of_this_users_own_is_caught_by_the_probe(
     tmp_path: Path, tampered: Path, reference: np.ndarray
 ) -> None:
-    """The two xfails above fail for the reason they say: the planted graph is loaded and moves
-    the query's vector (guards the attack itself against a graph that would not load)."""
+    """A regular file of this user's at the graph's name (0644: it passes the ownership checks) that
+    answers other vectors: the first query's probe refuses it, queries use the documents' graph
+    (bit for bit its vector), the embedder says why, the file is removed, and the next embedder
+    builds an honest graph."""
     target = _target(tmp_path)
-    target.symlink_to(tampered)
+    shutil.copyfile(tampered, target)
+    os.chmod(target, 0o644)
     e = _embedder(tmp_path)
-    got = float(np.array(e.embed_query(QUERY)) @ reference)
-    assert e.query_graph == "int8" and e.query_graph_error is None
-    assert got < 0.99, got
+    assert float(np.array(e.embed_query(QUERY)) @ reference) > 0.99999
+    assert e.query_graph == "exact" and "answers other vectors" in str(e.query_graph_error)
+    assert not target.exists()
+    again = _embedder(tmp_path)
+    assert float(np.array(again.embed_query(QUERY)) @ reference) >= 0.999 and again.query_graph == "int8"
+    assert target.is_file() and not target.is_symlink()
 
 
-@pytest.mark.xfail(strict=True, reason=THROUGH)
+def test_a_model_folder_others_may_write_to_is_closed_to_them(tmp_path: Path, reference: np.ndarray) -> None:
+    """A group- or world-writable model folder of this user's (umask 002, a chmod) would let others
+    plant a graph: it loses their write access before a graph is built or loaded, and the graph
+    is written writable by its owner only."""
+    model_dir = fm.assemble_model_dir(tmp_path)
+    os.chmod(model_dir, 0o777)
+    assert _cos_to(reference, tmp_path) >= 0.999
+    assert os.stat(model_dir).st_mode & 0o022 == 0
+    [built] = model_dir.glob("query-int8-*.onnx")
+    assert os.stat(built).st_mode & 0o022 == 0
+
+
 def test_stale_graph_removal_deletes_nothing_in_a_symlinked_model_folder(
     tmp_path: Path, reference: np.ndarray
 ) -> None:
     """``<cache>/all-minilm-l6-v2-int8`` is a symlink to another user's directory holding a file
-    named like a stale graph: the build's clean-up deleted it (and wrote the graph there)."""
+        named like a stale graph: the build's clean-up deleted it (and wrote the graph there). Now the
+    model folder is refused: nothing is linked, written, built or deleted there, and the embedder
+    says why."""
     theirs = tmp_path / "other-user"
     theirs.mkdir()
     victim = theirs / "query-int8-theirs.onnx"
@@ -125,8 +155,9 @@ def test_stale_graph_removal_deletes_nothing_in_a_symlinked_model_folder(
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / fm.MODEL_DIR_NAME).symlink_to(theirs, target_is_directory=True)
-    _embedder(cache).embed_query(QUERY)
-    assert victim.exists()
+    with pytest.raises(EmbeddingNotConfigured, match="is a symlink"):
+        _embedder(cache).embed_query(QUERY)
+    assert list(theirs.iterdir()) == [victim] and victim.read_bytes() == b"their file"  # nothing written
 
 
 def test_a_stale_graph_that_is_a_symlink_goes_but_not_its_target(
@@ -156,7 +187,6 @@ def test_a_directory_planted_at_the_graphs_name_falls_back_to_the_documents_grap
     assert float(got @ reference) > 0.99999
 
 
-@pytest.mark.xfail(strict=True, reason=THROUGH)
 def test_a_directory_named_like_a_stale_graph_does_not_cost_the_int8_graph(tmp_path: Path) -> None:
     """The clean-up after a build unlinks every other query-int8-*.onnx; a directory of that name
     raises IsADirectoryError there, after the graph was built, and the embedder falls back to the

@@ -13,6 +13,7 @@ fastembed and onnxruntime are imported only when an embedder is created.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import importlib.util
 import logging
@@ -26,6 +27,7 @@ from typing import Any
 
 from gitkb.core.embedders import minilm_query
 from gitkb.core.embedders.base import check_texts
+from gitkb.core.embedders.model_folder import own_folder
 from gitkb.core.errors import EmbeddingNotConfigured, InvalidArgument
 
 PROVIDER = "fastembed"
@@ -33,6 +35,10 @@ MODEL = "all-minilm-l6-v2"
 IDENTITY = f"{PROVIDER}/{MODEL}"
 DIMS = 384
 MAX_INPUT_TOKENS = 256
+# The query graph must give this text the documents' graph's vector up to rounding before any query
+# runs on it (its cosine on every awsdocs dev question and SciFact claim is >= 0.9996).
+PROBE_TEXT = "how do I rotate the access keys of a service account before they expire"
+PROBE_MIN = 0.999
 # Texts per model run: 2 took 24-27% less CPU than 8 (less padding, activations stay in cache).
 DEFAULT_BATCH_SIZE = 2
 MODEL_DIR_NAME = "all-minilm-l6-v2-int8"
@@ -100,6 +106,7 @@ def assemble_model_dir(cache_dir: Path) -> Path:
     model_dir = Path(cache_dir) / MODEL_DIR_NAME
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(model_dir)  # not a symlink nor another user's; no one else may write in it
         _link_weights(weights, model_dir / "model.onnx")
         data = importlib.resources.files("gitkb.core.data")
         for name in TOKENIZER_FILES:
@@ -228,7 +235,7 @@ class FastEmbedMiniLM:
                 try:
                     src = packaged_model_file()
                     path = minilm_query.ensure_query_graph(self.model_dir, src, _replace_atomically)
-                    self._query_session = self._session_for(path)
+                    self._query_session = self._agreeing(path, self._session_for(path))
                 except Exception as exc:  # onnx missing, unwritable cache, onnxruntime without the kernel
                     self.query_graph = "exact"
                     self.query_graph_error = f"{type(exc).__name__}: {exc}"
@@ -236,6 +243,21 @@ class FastEmbedMiniLM:
                         "queries use the default graph: the int8 query graph is unavailable (%s)", exc
                     )
         return self._query_session or self._session
+
+    def _agreeing(self, path: Path, session: Any) -> Any:
+        """``session`` when its vector of a probe text is the documents' graph's up to rounding
+        (cosine >= ``PROBE_MIN``); else the graph file goes (the next process builds it again) and
+        ValueError says so: a damaged or planted graph never ranks a search."""
+        enc = [self._tok.encode(PROBE_TEXT)]
+        cos = float(self._run(enc, session)[0] @ self._run(enc, self._session)[0])
+        if cos >= PROBE_MIN:
+            return session
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise ValueError(
+            f"the query graph {path} answers other vectors than the documents' graph (cosine {cos:.4f}"
+            f" on a probe, at least {PROBE_MIN} expected): removed"
+        )
 
     def _run(self, encodings: list[Any], session: Any = None) -> Any:
         """Normalised mean-pooled float32 vectors of one padded group (fastembed's post-processing)."""

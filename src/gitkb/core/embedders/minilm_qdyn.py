@@ -29,6 +29,7 @@ from typing import Any
 
 from gitkb.core.embedders import fastembed_minilm as base
 from gitkb.core.embedders.int8_weights import graph_maps, int8_weights
+from gitkb.core.embedders.model_folder import discard, own_folder, trusted
 from gitkb.core.errors import EmbeddingNotConfigured, InvalidArgument
 
 PROVIDER = base.PROVIDER
@@ -103,6 +104,11 @@ def quantize(src: Path, dest: Path) -> int:
     return folded
 
 
+def _quantized(src: Path, tmp: Path) -> None:
+    quantize(src, tmp)
+    os.chmod(tmp, 0o644)  # whatever the umask: writable by its owner only (``model_folder.trusted``)
+
+
 def ensure_model_dir(cache_dir: Path) -> tuple[Path, bool]:
     """``<cache_dir>/all-minilm-l6-v2-qdyn/`` with tokenizer files and the quantized graph.
 
@@ -115,14 +121,17 @@ def ensure_model_dir(cache_dir: Path) -> tuple[Path, bool]:
     built = False
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(model_dir)  # not a symlink nor another user's; no one else may write in it
         tokenizer_dir = base.assemble_model_dir(cache_dir)
         for name in base.TOKENIZER_FILES:
             base._write_if_changed(model_dir / name, (tokenizer_dir / name).read_bytes())
-        if not target.is_file():
-            with open(model_dir / LOCK_NAME, "a+b") as lock:
+        if not trusted(target):
+            fd = os.open(model_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "r+b") as lock:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
-                if not target.is_file():  # not built while this one waited
-                    base._replace_atomically(target, lambda tmp: quantize(src, tmp))
+                if not trusted(target):  # not built while this one waited (a link or another's file goes)
+                    discard(target)
+                    base._replace_atomically(target, lambda tmp: _quantized(src, tmp))
                     built = True
     except OSError as exc:
         raise EmbeddingNotConfigured(

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
 from gitkb.core.embedders.int8_weights import GraphMaps, Int8Weight, graph_maps, int8_weights
+from gitkb.core.embedders.model_folder import discard, own_folder, trusted
 
 QUERY_GRAPHS = ("int8", "exact")
 DEFAULT_QUERY_GRAPH = "int8"
+log = logging.getLogger(__name__)
 BUILDER_VERSION = 2  # bump when build_query_graph changes: the graph's file name changes with it
 LOCK_NAME = ".query-graph.lock"
 BLOCK = 32  # MatMulNBits block along K: 32 is the size onnxruntime's int8 kernels are built for
@@ -144,21 +148,39 @@ def graph_name(src: Path) -> str:
 def ensure_query_graph(model_dir: Path, src: Path, replace_atomically: Any) -> Path:
     """``<model_dir>/query-int8-<digest>.onnx``, built from ``src`` when absent (once, under a file lock).
 
-    OSError / ImportError (no ``onnx``) / ValueError (nothing to convert) go to the caller, which
-    falls back to the default graph and says so."""
+    Only a graph this process's user built is loaded: the model folder must be a folder of this
+    user's (not a symlink; group and others lose write access to it), and what stands at the graph's
+    name must be a regular file of this user's that no one else may write; anything else there (a
+    symlink, another user's file) is removed and the graph built again. OSError (an unusable
+    folder, a folder at the graph's name, an unwritable cache) / ImportError (no ``onnx``) /
+    ValueError (nothing to convert) go to the caller, which falls back to the default graph and
+    says so."""
+    own_folder(model_dir)
     target = model_dir / graph_name(src)
-    if target.is_file():
+    if trusted(target):
         return target
-    with open(model_dir / LOCK_NAME, "a+b") as lock:
+    fd = os.open(model_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "r+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
-        if not target.is_file():  # not built while this one waited
+        if not trusted(target):  # not built while this one waited
+            discard(target)
 
             def build(tmp: Path) -> None:
                 if build_query_graph(src, tmp) == 0:
                     raise ValueError(f"no int8 MatMul weight to convert in {src}")
+                os.chmod(tmp, 0o644)  # whatever the umask: writable by its owner only
 
             replace_atomically(target, build)
-            for old in model_dir.glob("query-int8-*.onnx"):  # graphs of an earlier model or builder
-                if old != target:
-                    old.unlink(missing_ok=True)  # a session already loaded from it keeps its copy
+            _remove_stale(model_dir, target)
     return target
+
+
+def _remove_stale(model_dir: Path, target: Path) -> None:
+    """Graphs of an earlier model or builder go (a session already loaded from one keeps its copy);
+    a folder named like one stays, and a file that cannot be removed is left, never an error."""
+    for old in model_dir.glob("query-int8-*.onnx"):
+        if old != target:
+            try:
+                discard(old)
+            except OSError as exc:
+                log.warning("could not remove the stale query graph %s: %s", old, exc)
