@@ -41,6 +41,27 @@ def test_search_with_tenant_sees_only_that_tenant(tenants: Any) -> None:
     assert "Warnings" not in res
 
 
+def test_a_blank_tenant_is_refused_as_ingest_refuses_it(tenants: Any, make_client: Any) -> None:
+    """A tenant of only spaces searched the untenanted documents (redteam23): another population
+    than the caller named. Refused on search as on ingest, on the library and over HTTP; ``""``
+    still means no tenant (a web form's empty field)."""
+    for call in (
+        lambda: tenants.document_index("SEARCH", query="failover", tenant="   "),
+        lambda: tenants.document_index("ADD_TEXT", index_name="kb", text="x", tenant="   "),
+    ):
+        res = call()
+        assert res["Success"] is False and res["code"] == "invalid_argument", res
+    assert _paths(tenants.document_index("SEARCH", query="failover", tenant="")) == [
+        "shared untenanted runbook about failover"
+    ]
+    client = make_client()
+    ws = client.app.state.gitkb.workspace
+    ws.document_index("CREATE_INDEX", index_name="kb", embeddings=False)
+    _add(ws, "shared untenanted runbook about failover")
+    r = client.post("/search", json={"query": "failover", "tenant": " \t "})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument", r.text
+
+
 def test_unknown_tenant_warns_instead_of_silent_zero(tenants: Any) -> None:
     res = tenants.document_index("SEARCH", query="failover", tenant="acmee")
     assert res["Success"] and res["Results"] == []

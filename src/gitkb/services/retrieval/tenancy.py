@@ -26,7 +26,7 @@ DEFAULT_TIER = "hot"
 
 def check_tenant(tenant: Any) -> str | None:
     """A tenant as documents store it and searches match it: surrounding spaces off, None for none
-    (``""``); control characters refused (the keyword index marks "no tenant" with one, so such a
+    (``""``); only spaces refused (ingest refuses them too); control characters refused (the keyword index marks "no tenant" with one, so such a
     tenant's documents were found by searches without tenant, and its searches found those)."""
     if tenant is None:
         return None
@@ -34,6 +34,10 @@ def check_tenant(tenant: Any) -> str | None:
         raise InvalidArgument(f"tenant must be a string, got {tenant!r}")
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in tenant):
         raise InvalidArgument(f"tenant {tenant!r} holds control characters; a tenant is a plain name")
+    if tenant and not tenant.strip():  # ingest refuses it: searching would find untenanted documents
+        raise InvalidArgument(
+            f'tenant {tenant!r} is blank; leave it out (or send "") to search documents without a tenant',
+        )
     return tenant.strip() or None
 
 
