@@ -88,6 +88,11 @@ class Action:
     # its job reads this server's disk where its parameters do not name it (the roots ADD_DOCUMENTS
     # recorded, a source's local-path url): a remote interface's call is held to [server] allowed_roots
     reads_disk: bool = False
+    # the parameter naming or implying the source (a source or index, review_id, proposal_id,
+    # chunk_id) whose url the action fetches from, pushes to or (the local forge) writes at once:
+    # a remote interface's call is refused before it runs when that url is a path of this server's
+    # disk outside [server] allowed_roots (``reads_disk`` is what a job carries to check again)
+    reaches_source: str | None = None
     cli: str = ""  # the CLI command that runs it
     fields: dict[str, Param] = field(init=False, repr=False, compare=False)
 
@@ -527,6 +532,7 @@ METHODS: tuple[Action, ...] = (
         target="source",
         builds=True,
         reads_disk=True,
+        reaches_source="source",
     ),
     _m(
         "source_rollback",
@@ -539,6 +545,7 @@ METHODS: tuple[Action, ...] = (
         target="source",
         builds=True,
         reads_disk=True,
+        reaches_source="source",
     ),
     _m(
         "source_remove",
@@ -558,6 +565,7 @@ METHODS: tuple[Action, ...] = (
         "a read-only working copy of the source at its synced commit, refreshed by every sync",
         "gitkb checkout",
         target="source",
+        reaches_source="source",  # the clone, cloned again from the url when it went missing
     ),
     # proposals and reviews
     _m(
@@ -569,6 +577,7 @@ METHODS: tuple[Action, ...] = (
         agents=True,
         target="source_id_or_index",
         exclusive=(("content", "search"),),
+        reaches_source="source_id_or_index",
     ),
     _m(
         "propose_kb_delete",
@@ -578,6 +587,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb propose --delete",
         agents=True,
         target="source_id_or_index",
+        reaches_source="source_id_or_index",
     ),
     _m(
         "propose_kb_rename",
@@ -587,6 +597,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb propose --rename-to",
         agents=True,
         target="source_id_or_index",
+        reaches_source="source_id_or_index",
     ),
     _m(
         "list_proposals",
@@ -608,6 +619,7 @@ METHODS: tuple[Action, ...] = (
         (P("proposal_id", ID, required=True),),
         "drop a staged proposal",
         "gitkb proposals discard",
+        reaches_source="proposal_id",  # the clone, cloned again from the url when it went missing
     ),
     _m(
         "refresh_proposals",
@@ -617,6 +629,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb proposals refresh",
         agents=True,
         target="source",
+        reaches_source="source",
     ),
     _m(
         "open_kb_pull_request",
@@ -642,6 +655,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb pr open",
         agents=True,
         target="source_id_or_index",
+        reaches_source="source_id_or_index",
     ),
     _m(
         "list_pull_requests",
@@ -658,7 +672,14 @@ METHODS: tuple[Action, ...] = (
         "reviews, pending first",
         "gitkb review list",
     ),
-    _m("show_review", "read", (REVIEW_ID,), "one review: diff, changed files, decision", "gitkb review show"),
+    _m(
+        "show_review",
+        "read",
+        (REVIEW_ID,),
+        "one review: diff, changed files, decision",
+        "gitkb review show",
+        reaches_source="review_id",  # it settles an in-flight push: fetches the proposal branch
+    ),
     _m(
         "approve_review",
         "review",
@@ -669,6 +690,7 @@ METHODS: tuple[Action, ...] = (
         ),
         "push with a lease and open or update the PR/MR",
         "gitkb review approve",
+        reaches_source="review_id",  # the push
     ),
     _m(
         "deny_review",
@@ -680,6 +702,7 @@ METHODS: tuple[Action, ...] = (
         ),
         "deny with a reason",
         "gitkb review deny",
+        reaches_source="review_id",  # it settles an in-flight push: fetches the proposal branch
     ),
     _m(
         "forge_merge",
@@ -689,6 +712,7 @@ METHODS: tuple[Action, ...] = (
         "gitkb forge merge",
         target="source",
         reads_disk=True,  # the local forge's remote is a path of this disk: merged into, then synced
+        reaches_source="source",
     ),
     _m(
         "forge_close",
@@ -697,6 +721,7 @@ METHODS: tuple[Action, ...] = (
         "close a change request on the local forge",
         "gitkb forge close",
         target="source",
+        reaches_source="source",
     ),
     _m(
         "cite_check",
@@ -705,6 +730,7 @@ METHODS: tuple[Action, ...] = (
         "is a cited passage still there",
         "gitkb cite check",
         agents=True,
+        reaches_source="chunk_id",  # fetches the branch head of the chunk's source
     ),
     _m(
         "list_audit",

@@ -17,6 +17,7 @@ from gitkb.core.errors import GitkbError, InvalidArgument, write_crash_log
 from gitkb.services.access import policy
 from gitkb.services.access.principals import Principal
 from gitkb.services.changes.checkouts import refresh_moved
+from gitkb.services.changes.sources import reach
 from gitkb.services.context import Context
 from gitkb.services.dispatch import scope
 
@@ -91,7 +92,27 @@ class WorkspaceBase:
 
     def _check(self, name: str, params: dict[str, Any]) -> None:
         policy.check(self.principal, name, params)
+        self._reach(name, params)
         self._follow_checkouts()
+
+    def _reach(self, name: str, params: dict[str, Any]) -> None:
+        """A held view's call of an action that fetches from, pushes to or writes a source's url
+        (``reaches_source`` in the action table): refused before it runs when that url is a path of
+        this disk outside the view's roots (``reach.refuse_call``). An agent is told only of a
+        source it may read, in words that name no path of the server."""
+        spec = action_table.ACTIONS.get(name)
+        if self.disk_roots is None or spec is None or spec.reaches_source is None:
+            return
+        visible = None
+        if self.principal.is_agent:
+            sc = self._scope()
+
+            def visible(row: Any, index_id: str | None) -> bool:
+                ids = [index_id] if index_id is not None else list(row.index_ids)
+                return any(sc.can_read(i) for i in ids)
+
+        param = spec.reaches_source
+        reach.refuse_call(self.ctx, name, param, params.get(param), self.disk_roots, visible=visible)
 
     def _follow_checkouts(self) -> None:
         """This node's checkouts follow the synced commit, whichever node synced (one indexed query)."""
