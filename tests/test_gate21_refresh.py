@@ -23,7 +23,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import git, ok
+from helpers import git, ok, with_roots
 
 SECRET = "zebrafishcanary"
 BOT = "b" * 24
@@ -93,7 +93,7 @@ def _refresh(c: TestClient, ws: Any, how: str) -> dict[str, Any]:
 def test_an_agents_refresh_shows_only_proposals_on_files_its_binding_reads(
     make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
 ) -> None:
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     out = _refresh(c, ws, how)
     text = json.dumps(out)
@@ -115,7 +115,7 @@ def test_an_agents_refresh_shows_only_proposals_on_files_its_binding_reads(
 def test_the_operators_refresh_shows_every_proposal(
     make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
 ) -> None:
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     out = ok(ws.refresh_proposals("pub"))
     assert {p["proposal_id"] for p in out["Proposals"]} == set(ids.values()), out

@@ -20,7 +20,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import SOURCE, Upstream, error_code, git, ok, wait_until
+from helpers import SOURCE, Upstream, error_code, git, ok, wait_until, with_roots
 from test_gate21_refresh import BOT, SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
 
@@ -46,7 +46,7 @@ def test_an_agent_cannot_confirm_a_hidden_reviews_title_or_body_by_guessing(
     file. alice's open_kb_pull_request of the same branch state returns that review with title and
     body hidden; passing a guess as title (or body) showed it back when the guess was right and
     None when wrong: an oracle for a path alice may not see. Now hidden either way."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, hidden = _only_payroll_staged(c, tmp_path)
     full = ok(ws.open_kb_pull_request("pub"))
     assert full["title"] == PAYROLL_TITLE, full
@@ -76,7 +76,7 @@ def test_an_agent_sees_the_title_it_gave_its_own_review(
 ) -> None:
     """Over-hiding guard: alice opening a review (it holds the hidden payroll edit too) with her own
     title sees it, and sees it again when she asks again with it."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _hidden = _only_payroll_staged(c, tmp_path)
     agent = ws.as_agent("alice")
     first = ok(agent.open_kb_pull_request("pub", title="my title", body="my body"))
@@ -178,7 +178,7 @@ def test_an_agent_cannot_read_or_stage_a_sidecar_named_file_in_a_folder_its_sour
     search/replace edit of docs/private/gitkb.yml: the answer's diff held its lines (the secret),
     and the occurrence count of any search text read it too. Now refused like any file pub does
     not feed, with nothing staged; the documents root's sidecar stays proposable."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws = _nested_sidecar_world(c, tmp_path)
     args = {
         "source_id_or_index": "pub",
@@ -211,7 +211,7 @@ def test_an_agent_is_told_a_fetch_failed_not_the_servers_remote_path_or_gits_wor
     /tmp/.../remote.git failed: fatal: ... does not appear to be a git repository' (where the
     server keeps the repository, or its internal URL). Now a fixed sentence; the operator's answer
     keeps git's words."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _ids = _world(c, tmp_path)
     (tmp_path / "remote.git").rename(tmp_path / "moved.git")
     for name, args in (
@@ -234,7 +234,7 @@ def test_an_agents_cite_check_with_the_remote_away_gets_no_git_message(
     remote away it checks the last fetched head and warned with git's stderr ('fatal: ... does not
     appear to be a git repository | ... access rights'). Now a fixed sentence for an agent; the
     operator's keeps git's words. (The remote's URL itself is in source_uri, as in every citation.)"""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _ids = _world(c, tmp_path)
     hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
     chunk = hit.get("chunk_id") or hit["id"]
@@ -269,7 +269,7 @@ def test_an_agents_review_answer_shows_the_diff_of_its_own_file_whatever_its_nam
     path with a non-ASCII letter, a tab or a quote ("a/caf\\303\\251.md"): alice's own proposal
     on docs/public/café.md was in changed_files and proposal_ids and missing from the diff she got.
     The hidden payroll edit stays out."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     agent = ws.as_agent("alice")
     mine = ok(agent.propose_kb_edit("pub", f"public/{name}", content="# New\n\nA fed page, fresh text.\n"))
@@ -288,7 +288,7 @@ def test_an_agents_cite_check_reads_no_file_its_source_stopped_feeding(
     turned private) and the sync retired its chunks. cite_check of her old chunk id answered
     ``stale`` with ``head_text``: the file's lines at the branch head now, the private text in
     them. Now ``passage: not_fed`` and no text; the operator still reads it."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _ids = _world(c, tmp_path)
     hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
     chunk = hit.get("chunk_id") or hit["id"]
@@ -318,7 +318,7 @@ def test_an_agent_is_told_a_push_failed_not_gits_message(
     review stays approved with push_error git's stderr (the remote's path on the server, the
     hook's words). alice's open_kb_pull_request of the same branch state returned it in Message:
     'approved but not pushed (git push ... /tmp/.../remote.git ...)'. Now a fixed sentence."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _ids = _world(c, tmp_path)
     review = ok(ws.open_kb_pull_request("pub"))
     hook = tmp_path / "remote.git" / "hooks" / "pre-receive"
@@ -339,7 +339,7 @@ def test_an_agents_cite_check_reads_no_file_the_head_stopped_feeding_before_the_
 ) -> None:
     """As above, but the exclude is on the branch head and not synced yet: cite_check fetches the
     head and read the excluded file's lines there (the selection was read at the synced commit)."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, _ids = _world(c, tmp_path)
     hit = ok(ws.as_agent("alice").search_index("failover runbook", mode="keyword"))["Results"][0]
     chunk = hit.get("chunk_id") or hit["id"]
@@ -363,7 +363,7 @@ def test_an_agents_refresh_shows_no_lines_of_a_file_the_new_head_stopped_feeding
     root's gitkb.yml) and puts private text in it. Her refresh_proposals (before any sync) made the
     edit again on that head, conflicting, and answered the file's current lines there: the
     private text. The file is not fed at the head the refresh builds on: not shown."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     work = tmp_path / "work"
     (work / "docs" / "gitkb.yml").write_text("exclude:\n  - public/a.md\n")
@@ -382,7 +382,7 @@ def test_an_agents_proposal_reads_no_file_the_fetched_head_stopped_feeding(
     """Nothing staged; the head fetched excludes docs/public/a.md (pushed, not synced yet) and holds
     private text in it. alice's search/replace edit of a.md built on that head: the answer's diff
     showed the lines around the edit, and the occurrence count read the file. Refused now."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     for pid in ids.values():
         ok(ws.discard_proposal(pid))

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitkb.core import disk_roots
+from gitkb.core import action_table, disk_roots
 from gitkb.core.errors import Forbidden, GitkbError
 from gitkb.services.changes.sources.registry import resolve_source
 from gitkb.services.context import Context
@@ -30,6 +30,9 @@ from gitkb.stores.catalog import sources as source_rows
 from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.catalog.retired import get_retired
 from gitkb.stores.catalog.sources import SourceRow
+
+# the actions whose refusal reads as roots23's sync (a merge on the local forge is synced too)
+SYNCS = ("source_sync", "source_rollback", "forge_merge")
 
 # An agent's next step: the server's paths and configuration are the operator's.
 AGENT_STEP = (
@@ -64,7 +67,7 @@ def refuse_call(
     refuse."""
     for row, index_id in _sources_of(ctx, param, value):
         if visible is None or visible(row, index_id):
-            _refuse(row, held_to, action, agent=visible is not None)
+            _refuse(row, held_to, "sync" if action in SYNCS else action, agent=visible is not None)
             return
 
 
@@ -83,7 +86,7 @@ def _refuse(row: SourceRow, held_to: tuple[Path, ...], what: str, *, agent: bool
     cli = (
         f"sync from the server's CLI (gitkb source sync {row.name})"
         if what == "sync"
-        else f"run {what} from the server's CLI or the library"
+        else f"run {what} from the server's CLI ({_cli(what)}) or the library"
     )
     steps = [
         f"{cli}: it holds the operator's rights",
@@ -129,3 +132,8 @@ def _sources_of_chunk(ctx: Context, chunk_id: str) -> list[tuple[SourceRow, str 
         if isinstance(meta, dict) and (row := source_rows.get_by_name(conn, str(meta.get("source")))):
             out.append((row, index_id))
     return out
+
+
+def _cli(action: str) -> str:
+    spec = action_table.ACTIONS.get(action)
+    return spec.cli if spec is not None and spec.cli else "gitkb"
