@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import SOURCE, Upstream, git, ok
+from helpers import SOURCE, Upstream, git, ok, with_roots
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 FILES = {
@@ -25,6 +25,12 @@ FILES = {
     "c": "policies/password-policy.md",
     "e": "onboarding/first-week.md",
 }
+
+
+@pytest.fixture
+def client(make_client: Any, upstream: Upstream) -> Any:
+    """The open API over a fresh workspace, the bare upstream inside allowed_roots (HTTP is held to them)."""
+    return make_client(with_roots("", upstream.remote))
 
 
 def _repo(ws: Any) -> Path:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import anyio
+import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client
@@ -20,7 +21,7 @@ from mcp import Client
 from gitkb.cli.main import cli
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import SOURCE, Upstream, git, ok
+from helpers import SOURCE, Upstream, git, ok, with_roots
 
 BRANCH = f"gitkb/proposals/{SOURCE}"
 FILES = {
@@ -29,6 +30,12 @@ FILES = {
     "e": "onboarding/first-week.md",
 }
 AGENT = "docs-bot"
+
+
+@pytest.fixture
+def client(make_client: Any, upstream: Upstream) -> Any:
+    """The open API over a fresh workspace, the bare upstream inside allowed_roots (HTTP is held to them)."""
+    return make_client(with_roots("", upstream.remote))
 
 
 def _stage(ws: Any, upstream: Upstream) -> dict[str, str]:

@@ -24,7 +24,7 @@ from mcp import Client
 from gitkb.core import action_table
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import error_code, git, ok
+from helpers import error_code, git, ok, with_roots
 from test_gate21_refresh import BOT, SECRET, TOML, _world
 
 PUBLIC = {"docs/public/a.md", "docs/public/c.md"}
@@ -58,7 +58,7 @@ def _leaks(out: dict[str, Any], hidden: str) -> list[str]:
 def test_an_agents_pull_request_answer_shows_only_the_fed_proposals(
     make_client: Callable[..., TestClient], tmp_path: Path, git_env: None, how: str
 ) -> None:
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     out = _as_alice(c, ws, how, "open_kb_pull_request", {"source_id_or_index": "pub"})
     assert _leaks(out, ids["operator_private"]) == [], out
@@ -89,7 +89,7 @@ def test_an_agent_choosing_proposals_names_only_fed_ones(
 ) -> None:
     """An agent's proposal_ids: a fed proposal (the operator's c.md edit) may be chosen; the hidden
     payroll proposal reads exactly like an unknown id (not_found), so its id is confirmed to nobody."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     chosen = [ids["operator_public"], ids["operator_private"]]
     mine = ok(ws.open_kb_pull_request("pub", title="payroll raise", proposal_ids=chosen))
@@ -109,7 +109,7 @@ def test_an_agent_choosing_proposals_names_only_fed_ones(
 def test_the_returned_review_hides_another_callers_title_body_and_name(
     make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
 ) -> None:
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     first = ok(ws.open_kb_pull_request("pub", title="payroll raise for bob", body="see private/payroll.md"))
     assert first["requested_by"].startswith("local:"), first
@@ -137,7 +137,7 @@ def test_others_commits_a_push_would_overwrite_are_counted_not_named(
 ) -> None:
     """Someone pushed a commit by hand to gitkb/proposals/pub (its message names the payroll file):
     the reviewer sees it in overwrites, the Warnings and the diff's # lines; alice sees how many."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     work = tmp_path / "work"
     git(work, "checkout", "-q", "-b", "hand")
@@ -157,7 +157,7 @@ def test_a_denied_reviews_reason_is_not_shown_when_it_holds_other_proposals(
 ) -> None:
     """The reviewer denied the review of every staged proposal with a reason about the payroll
     edit; alice asking for a review of the same branch state is refused without that reason."""
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))
     ws, ids = _world(c, tmp_path)
     review = ok(ws.open_kb_pull_request("pub"))["review_id"]
     ok(ws.deny_review(review, f"{SECRET}: bob's salary stays at 200"))

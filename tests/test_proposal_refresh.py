@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from gitkb.cli.main import cli
 from gitkb.core.config import load_settings
 from gitkb.http import create_app
-from helpers import SOURCE, Upstream, git
+from helpers import SOURCE, Upstream, git, with_roots
 
 BRANCH = "gitkb/proposals/handbook"
 ROTATE = "runbooks/rotate-api-keys.md"
@@ -178,7 +178,9 @@ TOKEN = "w" * 24
 def api(home: Path, upstream: Upstream) -> Iterator[TestClient]:
     home.mkdir(parents=True)
     (home / "gitkb.toml").write_text(
-        f'[[server.tokens]]\nname = "writer"\ntoken = "{TOKEN}"\nscopes = ["write"]\n'
+        with_roots(
+            f'[[server.tokens]]\nname = "writer"\ntoken = "{TOKEN}"\nscopes = ["write"]\n', upstream.remote
+        )
     )
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 1)) as c:

@@ -273,6 +273,7 @@ def csrf(html: str) -> str:
 
 def test_web_page_warns_above_the_diff_and_needs_the_checkbox(home: Path, upstream: Upstream) -> None:
     home.mkdir(parents=True)
+    (home / "gitkb.toml").write_text(with_roots("", upstream.remote))  # the page is held to them
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as c:
         ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]

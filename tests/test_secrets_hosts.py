@@ -33,7 +33,7 @@ from gitkb.core.hosts import host_matches
 from gitkb.http import create_app
 from gitkb.http.ui.session import SESSION_COOKIE
 from gitkb.services.changes.sources import credentials as creds
-from helpers import SOURCE, Upstream, error_code, error_message, git
+from helpers import SOURCE, Upstream, error_code, error_message, git, with_roots
 
 TOKENS = {
     "writer": "writer-token-0123456789",
@@ -476,7 +476,7 @@ def csrf(html: str) -> str:
 def test_dns_rebinding_cannot_read_the_page_or_approve(home: Path, upstream: Upstream) -> None:
     """No token configured: the page is open to loopback. A site whose name now resolves to
     127.0.0.1 sends its own Host and Origin: refused at the GET and at the POST."""
-    with make_client(home, "", client=("127.0.0.1", 50000)) as c:
+    with make_client(home, with_roots("", upstream.remote), client=("127.0.0.1", 50000)) as c:
         rid = seed_review(c, upstream.remote)
         evil = {"Host": EVIL, "Origin": f"http://{EVIL}"}
         page = c.get("/ui/reviews", headers=evil)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import SOURCE, Upstream, WaitTimeout, wait_until
+from helpers import SOURCE, Upstream, WaitTimeout, wait_until, with_roots
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -102,7 +102,7 @@ def served(tmp_path: Path, upstream: Upstream) -> Iterator[Served]:
     (notes / "on-call.md").write_text("# On call\n\nThe on-call rota lives in the ops calendar.\n")
     home = tmp_path / "ws"
     home.mkdir()
-    (home / "gitkb.toml").write_text(TOML)
+    (home / "gitkb.toml").write_text(with_roots(TOML, upstream.remote))  # the page is held to them
     with Workspace(home, embedding_provider="hashing", embedding_model="hashing-384") as ws:
         assert ws.source_add(SOURCE, str(upstream.remote))["Success"]
         assert ws.source_sync(SOURCE)["Success"]

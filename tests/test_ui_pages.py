@@ -17,7 +17,7 @@ from gitkb.core.config import load_settings
 from gitkb.http import create_app
 from gitkb.http.ui.session import load_secret
 from gitkb.services.runtime import jobs
-from helpers import SOURCE, Upstream, git, wait_until
+from helpers import SOURCE, Upstream, git, wait_until, with_roots
 
 LOCAL = ("127.0.0.1", 50000)
 TOKENS = {
@@ -47,7 +47,8 @@ ROTATE = "docs/runbooks/rotate-api-keys.md"
 
 def make_client(home: Path, toml: str = "", client: tuple[str, int] = LOCAL) -> TestClient:
     home.mkdir(parents=True, exist_ok=True)
-    (home / "gitkb.toml").write_text(toml)
+    # the tests' bare upstream (tmp_path/remote.git) inside allowed_roots: the page is held to them
+    (home / "gitkb.toml").write_text(with_roots(toml, home.parent))
     settings = load_settings(home, embedding_provider="hashing", embedding_model="hashing-384")
     return TestClient(create_app(settings), client=client)
 
