@@ -102,6 +102,7 @@ def _http_calls(w: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None
         ("POST", "/proposals/refresh", {"source": SOURCE}),
         ("POST", "/pulls", {"source_id_or_index": SOURCE, "title": "More"}),
         ("GET", f"/reviews/{w['review']}", None),
+        ("GET", f"/reviews?source={SOURCE}", None),
         ("POST", f"/reviews/{w['review']}/approve", {}),
         ("POST", f"/reviews/{w['review']}/deny", {"reason": "no"}),
         ("DELETE", f"/proposals/{w['proposal']}", None),
@@ -154,6 +155,24 @@ def test_http_calls_on_a_local_path_source_outside_the_roots_are_refused(
     assert wrong == []
     assert _state(ws, upstream.remote) == before  # nothing fetched, pushed or written
     assert ok(ws.show_review(w["review"]))["review_state"] == "pending"
+
+
+def test_listing_reviews_over_http_settles_no_in_flight_push_of_a_source_outside_the_roots(
+    make_client: Any, upstream: Upstream, allowed: Path
+) -> None:
+    """A push a dead process left in flight is settled by the next listing (a fetch from the
+    source's url): over HTTP not for a source outside the roots (left for the operator)."""
+    c, ws, w = _client(make_client, upstream.remote, allowed)
+    head = _refs(upstream.remote).split()[1]
+    catalog.execute(ws.home, "UPDATE reviews SET pushing_sha = ? WHERE id = ?", head, w["review"])
+    before = _state(ws, upstream.remote)
+    r = c.get("/reviews", headers={"Authorization": f"Bearer {ROOT}"})
+    assert r.status_code == 200, r.text
+    assert w["review"] in r.text
+    assert _state(ws, upstream.remote) == before  # nothing fetched, the review still in flight
+    ok(ws.list_reviews())  # the operator's rights: settled
+    [(pushing,)] = catalog.rows(ws.home, "SELECT pushing_sha FROM reviews WHERE id = ?", w["review"])
+    assert pushing is None
 
 
 @pytest.mark.parametrize("agent_id", [AGENT, None])

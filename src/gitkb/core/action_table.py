@@ -671,6 +671,9 @@ METHODS: tuple[Action, ...] = (
         (P("state", STRING), P("source", REF), *PAGE),
         "reviews, pending first",
         "gitkb review list",
+        # it settles the named source's in-flight pushes (a fetch); no source named: those of the
+        # sources the caller may reach only (Workspace.list_reviews, reach.reachable)
+        reaches_source="source",
     ),
     _m(
         "show_review",

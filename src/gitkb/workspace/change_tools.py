@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from gitkb.services.changes import audit, checkouts, proposals, review, review_request, webhook_intake
-from gitkb.services.changes.sources import merges, registry, sync
+from gitkb.services.changes.sources import merges, reach, registry, sync
 from gitkb.services.changes.sources.cite import cite_check
 from gitkb.services.dispatch import scope
 from gitkb.services.runtime import jobs
@@ -210,8 +210,11 @@ class ChangeTools(WorkspaceBase):
         start: int | None = None,
         count: int | None = None,
     ) -> dict[str, Any]:
-        """Reviews, pending first (``Reviews``), paged."""
-        return review.list_reviews(self.ctx, state, source, start=start, count=count)
+        """Reviews, pending first (``Reviews``), paged; a held view settles no in-flight push of a
+        source outside its roots (``reach.reachable``)."""
+        return review.list_reviews(
+            self.ctx, state, source, start=start, count=count, reachable=reach.reachable(self.disk_roots)
+        )
 
     @tool
     def show_review(self, review_id: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ approving it again looks again. Every decision and push goes to the audit log.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gitkb.core.errors import Conflict, GitkbError, InvalidArgument, NotFound, ReviewDenied
@@ -132,9 +133,16 @@ def get_review(ctx: Context, review_id: Any) -> ReviewRow:
 
 
 def list_reviews(
-    ctx: Context, state: Any = None, source: Any = None, start: Any = None, count: Any = None
+    ctx: Context,
+    state: Any = None,
+    source: Any = None,
+    start: Any = None,
+    count: Any = None,
+    *,
+    reachable: Callable[[SourceRow], bool] | None = None,
 ) -> dict[str, Any]:
-    """Reviews, pending first then newest, a page at a time."""
+    """Reviews, pending first then newest, a page at a time (``reachable``: a remote caller's
+    sources it may fetch from, to settle their in-flight pushes; ``reach.reachable``)."""
     page = page_of(start, count, default=100)
     states = None
     if state not in (None, "", "all"):
@@ -142,7 +150,7 @@ def list_reviews(
             raise InvalidArgument(f"state must be one of {', '.join(prop_rows.REVIEW_STATES)} or 'all'")
         states = (str(state),)
     row = resolve_source(ctx, source) if source else None
-    rp.reconcile_in_flight(ctx, source_id=row.id if row else None)
+    rp.reconcile_in_flight(ctx, source_id=row.id if row else None, reachable=reachable)
     rows = prop_rows.list_reviews(
         ctx.catalog.conn,
         source_id=row.id if row else None,

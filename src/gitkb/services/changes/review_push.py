@@ -21,7 +21,7 @@ import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,8 +239,12 @@ def settle(ctx: Context, r: ReviewRow, row: SourceRow, repo: ManagedRepo) -> Non
             open_change_request(ctx, fresh, row, repo, actor)
 
 
-def reconcile_in_flight(ctx: Context, *, source_id: str | None = None) -> list[str]:
-    """Settle every review a dead process left mid-push; returns their ids. Never raises for the remote."""
+def reconcile_in_flight(
+    ctx: Context, *, source_id: str | None = None, reachable: Callable[[SourceRow], bool] | None = None
+) -> list[str]:
+    """Settle every review a dead process left mid-push; returns their ids. Never raises for the remote.
+    ``reachable`` (a remote caller's, ``reach.reachable``): the sources whose url it may fetch
+    from; the others' reviews are left for a caller that may."""
     done = []
     for r in prop_rows.reviews_in_flight(ctx.catalog.conn, source_id=source_id):
         with push_lock(ctx, r.source_id) as held:
@@ -250,6 +254,8 @@ def reconcile_in_flight(ctx: Context, *, source_id: str | None = None) -> list[s
             if fresh is None or fresh.pushing_sha is None:
                 continue
             row = source_rows.get_by_id(ctx.catalog.conn, r.source_id)
+            if row is not None and reachable is not None and not reachable(row):
+                continue  # its url is a path of this disk outside the caller's roots: not fetched
             try:
                 if row is None:
                     raise NotFound(f"the source of review {r.id} was removed")

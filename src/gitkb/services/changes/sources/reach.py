@@ -31,9 +31,6 @@ from gitkb.stores.catalog.documents import chunk_cids_by_id, chunks_by_cids
 from gitkb.stores.catalog.retired import get_retired
 from gitkb.stores.catalog.sources import SourceRow
 
-# the actions whose refusal reads as roots23's sync (a merge on the local forge is synced too)
-SYNCS = ("source_sync", "source_rollback", "forge_merge")
-
 # An agent's next step: the server's paths and configuration are the operator's.
 AGENT_STEP = (
     "ask the operator: this source's repository is a folder of the server that remote callers may not"
@@ -67,8 +64,21 @@ def refuse_call(
     refuse."""
     for row, index_id in _sources_of(ctx, param, value):
         if visible is None or visible(row, index_id):
-            _refuse(row, held_to, "sync" if action in SYNCS else action, agent=visible is not None)
+            _refuse(row, held_to, _what(action), agent=visible is not None)
             return
+
+
+def reachable(held_to: tuple[Path, ...] | None) -> Callable[[SourceRow], bool] | None:
+    """Whether a caller held to ``held_to`` may fetch from a source's url (None: not held: any)."""
+    if held_to is None:
+        return None
+    roots = held_to
+
+    def may(row: SourceRow) -> bool:
+        path = disk_roots.local_path(row.url)
+        return path is None or disk_roots.inside(path, roots)
+
+    return may
 
 
 def _refuse(row: SourceRow, held_to: tuple[Path, ...], what: str, *, agent: bool) -> None:
@@ -132,6 +142,13 @@ def _sources_of_chunk(ctx: Context, chunk_id: str) -> list[tuple[SourceRow, str 
         if isinstance(meta, dict) and (row := source_rows.get_by_name(conn, str(meta.get("source")))):
             out.append((row, index_id))
     return out
+
+
+def _what(action: str) -> str:
+    """What the refusal says would read: ``sync`` for an action whose job syncs the source
+    (``reads_disk``: a sync, a rollback, the local forge's merge; roots23's words), else the action."""
+    spec = action_table.ACTIONS.get(action)
+    return "sync" if spec is not None and spec.reads_disk else action
 
 
 def _cli(action: str) -> str:
