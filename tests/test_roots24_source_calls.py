@@ -294,3 +294,25 @@ def test_cli_library_and_stdio_mcp_keep_the_operators_rights(
     )
     assert res.exit_code == 0, res.output
     assert json.dumps(ok(ws.list_pull_requests(SOURCE)))
+
+
+def test_a_repair_over_http_clones_no_source_outside_the_roots(
+    make_client: Any, upstream: Upstream, allowed: Path
+) -> None:
+    """``verify --repair`` re-clones a missing clone from the source's url: over HTTP not a source
+    outside the roots (left, said so); the operator's repair (the library) clones it."""
+    c, ws, _w = _client(make_client, upstream.remote, allowed)
+    [clone] = list(ws.settings.repos_path.iterdir())
+    shutil.rmtree(clone)
+    r = c.post("/verify", json={"repair": True}, headers={"Authorization": f"Bearer {ROOT}"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    if body.get("status") == "working":  # promoted: the job's own answer
+        from gitkb.services.runtime import jobs  # the job queue: wait for the repair
+
+        body = jobs.wait(ws.ctx, body["job_id"], timeout=60).result or {}
+    assert not clone.exists(), body  # nothing cloned from outside the roots
+    assert any(line.startswith(f"left source {SOURCE}") for line in body["repaired"]), body
+    assert str(upstream.remote) not in json.dumps(body)
+    ok(ws.verify(repair=True))
+    assert clone.exists()

@@ -463,6 +463,7 @@ METHODS: tuple[Action, ...] = (
         (P("index_name", NAME, "only this index"), P("repair", BOOL, "fix what the derived stores can")),
         "compare the catalog with the keyword index, vectors, clones and watermarks; repair them",
         "gitkb verify",
+        reads_disk=True,  # its repair re-clones or fetches a source: a local-path url only inside the roots
     ),
     # Backup and restore read or write files on the disk of the process that runs them and carry the
     # whole catalog (webhook secrets and audit included): admin, never offered to agents, and on

@@ -53,7 +53,9 @@ class EmbeddingTools(WorkspaceBase):
         """Compare the catalog with the keyword index, the vectors, the clones and the watermarks;
         ``repair`` fixes what the derived stores can. ``clean``: nothing differs (after the repair)."""
         if repair:  # it writes the keyword index and the vectors: the writer runs it, as a job
-            return jobs.run_inline(self.ctx, "verify_repair", {"index_name": index_name})
+            # a held view's repair re-clones or fetches only the sources its roots reach (reads_disk)
+            params = self._held("verify", {"index_name": index_name})
+            return jobs.run_inline(self.ctx, "verify_repair", params)
         from gitkb.services.operations import verify  # heavy: pygit2, the source registry
 
         return verify.verify(self.ctx, index_name=index_name)

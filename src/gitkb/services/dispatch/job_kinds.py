@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitkb.core import disk_roots
+from gitkb.services.changes.sources import reach
 from gitkb.services.changes.sources.merges import SYNC_JOB_KIND
 from gitkb.services.changes.sources.sync import ROLLBACK_JOB_KIND, rollback_job, sync_job
 from gitkb.services.context import Context
@@ -53,7 +54,10 @@ def _purge_expired(ctx: Context, params: dict[str, Any], progress: Progress) -> 
 def _repair(ctx: Context, params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     from gitkb.services.operations import verify  # pygit2 and the source registry, only when a repair runs
 
-    return verify.verify(ctx, index_name=params.get("index_name"), repair=True)
+    held = disk_roots.held_roots(params)  # a remote caller's: no clone of a source outside its roots
+    return verify.verify(
+        ctx, index_name=params.get("index_name"), repair=True, reachable=reach.reachable(held)
+    )
 
 
 JOB_KINDS: dict[str, JobKind] = {

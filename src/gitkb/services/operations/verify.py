@@ -29,6 +29,7 @@ behind. An orphan clone is only reported: it may hold work nobody else has.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ from gitkb.stores.catalog import changes
 from gitkb.stores.catalog import documents as doc_rows
 from gitkb.stores.catalog import indexes as index_rows
 from gitkb.stores.catalog import vector_state as vs
+from gitkb.stores.catalog.sources import SourceRow
 
 
 def _scope(ctx: Context, index_name: str | None) -> set[str] | None:
@@ -243,7 +245,9 @@ def checked(ctx: Context, index_name: str | None = None) -> tuple[list[Differenc
     return found, rebuilding
 
 
-def _repair(ctx: Context, found: list[Difference]) -> list[str]:
+def _repair(
+    ctx: Context, found: list[Difference], reachable: Callable[[SourceRow], bool] | None = None
+) -> list[str]:
     """Fix what can be fixed; what was done, one line each."""
     done: list[str] = []
     by_kind: dict[str, list[Difference]] = {}
@@ -308,20 +312,27 @@ def _repair(ctx: Context, found: list[Difference]) -> list[str]:
         for identity in d.items:
             if ctx.vectors.drop_collection(identity):
                 done.append(f"deleted the collection of {identity}: no index uses it")
-    done += verify_clones.repair_clones(ctx, by_kind)
+    done += verify_clones.repair_clones(ctx, by_kind, reachable)
     return done
 
 
-def verify(ctx: Context, index_name: str | None = None, repair: bool = False) -> dict[str, Any]:
+def verify(
+    ctx: Context,
+    index_name: str | None = None,
+    repair: bool = False,
+    *,
+    reachable: Callable[[SourceRow], bool] | None = None,
+) -> dict[str, Any]:
     """``{clean, differences, repaired, remaining, Message}``; ``clean``: nothing differs (after the
-    repair, with ``repair``)."""
+    repair, with ``repair``). ``reachable`` (a remote caller's, ``reach.reachable``): the sources
+    whose url the repair may clone or fetch from; the others' clones are left for the CLI."""
     found, rebuilding = checked(ctx, index_name)
     out: dict[str, Any] = {"differences": [d.as_dict() for d in found], "repaired": [], "remaining": []}
     remaining = found
     if repair and any(d.repairable for d in found):
         with ctx.write_lock:
-            verify_clones.broken_clone(ctx, found)
-            out["repaired"] = _repair(ctx, [d for d in found if d.repairable])
+            verify_clones.broken_clone(ctx, found, reachable)
+            out["repaired"] = _repair(ctx, [d for d in found if d.repairable], reachable)
         remaining, rebuilding = checked(ctx, index_name)
         out["remaining"] = [d.as_dict() for d in remaining]
     elif repair:

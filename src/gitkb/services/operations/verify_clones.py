@@ -4,6 +4,7 @@ reported). Only in the writer's home (``clones_here``): elsewhere the clones are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -12,6 +13,12 @@ from gitkb.services.changes.sources import registry
 from gitkb.services.context import Context
 from gitkb.services.operations.verify_report import SAMPLE, Difference, difference
 from gitkb.stores.catalog import sources as source_rows
+from gitkb.stores.catalog.sources import SourceRow
+
+# a held caller's repair of a source whose url is a folder of this disk outside its roots
+LEFT = (
+    "its url is a folder of this server outside [server] allowed_roots; repair it with gitkb verify --repair"
+)
 
 
 def check_clones(ctx: Context) -> list[Difference]:
@@ -61,8 +68,11 @@ def clones_here(ctx: Context) -> bool:
     )
 
 
-def repair_clones(ctx: Context, by_kind: dict[str, list[Difference]]) -> list[str]:
-    """Re-clone missing clones and fetch those behind; what was done, one line each."""
+def repair_clones(
+    ctx: Context, by_kind: dict[str, list[Difference]], reachable: Callable[[SourceRow], bool] | None = None
+) -> list[str]:
+    """Re-clone missing clones and fetch those behind; what was done, one line each. ``reachable``:
+    the sources whose url this caller may clone or fetch from (None: all)."""
     done: list[str] = []
     conn = ctx.catalog.conn
     for kind in ("clone_missing", "clone_behind"):
@@ -71,6 +81,9 @@ def repair_clones(ctx: Context, by_kind: dict[str, list[Difference]]) -> list[st
                 row = source_rows.get_by_id(conn, source_id)
                 if row is None:
                     continue
+                if reachable is not None and not reachable(row):
+                    done.append(f"left source {row.name}: {LEFT}")
+                    continue
                 repo = registry.open_repo(ctx, row)  # clones again when the clone is gone
                 if kind == "clone_behind" or not repo.commit_by_id(row.synced_commit or ""):
                     repo.fetch(row.branch)
@@ -78,12 +91,18 @@ def repair_clones(ctx: Context, by_kind: dict[str, list[Difference]]) -> list[st
     return done
 
 
-def broken_clone(ctx: Context, found: list[Difference]) -> None:
-    """A clone that exists but is not a repository: moved aside so ``open_repo`` clones again."""
+def broken_clone(
+    ctx: Context, found: list[Difference], reachable: Callable[[SourceRow], bool] | None = None
+) -> None:
+    """A clone that exists but is not a repository: moved aside so ``open_repo`` clones again (not
+    one of a source ``reachable`` says this caller may not clone: it stays as it is)."""
     for d in found:
         if d.kind != "clone_missing":
             continue
         for source_id in d.items:
+            row = source_rows.get_by_id(ctx.catalog.conn, source_id)
+            if reachable is not None and row is not None and not reachable(row):
+                continue
             path = ctx.settings.repos_path / source_id
             if path.exists():
                 path.rename(path.with_name(f"{source_id}.broken"))
