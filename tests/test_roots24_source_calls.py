@@ -316,3 +316,23 @@ def test_a_repair_over_http_clones_no_source_outside_the_roots(
     assert str(upstream.remote) not in json.dumps(body)
     ok(ws.verify(repair=True))
     assert clone.exists()
+
+
+def test_an_agent_learns_nothing_of_a_source_outside_its_knowledge_bases(
+    ws: Any, upstream: Upstream, allowed: Path
+) -> None:
+    """A second source outside the roots, in no KB of the agent: its scope's answer (unknown and
+    out of scope alike), never the roots' refusal naming the source."""
+    _world(ws, upstream.remote)
+    ok(ws.source_add("other", str(upstream.remote), index="other-index"))
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("propose_kb_edit", {"source_id_or_index": "other", "relative_path": PAGE, "content": "# X\n"}),
+        ("refresh_proposals", {"source": "other"}),
+        ("open_kb_pull_request", {"source_id_or_index": "nosuch"}),
+    ]
+    with mcp_over_http(ws, AGENT, with_roots(TOKENS, allowed)) as url:
+        _, got = _session(url, calls)
+    for result in got:
+        data = _data(result)
+        assert result.is_error and "refused_roots" not in data, data
+        assert "knowledge bases of agent" in data["Error"], data
