@@ -336,3 +336,21 @@ def test_an_agent_learns_nothing_of_a_source_outside_its_knowledge_bases(
         data = _data(result)
         assert result.is_error and "refused_roots" not in data, data
         assert "knowledge bases of agent" in data["Error"], data
+
+
+def test_the_web_page_does_not_show_a_review_of_a_source_outside_the_roots(
+    make_client: Any, upstream: Upstream, allowed: Path
+) -> None:
+    """The page is an interface others reach (the loopback operator's too): the review page says
+    why (403, no traceback), nothing fetched. (Its approve form runs the same held approve_review.)"""
+    c = make_client(with_roots("", allowed))
+    ws = c.app.state.gitkb.workspace
+    w = _world(ws, upstream.remote)
+    before = _state(ws, upstream.remote)
+    page = c.get(f"/ui/reviews/{w['review']}")
+    assert page.status_code == 403 and "allowed_roots" in page.text, page.text[:500]
+    assert "Traceback" not in page.text
+    listed = c.get("/ui/reviews")  # the pending list still shows, and says what it cannot
+    assert listed.status_code == 200 and 'id="held-reviews"' in listed.text, listed.text[:500]
+    assert str(upstream.remote) not in listed.text
+    assert _state(ws, upstream.remote) == before

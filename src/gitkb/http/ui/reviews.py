@@ -66,19 +66,27 @@ async def queue(
         listed = reviews_of(expect(await ws_call(request, "list_reviews", state="pending")))
         listed.sort(key=lambda r: r.get("created_at") or 0, reverse=True)
         cache: dict[str, dict[str, dict[str, Any]]] = {}
-        reviews = [await full_review(request, str(r["review_id"]), cache) for r in listed[:INLINE_LIMIT]]
+        reviews, held = [], 0
+        for r in listed[:INLINE_LIMIT]:
+            try:
+                reviews.append(await full_review(request, str(r["review_id"]), cache))
+            except UiFailure as exc:  # a source outside [server] allowed_roots: the page may not show it
+                if exc.code != "forbidden":
+                    raise
+                held += 1
         more = max(0, len(listed) - INLINE_LIMIT)
     else:
         listed = reviews_of(expect(await ws_call(request, "list_reviews", state="all")))
         reviews = [r for r in listed if r.get("review_state") != "pending"]
         reviews.sort(key=lambda r: r.get("decided_at") or r.get("created_at") or 0, reverse=True)
-        more = 0
+        more = held = 0
     ctx = {
         "title": "Reviews",
         "page": "reviews",
         "tab": tab,
         "reviews": reviews,
         "more": more,
+        "held": held,
         "view": _view(view),
         "can_review": who.has("review"),
     }
