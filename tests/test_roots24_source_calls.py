@@ -354,3 +354,20 @@ def test_the_web_page_does_not_show_a_review_of_a_source_outside_the_roots(
     assert listed.status_code == 200 and 'id="held-reviews"' in listed.text, listed.text[:500]
     assert str(upstream.remote) not in listed.text
     assert _state(ws, upstream.remote) == before
+
+
+def test_every_reaches_source_names_a_parameter_the_rule_resolves() -> None:
+    """The table's ``reaches_source`` is one of the action's parameters, of a kind reach resolves
+    (a source or index, a review, a proposal, a chunk); and the actions the rule must hold have it."""
+    from gitkb.core import action_table  # the table under test
+
+    marked = {a.name: a.reaches_source for a in action_table.ACTIONS.values() if a.reaches_source}
+    for name, param in marked.items():
+        assert param in action_table.ACTIONS[name].fields, (name, param)
+        assert param in ("source", "source_id_or_index", "review_id", "proposal_id", "chunk_id"), name
+    must = {
+        "propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "refresh_proposals",
+        "open_kb_pull_request", "show_review", "approve_review", "deny_review", "discard_proposal",
+        "cite_check", "forge_close", "forge_merge", "source_sync", "source_rollback", "list_reviews",
+    }  # fmt: skip
+    assert must <= set(marked), must - set(marked)
