@@ -105,6 +105,7 @@ def _http_calls(w: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None
         ("GET", f"/reviews?source={SOURCE}", None),
         ("POST", f"/reviews/{w['review']}/approve", {}),
         ("POST", f"/reviews/{w['review']}/deny", {"reason": "no"}),
+        ("GET", f"/proposals/{w['proposal']}", None),
         ("DELETE", f"/proposals/{w['proposal']}", None),
         ("POST", f"/pulls/{SOURCE}/{w['number']}/close", None),
         ("POST", f"/pulls/{SOURCE}/{w['number']}/merge", None),
@@ -369,5 +370,6 @@ def test_every_reaches_source_names_a_parameter_the_rule_resolves() -> None:
         "propose_kb_edit", "propose_kb_delete", "propose_kb_rename", "refresh_proposals",
         "open_kb_pull_request", "show_review", "approve_review", "deny_review", "discard_proposal",
         "cite_check", "forge_close", "forge_merge", "source_sync", "source_rollback", "list_reviews",
+        "show_proposal", "checkout",
     }  # fmt: skip
     assert must <= set(marked), must - set(marked)

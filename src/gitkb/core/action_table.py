@@ -613,6 +613,7 @@ METHODS: tuple[Action, ...] = (
         (P("proposal_id", ID, required=True),),
         "one proposal with its diff",
         "gitkb proposals show",
+        reaches_source="proposal_id",  # the clone, cloned again (its branch fetched) when it lacks them
     ),
     _m(
         "discard_proposal",
