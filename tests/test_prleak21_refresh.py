@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from helpers import ok
+from helpers import ok, with_roots
 from test_gate21_refresh import TOML, _world
 from test_prleak21_review_view import _as_alice
 
@@ -36,7 +36,7 @@ def test_a_review_of_only_other_files_is_not_named_to_the_agent(
 def test_a_review_holding_a_fed_proposal_is_named_to_the_agent(
     make_client: Callable[..., TestClient], tmp_path: Path, git_env: None
 ) -> None:
-    c = make_client(TOML)
+    c = make_client(with_roots(TOML, tmp_path))  # over HTTP the local upstream must be inside the roots
     ws, ids = _world(c, tmp_path)
     review = _as_alice(c, ws, "http", "open_kb_pull_request", {"source_id_or_index": "pub"})["review_id"]
     out = _as_alice(c, ws, "library", "refresh_proposals", {"source": "pub"})
