@@ -148,10 +148,11 @@ def graph_name(src: Path) -> str:
 def ensure_query_graph(model_dir: Path, src: Path, replace_atomically: Any) -> Path:
     """``<model_dir>/query-int8-<digest>.onnx``, built from ``src`` when absent (once, under a file lock).
 
-    Only a graph this process's user built is loaded: the model folder must be a folder of this
-    user's (not a symlink; group and others lose write access to it), and what stands at the graph's
-    name must be a regular file of this user's that no one else may write; anything else there (a
-    symlink, another user's file) is removed and the graph built again. OSError (an unusable
+    Only a graph this process's user (or root) built is loaded (``model_folder``): the model folder
+    must be a folder of theirs (not a symlink; group and others lose write access to one of this
+    user's), and what stands at the graph's name a regular file of theirs no one else may write;
+    anything else there (a symlink, another user's file) is removed and the graph built again. The
+    embedder then checks the graph's vector of a probe text before any query runs on it. OSError (an unusable
     folder, a folder at the graph's name, an unwritable cache) / ImportError (no ``onnx``) /
     ValueError (nothing to convert) go to the caller, which falls back to the default graph and
     says so."""
