@@ -23,7 +23,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import git, ok, with_roots
+from helpers import bare_repo, git, ok, with_roots
 
 SECRET = "zebrafishcanary"
 BOT = "b" * 24
@@ -38,11 +38,7 @@ def _world(c: TestClient, tmp_path: Path) -> tuple[Any, dict[str, str]]:
     (work / "docs" / "public" / "c.md").write_text("# C\n\nThe release checklist.\n")
     payroll = work / "docs" / "private" / "payroll.md"
     payroll.write_text(f"# Payroll\n\nThe {SECRET} salary table: alice 100, bob 200.\n")
-    git(work, "init", "-q", "-b", "main")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "docs")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(work), str(remote))
+    remote = bare_repo(tmp_path, work)
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     ok(ws.source_add("pub", str(remote), include=["public/**"]))
     ok(ws.source_add("priv", str(remote), include=["private/**"]))

@@ -4,17 +4,14 @@ line or an audit entry."""
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from gitkb.services.changes.webhooks import github_signature
-from helpers import SOURCE, Upstream, wait_until
+from helpers import SOURCE, Upstream, github_push, wait_until
 
 HOOK_SECRET = "per-source-hook-secret-report18"
 ADMIN = "a" * 24
@@ -22,20 +19,7 @@ ADMIN = "a" * 24
 
 def signed_push(c: TestClient, upstream: Upstream, secret: str) -> Any:
     head = upstream.remote_sha("main")
-    payload = {
-        "ref": "refs/heads/main",
-        "before": "0" * 40,
-        "after": head,
-        "repository": {"clone_url": f"file://{upstream.remote}", "html_url": "https://example.invalid/x"},
-        "commits": [],
-    }
-    body = json.dumps(payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": github_signature(secret, body),
-    }
+    body, headers = github_push(secret, "0" * 40, head, upstream.remote)
     return c.post("/webhooks/github", content=body, headers=headers)
 
 

@@ -300,14 +300,12 @@ def test_a_signed_webhook_sent_to_another_node_syncs_once(
 ) -> None:
     """The webhook reaches node c (not the writer): it is recorded once in the shared catalog, the sync
     runs on the writer a, and the new page is keyword-searchable through b; a replay to b is a duplicate."""
-    import uuid  # only this test signs deliveries
 
     from fastapi.testclient import TestClient  # heavy: fastapi
 
     from gitkb.http import create_app  # heavy: fastapi
     from gitkb.services.changes import webhook_intake
-    from gitkb.services.changes.webhooks import github_signature
-    from helpers import SOURCE, with_roots
+    from helpers import SOURCE, github_push, with_roots
 
     a, b = node("a"), node("b")
     ok(a.source_add(SOURCE, str(upstream.remote)))
@@ -319,20 +317,7 @@ def test_a_signed_webhook_sent_to_another_node_syncs_once(
         "---\ntitle: Nodes page\n---\n# Nodes page\n\nThe nebula failover procedure.\n",
     )
     after = upstream.commit_push("add a page")
-    payload = {
-        "ref": "refs/heads/main",
-        "before": before,
-        "after": after,
-        "repository": {"clone_url": f"file://{upstream.remote}", "html_url": "https://example.invalid/x"},
-        "commits": [],
-    }
-    body = json.dumps(payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": github_signature("s3cret", body),
-    }
+    body, headers = github_push("s3cret", before, after, upstream.remote)
     for name in ("c", "b2"):  # a webhook is remote: the local-path source syncs inside allowed_roots
         (tmp_path / name).mkdir(parents=True, exist_ok=True)
         (tmp_path / name / "gitkb.toml").write_text(with_roots("", upstream.remote))

@@ -11,7 +11,6 @@ load balancer does."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -20,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +27,7 @@ import httpx
 import pytest
 
 from gitkb.services.changes.sources.apply import WRITE_BATCH
-from gitkb.services.changes.webhooks import github_signature
-from helpers import WaitTimeout, git, wait_until
+from helpers import WaitTimeout, git, github_push, wait_until
 from helpers.nodes import ServeNode, finished, keyword_paths, three_nodes, wait_caught_up
 from test_http_multinode import chroma as chroma  # the Chroma server fixture
 
@@ -156,21 +153,7 @@ def cluster_state(nodes: list[ServeNode], job_id: str) -> dict[str, Any]:
 
 
 def push_delivery(before: str, after: str, remote: Path) -> tuple[bytes, dict[str, str]]:
-    payload = {
-        "ref": "refs/heads/main",
-        "before": before,
-        "after": after,
-        "repository": {"clone_url": f"file://{remote}", "html_url": "https://example.invalid/handbook"},
-        "commits": [],
-    }
-    body = json.dumps(payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": github_signature(SECRET, body),
-    }
-    return body, headers
+    return github_push(SECRET, before, after, remote, html_url="https://example.invalid/handbook")
 
 
 class Clients:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from helpers import error_code, git, ok
+from helpers import bare_repo, error_code, ok
 from test_gate21_refresh import TOML
 
 
@@ -26,11 +26,7 @@ def test_an_agents_review_targets_only_its_indexes(
     work = tmp_path / "work"
     (work / "docs" / "ops").mkdir(parents=True)
     (work / "docs" / "ops" / "a.md").write_text("# A\n\nThe runbook.\n")
-    git(work, "init", "-q", "-b", "main")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "docs")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(work), str(remote))
+    remote = bare_repo(tmp_path, work)
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     ok(ws.source_add("duo", str(remote), index=["dpub", "dsecret"]))
     ok(ws.source_sync("duo"))

@@ -20,7 +20,7 @@ from mcp import Client
 
 from gitkb.mcp import build_server
 from gitkb.mcp.render import parse_block
-from helpers import SOURCE, Upstream, error_code, git, ok, wait_until, with_roots
+from helpers import SOURCE, Upstream, bare_repo, error_code, git, ok, wait_until, with_roots
 from test_gate21_refresh import BOT, SECRET, TOML, _world
 from test_prleak21_review_view import _as_alice
 
@@ -154,11 +154,7 @@ def _nested_sidecar_world(c: TestClient, tmp_path: Path) -> Any:
     (work / "docs" / "public" / "a.md").write_text("# Public\n\nThe failover runbook.\n")
     (work / "docs" / "private" / "payroll.md").write_text("# Payroll\n\nalice 100, bob 200.\n")
     (work / "docs" / "private" / "gitkb.yml").write_text(f"# notes\nowner: hr\nsecret: {SECRET}\nlast: x\n")
-    git(work, "init", "-q", "-b", "main")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "docs")
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(work), str(remote))
+    remote = bare_repo(tmp_path, work)
     ws = c.app.state.gitkb.workspace  # type: ignore[attr-defined]
     ok(ws.source_add("pub", str(remote), include=["public/**"]))
     ok(ws.source_add("priv", str(remote), include=["private/**"]))

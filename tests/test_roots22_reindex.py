@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from gitkb.mcp import build_server
 from gitkb.stores.catalog import changes
-from helpers import Upstream, error_message, ok
+from helpers import Upstream, cli_runner, error_message, ok
 from test_caps21_mcp import _data, _session, mcp_over_http
 
 OPS = "o" * 24
@@ -213,21 +212,9 @@ def test_mcp_over_stdio_reindexes_a_root_outside_the_allowed_roots(ws: Any, tree
 def test_cli_reindex_of_a_root_outside_the_allowed_roots_still_works(
     home: Path, tree: dict[str, Path]
 ) -> None:
-    from gitkb.cli.main import cli  # the CLI entry, as `gitkb` runs it
-
     home.mkdir(parents=True, exist_ok=True)
     (home / "gitkb.toml").write_text(_roots(tree))
-    env = {
-        "GITKB_HOME": str(home),
-        "GITKB_EMBEDDING_PROVIDER": "hashing",
-        "GITKB_EMBEDDING_MODEL": "hashing-384",
-    }
-    runner = CliRunner()
-
-    def run(*args: str) -> str:
-        res = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
-        assert res.exit_code == 0, res.output
-        return res.output
+    run = cli_runner(home)
 
     run("index", "create", "out")
     run("add", "out", str(tree["outside"]))

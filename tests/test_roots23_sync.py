@@ -26,8 +26,7 @@ from click.testing import CliRunner
 
 from gitkb.mcp import build_server
 from gitkb.services.changes import webhook_intake
-from gitkb.services.changes.webhooks import github_signature
-from helpers import SOURCE, Upstream, catalog, error_message, ok, with_roots
+from helpers import SOURCE, Upstream, catalog, error_message, github_push, ok, with_roots
 from test_caps21_mcp import _session, mcp_over_http
 
 OPS = "o" * 24
@@ -188,20 +187,7 @@ def test_webhooks_refuse_to_sync_a_local_path_source_outside_the_roots(
         headers={"Authorization": f"Bearer {OPS}"},
     )
     _refused(r, upstream.remote, [allowed])
-    payload = {
-        "ref": "refs/heads/main",
-        "before": synced,
-        "after": head,
-        "repository": {"clone_url": f"file://{upstream.remote}", "html_url": "https://example.invalid/x"},
-        "commits": [],
-    }
-    body = json.dumps(payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": github_signature(SECRET, body),
-    }
+    body, headers = github_push(SECRET, synced, head, upstream.remote)
     _refused(c.post("/webhooks/github", content=body, headers=headers), upstream.remote, [allowed])
     assert _counts(home) == before  # no delivery claimed, no job
     _unread(ws, synced)

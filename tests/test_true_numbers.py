@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from gitkb import Workspace
 from gitkb.services.derived.vector_locks import identity_locks
 from gitkb.stores.catalog import vector_state as vs
-from helpers import ok, wait_until
+from helpers import cli_runner, ok, wait_until
 
 IDENT = "hashing/hashing-384"
 
@@ -121,25 +121,13 @@ def test_keyword_only_and_unchanged_writes_report_no_vectors(ws: Workspace) -> N
 
 
 def test_cli_add_and_rechunk_print_true_vector_counts(home: Path, tmp_path: Path) -> None:
-    from gitkb.cli.main import cli
-
     d = tmp_path / "notes"
     d.mkdir()
     for i in range(6):
         (d / f"n{i}.md").write_text(
             f"# Note {i}\n\nThe rota for team {i} changes on Monday {i}.\n\nSecond paragraph {i}.\n"
         )
-    env = {
-        "GITKB_HOME": str(home),
-        "GITKB_EMBEDDING_PROVIDER": "hashing",
-        "GITKB_EMBEDDING_MODEL": "hashing-384",
-    }
-    runner = CliRunner()
-
-    def run(*args: str) -> str:
-        res = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
-        assert res.exit_code == 0, res.output
-        return res.output
+    run = cli_runner(home)
 
     run("index", "create", "kb")
     out = run("add", "kb", str(d))

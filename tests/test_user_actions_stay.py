@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gitkb import Workspace
-from helpers import fails, ok
+from helpers import cli_runner, fails, ok
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -67,20 +67,8 @@ def test_delete_and_rename_survive_reindex_until_added_again(ws: Workspace, tmp_
 
 
 def test_cli_docs_rm_then_reindex(home: Path, tmp_path: Path) -> None:
-    from gitkb.cli.main import cli
-
     d = _folder(tmp_path)
-    env = {
-        "GITKB_HOME": str(home),
-        "GITKB_EMBEDDING_PROVIDER": "hashing",
-        "GITKB_EMBEDDING_MODEL": "hashing-384",
-    }
-    runner = CliRunner()
-
-    def run(*args: str) -> str:
-        res = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
-        assert res.exit_code == 0, res.output
-        return res.output
+    run = cli_runner(home)
 
     run("index", "create", "kb")
     run("add", "kb", str(d), "--no-wait")

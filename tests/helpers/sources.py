@@ -35,6 +35,17 @@ def git(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = 
     return proc.stdout.strip() if check else proc.stdout + proc.stderr
 
 
+def bare_repo(tmp_path: Path, work: Path) -> Path:
+    """``work`` (files already written) committed on ``main`` and cloned bare to
+    ``tmp_path/remote.git``: the remote a source follows."""
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "docs")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(remote))
+    return remote
+
+
 @dataclass
 class Upstream:
     work: Path

@@ -34,6 +34,7 @@ import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitkb.core import action_table as table
+from gitkb.core import disk_roots
 from gitkb.core.errors import Forbidden, InvalidArgument, StoreUnavailable
 from gitkb.http.config import ServerConfig
 from gitkb.http.errors import RequestTimeout, error_response
@@ -228,10 +229,6 @@ def may_run(principal: Principal | None, name: str) -> bool:
     return principal is None or bool(policy.allowed_actions(principal, (name,)))
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
 def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
     """A server-side path the API may read: absolute, and (symlinks resolved) inside an allowed root.
 
@@ -248,7 +245,7 @@ def server_path(cfg: ServerConfig, raw: Any, *, name: str = "filepath") -> str:
     if not p.is_absolute():
         raise InvalidArgument(f"{name} must be absolute, got {raw!r}")
     real = Path(os.path.realpath(p))
-    if not any(_inside(real, root) for root in cfg.allowed_roots):
+    if not disk_roots.inside(real, cfg.allowed_roots):
         raise Forbidden(
             f"{name} {raw!r} is outside the allowed roots"
             + (f" (it resolves to {real})" if real != p else ""),
